@@ -1,0 +1,51 @@
+# trainwatch — `make run` runs the exporter on this machine, `make test` passes the tests.
+# Both install what they need on a fresh Debian machine (root or sudo for apt).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Pinned: an unpinned torch pulls a CUDA build of several GB.
+TORCH_VERSION ?= 2.13.0
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter
+ARGS ?=
+
+.PHONY: run test tools venv bench lint dashboards rules clean
+
+run: venv
+	$(VENV)/bin/trainwatch-exporter $(ARGS)
+
+test: tools venv
+	$(PY) -m pytest $(ARGS)
+
+# Real Prometheus, promtool, Pushgateway and node_exporter for the tests and benchmarks.
+tools:
+	@missing=""; \
+	for bin in prometheus promtool prometheus-pushgateway prometheus-node-exporter; do \
+	  command -v $$bin >/dev/null 2>&1 || missing="$$missing $$bin"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_TOOLS); \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==$(TORCH_VERSION)
+	$(PY) -m pip install -q -e '.[torch,test,dev]'
+	touch $@
+
+bench: tools venv
+	$(PY) benchmarks/exporter_scrape.py
+	$(PY) benchmarks/instrumentation_overhead.py
+
+lint: venv
+	$(VENV)/bin/ruff check exporter trial_instrumentation tests benchmarks examples
+	$(VENV)/bin/mypy exporter trial_instrumentation
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,182 @@
+"""Start the real components the tests and benchmarks use, on loopback, in temp dirs.
+
+Every start polls a readiness endpoint; nothing here sleeps to synchronise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+T = TypeVar("T")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(probe: Callable[[], T | None], timeout: float = 20.0, what: str = "condition",
+               interval: float = 0.05) -> T:
+    """Poll ``probe`` until it returns something truthy; raise TimeoutError naming ``what``."""
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = probe()
+            if value:
+                return value
+        except Exception as exc:  # noqa: BLE001 - a probe may fail until the thing is up
+            last_exc = exc
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what} (last error: {last_exc!r})")
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def require_binary(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise RuntimeError(f"{name} is not installed: run `make tools` (make test does it)")
+    return path
+
+
+class Service:
+    """A real process listening on 127.0.0.1:port; stopped (and its log kept) on ``stop()``."""
+
+    def __init__(self, name: str, argv: Sequence[str], port: int, workdir: Path,
+                 ready_path: str = "/", env: dict[str, str] | None = None,
+                 timeout: float = 20.0) -> None:
+        self.name = name
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = workdir / f"{name}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(list(argv), stdout=self._log, stderr=subprocess.STDOUT,
+                                     cwd=workdir, env=env, start_new_session=True)
+        try:
+            wait_until(self._ready(ready_path), timeout=timeout, what=f"{name} on {self.url}")
+        except TimeoutError:
+            self.stop()
+            raise RuntimeError(f"{name} did not become ready; log:\n{self.log()}") from None
+
+    def _ready(self, path: str) -> Callable[[], bool]:
+        def probe() -> bool:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log()}")
+            return http_get(self.url + path, timeout=1.0)[0] == 200
+        return probe
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_pushgateway(workdir: Path) -> Service:
+    port = free_port()
+    # An empty persistence file: Debian's default persists, and runs would leak into each other.
+    argv = [require_binary("prometheus-pushgateway"), f"--web.listen-address=127.0.0.1:{port}",
+            "--persistence.file="]
+    return Service("pushgateway", argv, port, workdir, ready_path="/-/ready")
+
+
+def start_node_exporter(workdir: Path, *extra: str) -> Service:
+    port = free_port()
+    argv = [require_binary("prometheus-node-exporter"), f"--web.listen-address=127.0.0.1:{port}",
+            *extra]
+    return Service("node_exporter", argv, port, workdir, ready_path="/metrics")
+
+
+def start_trainwatch_exporter(workdir: Path, *extra: str) -> Service:
+    port = free_port()
+    argv = [sys.executable, "-m", "exporter", f"--web.listen-address=127.0.0.1:{port}", *extra]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return Service("trainwatch_exporter", argv, port, workdir, ready_path="/healthz", env=env)
+
+
+class Prometheus(Service):
+    """A real Prometheus server with a helper for the HTTP API."""
+
+    def api(self, path: str, **params: str) -> Any:
+        query = urllib.parse.urlencode(params)
+        status, body = http_get(f"{self.url}/api/v1/{path}?{query}")
+        doc = json.loads(body)
+        if status != 200 or doc.get("status") != "success":
+            raise AssertionError(f"Prometheus {path} {params} failed ({status}): {doc}")
+        return doc["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """Instant query; the result vector (list of {metric, value})."""
+        data = self.api("query", query=expr)
+        return list(data["result"])
+
+    def wait_for_series(self, expr: str, timeout: float = 30.0) -> list[dict[str, Any]]:
+        return wait_until(lambda: self.query(expr), timeout=timeout, what=f"series for {expr!r}",
+                          interval=0.2)
+
+    def alerts(self) -> list[dict[str, Any]]:
+        return list(self.api("alerts")["alerts"])
+
+    def targets(self) -> list[dict[str, Any]]:
+        return list(self.api("targets")["activeTargets"])
+
+
+def start_prometheus(workdir: Path, config: dict[str, Any]) -> Prometheus:
+    """Start Prometheus with ``config`` (a prometheus.yml as a dict), written into ``workdir``."""
+    port = free_port()
+    cfg_path = workdir / "prometheus.yml"
+    cfg_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    data = workdir / "tsdb"
+    data.mkdir(exist_ok=True)
+    argv = [require_binary("prometheus"), f"--config.file={cfg_path}",
+            f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}",
+            "--web.enable-lifecycle", "--log.level=warn"]
+    return Prometheus("prometheus", argv, port, workdir, ready_path="/-/ready")
+
+
+def scrape_config(job: str, target_url: str, interval: str = "1s",
+                  honor_labels: bool = False) -> dict[str, Any]:
+    """One static scrape job for ``start_prometheus`` configs."""
+    hostport = target_url.split("://", 1)[1]
+    job_cfg: dict[str, Any] = {"job_name": job, "scrape_interval": interval,
+                               "scrape_timeout": interval, "static_configs": [{"targets": [hostport]}]}
+    if honor_labels:
+        job_cfg["honor_labels"] = True
+    return job_cfg

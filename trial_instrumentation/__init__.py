@@ -1,0 +1,1 @@
+"""trainwatch trial instrumentation: training-loop timings pushed to a Pushgateway."""
