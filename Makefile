@@ -43,6 +43,13 @@ bench: tools venv
 	$(PY) benchmarks/exporter_scrape.py
 	$(PY) benchmarks/instrumentation_overhead.py
 
+# Regenerate the committed rule files and dashboards (tests fail when they drift).
+rules: venv
+	$(PY) prometheus/generate_rules.py
+
+dashboards: venv
+	$(PY) grafana/generate.py
+
 lint: venv
 	$(VENV)/bin/ruff check exporter trial_instrumentation tests benchmarks examples
 	$(VENV)/bin/mypy exporter trial_instrumentation
