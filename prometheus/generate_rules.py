@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Render prometheus/rules/*.yml from prometheus/thresholds.yaml (`make rules`).
+
+    python prometheus/generate_rules.py                 # rewrite the committed rule files
+    python prometheus/generate_rules.py --check         # exit 1 when they drift
+    python prometheus/generate_rules.py --out /tmp/r --for 20s --rate-window 30s
+
+The last form is how the live test shortens every `for` and the rate window: the same
+thresholds, the same generator, written elsewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # run as a script or loaded by path: rulegen/ sits next to us
+    sys.path.insert(0, str(HERE))
+
+from rulegen import SettingsError, load_settings, render_files
+from rulegen.settings import DEFAULT_THRESHOLDS
+
+RULES_DIR = HERE / "rules"
+
+
+def render(thresholds: Path = DEFAULT_THRESHOLDS, *, for_: str | None = None,
+           rate_window: str | None = None) -> dict[str, str]:
+    """File name -> text of every rule file, with optional overrides of `for` and the window."""
+    settings = load_settings(thresholds).with_overrides(for_=for_, rate_window=rate_window)
+    note = ", ".join(f"{k}={v}" for k, v in (("for", for_), ("rate_window", rate_window)) if v)
+    return render_files(settings, overrides=note)
+
+
+def write_rules(out_dir: Path = RULES_DIR, thresholds: Path = DEFAULT_THRESHOLDS, *,
+                for_: str | None = None, rate_window: str | None = None) -> list[Path]:
+    """Render and write the rule files into ``out_dir``; returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in render(thresholds, for_=for_, rate_window=rate_window).items():
+        path = out_dir / name
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+def drift(out_dir: Path = RULES_DIR, thresholds: Path = DEFAULT_THRESHOLDS) -> list[str]:
+    """Names of files in ``out_dir`` that differ from a fresh render (missing or extra too)."""
+    fresh = render(thresholds)
+    on_disk = {p.name: p.read_text() for p in sorted(out_dir.glob("*.yml"))}
+    return sorted(name for name in set(fresh) | set(on_disk) if fresh.get(name) != on_disk.get(name))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--thresholds", type=Path, default=DEFAULT_THRESHOLDS)
+    parser.add_argument("--out", type=Path, default=RULES_DIR, help="directory to write into")
+    parser.add_argument("--for", dest="for_", help="override every alert's `for` (e.g. 20s)")
+    parser.add_argument("--rate-window", help="override rate_window (e.g. 30s)")
+    parser.add_argument("--check", action="store_true", help="exit 1 if --out drifted")
+    args = parser.parse_args(argv)
+    try:
+        if args.check:
+            stale = drift(args.out, args.thresholds)
+            for name in stale:
+                print(f"{args.out / name} differs from a fresh render: run `make rules`")
+            return 1 if stale else 0
+        for path in write_rules(args.out, args.thresholds, for_=args.for_,
+                                rate_window=args.rate_window):
+            print(f"wrote {path}")
+    except SettingsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

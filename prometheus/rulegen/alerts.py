@@ -1,0 +1,150 @@
+"""The alerts, one function per alert group; expressions read thresholds.yaml via Settings.
+
+Every alert gets `for`, a `severity` label, `summary`, `description` (the measured value and
+what to change, from remedies.py) and a `runbook_url` into docs/runbooks.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rulegen import remedies
+from rulegen.promql import GPU_LABELS, TRIAL_LABELS, by, live_trials, number, on, select
+from rulegen.recording import RecordNames
+from rulegen.settings import Settings, SettingsError
+
+RUNBOOK_URL = "https://github.com/trainwatch/trainwatch/blob/main/docs/runbooks.md"
+_TRIAL_ID = "{{ $labels.experiment }}/{{ $labels.trial }} rank {{ $labels.rank }}"
+_TRIAL = f"Trial {_TRIAL_ID}"
+_GPU = "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }}"
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0%}"
+
+
+class _Group:
+    """Collects one group's alerts, filling in for/severity/runbook from Settings."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.s = settings
+        self.rules: list[dict[str, Any]] = []
+
+    def add(self, name: str, expr: str, summary: str, description: str, remedy: str,
+            uses_threshold: bool = True) -> None:
+        setting = self.s.alert(name)
+        if not uses_threshold and setting.threshold is not None:
+            raise SettingsError(f"{self.s.source}: alerts.{name}.threshold is not used by this "
+                                "yes/no alert; remove it")
+        self.rules.append({
+            "alert": name, "expr": expr, "for": setting.for_,
+            "labels": {"severity": setting.severity},
+            "annotations": {"summary": summary, "description": f"{description} {remedy}",
+                            "runbook_url": f"{RUNBOOK_URL}#{name.lower()}"}})
+
+
+def trial_alerts(s: Settings) -> list[dict[str, Any]]:
+    g, n, trial = _Group(s), RecordNames(s.rate_window), s.selector("trial")
+    t = s.threshold("TrainwatchDataloaderBound")
+    g.add("TrainwatchDataloaderBound",
+          f"{select(n.phase_share, s.selector('dataloader_phase'))} > {number(t)}",
+          "Training waits for the data loader.",
+          f"{_TRIAL} spends {{{{ $value | humanizePercentage }}}} of its step time in "
+          f"dataloader_next (threshold {_pct(t)}).", remedies.DATALOADER)
+    t = s.threshold("TrainwatchHostToDeviceBound")
+    g.add("TrainwatchHostToDeviceBound",
+          f"sum {by(*TRIAL_LABELS)} ({select(n.phase_share, s.selector('host_to_device_phases'))})"
+          f" > {number(t)}",
+          "Training waits for host<->device memory copies.",
+          f"{_TRIAL} spends {{{{ $value | humanizePercentage }}}} of its step time in "
+          f"to_device/from_device (threshold {_pct(t)}).", remedies.MEMORY_COPIES)
+    t = s.threshold("TrainwatchTrialStale")
+    g.add("TrainwatchTrialStale",
+          f"time() - {select('push_time_seconds', trial)} > {number(t)}",
+          "A trial stopped pushing its metrics.",
+          f"{_TRIAL} last pushed {{{{ $value | humanizeDuration }}}} ago (threshold "
+          f"{number(t)}s) and did not delete its group.", remedies.STALE_TRIAL)
+    t = s.threshold("TrainwatchTrialPushFailing")
+    g.add("TrainwatchTrialPushFailing",
+          f"increase({select('trainwatch_trial_push_failures_total', trial)}[{s.rate_window}])"
+          f" > {number(t)}",
+          "A trial keeps failing to push its metrics.",
+          f"{_TRIAL} failed {{{{ $value | humanize }}}} pushes to the Pushgateway in the last "
+          f"{s.rate_window}.", remedies.PUSH_FAILING)
+    return g.rules
+
+
+def gpu_alerts(s: Settings) -> list[dict[str, Any]]:
+    g, n, exporter = _Group(s), RecordNames(s.rate_window), s.selector("exporter")
+    t = s.threshold("TrainwatchGPUUnderutilized")
+    live = live_trials(s.selector("trial"), s.threshold("TrainwatchTrialStale"))
+    g.add("TrainwatchGPUUnderutilized",
+          f"avg_over_time({n.trial_gpu_utilization}[{s.rate_window}]) < {number(t)}\n"
+          f"and {on(*TRIAL_LABELS)}\n{live}",
+          "A live trial leaves its GPU idle.",
+          f"{_GPU}, used by trial {_TRIAL_ID}, averaged {{{{ $value | humanizePercentage }}}} "
+          f"utilization over {s.rate_window} (threshold {_pct(t)}).", remedies.UNDERUTILIZED_GPU)
+    t = s.threshold("TrainwatchGPUMemoryNearlyFull")
+    g.add("TrainwatchGPUMemoryNearlyFull", f"{n.gpu_memory_used} > {number(t)}",
+          "A GPU's memory is nearly full.",
+          f"{_GPU} has {{{{ $value | humanizePercentage }}}} of its memory in use (threshold "
+          f"{_pct(t)}); the next larger batch or sequence runs out of memory.",
+          remedies.GPU_MEMORY)
+    throttled = select("trainwatch_gpu_clock_event_active", exporter,
+                       s.selector("throttle_reasons"))
+    g.add("TrainwatchGPUThrottled", f"max {by(*GPU_LABELS, 'reason')} ({throttled}) > 0",
+          "A GPU is slowing its clocks down.",
+          f"{_GPU} is throttled: clock event reason {{{{ $labels.reason }}}} is active.",
+          remedies.THROTTLED_GPU, uses_threshold=False)
+    return g.rules
+
+
+def host_alerts(s: Settings) -> list[dict[str, Any]]:
+    g, n, exporter, trial = (_Group(s), RecordNames(s.rate_window), s.selector("exporter"),
+                             s.selector("trial"))
+    t = s.threshold("TrainwatchHostMemoryLow")
+    g.add("TrainwatchHostMemoryLow",
+          f"{select('trainwatch_memory_available_bytes', exporter)}\n"
+          f"/\n{select('trainwatch_memory_total_bytes', exporter)}\n< {number(t)}",
+          "A node is running out of memory.",
+          "{{ $labels.instance }} has only {{ $value | humanizePercentage }} of its memory "
+          f"available (threshold {_pct(t)}); the OOM killer ends data loader workers or the "
+          "trial next.", remedies.HOST_MEMORY)
+    t = s.threshold("TrainwatchCPUSaturated")
+    live = live_trials(trial, s.threshold("TrainwatchTrialStale"))
+    nodes_with_live_trials = (
+        f"{select('trainwatch_host_info', exporter)}\n* {on('nodename')} group_left ()\n"
+        f"count {by('nodename')} ({select('trainwatch_trial_info', trial)}"
+        f" and {on(*TRIAL_LABELS)} ({live}))")
+    g.add("TrainwatchCPUSaturated",
+          f"{n.cpu_utilization} > {number(t)}\nand {on('instance')}\n{nodes_with_live_trials}",
+          "The CPUs of a node running a trial are saturated.",
+          "{{ $labels.instance }} runs a live trial and its CPUs are "
+          f"{{{{ $value | humanizePercentage }}}} busy (threshold {_pct(t)}); data loading and "
+          "the Python side of the step compete for them.", remedies.BUSY_CPU)
+    return g.rules
+
+
+def exporter_alerts(s: Settings) -> list[dict[str, Any]]:
+    g, exporter = _Group(s), s.selector("exporter")
+    g.add("TrainwatchExporterDown", f"{select('up', exporter)} == 0",
+          "trainwatch-exporter is down.",
+          "Prometheus cannot scrape trainwatch-exporter on {{ $labels.instance }}.",
+          remedies.EXPORTER_DOWN, uses_threshold=False)
+    g.add("TrainwatchCollectorFailing",
+          f"{select('trainwatch_scrape_collector_success', exporter)} == 0",
+          "A trainwatch-exporter collector is failing.",
+          "Collector {{ $labels.collector }} of trainwatch-exporter on {{ $labels.instance }} "
+          "fails on every scrape; its metrics are missing.",
+          remedies.COLLECTOR_FAILING, uses_threshold=False)
+    return g.rules
+
+
+# Alert group -> its rules; each renders to rules/<group>.yml and is tested by tests/<group>.yml.
+ALERT_GROUPS: dict[str, Callable[[Settings], list[dict[str, Any]]]] = {
+    "trial": trial_alerts,
+    "gpu": gpu_alerts,
+    "host": host_alerts,
+    "exporter": exporter_alerts,
+}

@@ -1,0 +1,145 @@
+"""Recording rules: per-trial phase shares and quantiles, trial GPUs, host throughput.
+
+Names follow level:metric:operations; the rate window from thresholds.yaml is part of every
+rate-derived name (``..._rate5m``), so a changed window shows in the name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rulegen.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
+from rulegen.settings import Settings
+
+# Quantiles recorded for step and phase durations (label quantile="0.5" | "0.95").
+QUANTILES = ("0.5", "0.95")
+# Host counters recorded as per-device rates: (recorded metric stem, exporter counter).
+_DEVICE_RATES = (
+    ("network_receive_bytes", "trainwatch_network_receive_bytes_total"),
+    ("network_transmit_bytes", "trainwatch_network_transmit_bytes_total"),
+    ("disk_read_bytes", "trainwatch_disk_read_bytes_total"),
+    ("disk_written_bytes", "trainwatch_disk_written_bytes_total"),
+    ("disk_reads_completed", "trainwatch_disk_reads_completed_total"),
+    ("disk_writes_completed", "trainwatch_disk_writes_completed_total"),
+)
+# CPU modes that are not work done for the node (as node-mixin counts them).
+_NOT_BUSY_MODES = 'mode=~"idle|iowait|steal"'
+
+
+@dataclass(frozen=True)
+class RecordNames:
+    """The recorded series' names for one rate window.
+
+    Example:
+        >>> RecordNames("5m").phase_share
+        'trial_phase:trainwatch_trial_phase_seconds:share_rate5m'
+    """
+
+    window: str
+
+    @property
+    def phase_share(self) -> str:
+        return f"trial_phase:trainwatch_trial_phase_seconds:share_rate{self.window}"
+
+    @property
+    def phase_quantile(self) -> str:
+        return f"trial_phase:trainwatch_trial_phase_seconds:quantile_rate{self.window}"
+
+    @property
+    def step_quantile(self) -> str:
+        return f"trial:trainwatch_trial_step_seconds:quantile_rate{self.window}"
+
+    @property
+    def steps_rate(self) -> str:
+        return f"trial:trainwatch_trial_steps:rate{self.window}"
+
+    @property
+    def samples_rate(self) -> str:
+        return f"trial:trainwatch_trial_samples:rate{self.window}"
+
+    trial_gpu_utilization = "trial_gpu:trainwatch_gpu_utilization:ratio"
+    trial_gpu_memory_used = "trial_gpu:trainwatch_gpu_memory_used:ratio"
+    gpu_memory_used = "gpu:trainwatch_gpu_memory_used:ratio"
+
+    @property
+    def cpu_utilization(self) -> str:
+        return f"instance:trainwatch_cpu_utilization:ratio_rate{self.window}"
+
+    def device_rate(self, stem: str) -> str:
+        return f"instance_device:trainwatch_{stem}:rate{self.window}"
+
+
+def _record(name: str, expr: str, **labels: str) -> dict[str, Any]:
+    rule: dict[str, Any] = {"record": name, "expr": expr}
+    if labels:
+        rule["labels"] = labels
+    return rule
+
+
+def _trial_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
+    trial, w = s.selector("trial"), s.rate_window
+
+    def rate(metric: str) -> str:
+        return f"rate({select(metric, trial)}[{w}])"
+
+    rules = [_record(n.phase_share, (
+        f"sum {by(*TRIAL_LABELS, 'phase')} ({rate('trainwatch_trial_phase_seconds_sum')})\n"
+        f"/ {on(*TRIAL_LABELS)} group_left\n"
+        f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_step_seconds_sum')})"))]
+    for q in QUANTILES:
+        rules.append(_record(n.phase_quantile, (
+            f"histogram_quantile({q}, sum {by(*TRIAL_LABELS, 'phase', 'le')}"
+            f" ({rate('trainwatch_trial_phase_seconds_bucket')}))"), quantile=q))
+    for q in QUANTILES:
+        rules.append(_record(n.step_quantile, (
+            f"histogram_quantile({q}, sum {by(*TRIAL_LABELS, 'le')}"
+            f" ({rate('trainwatch_trial_step_seconds_bucket')}))"), quantile=q))
+    rules.append(_record(n.steps_rate,
+                         f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_steps_total')})"))
+    rules.append(_record(n.samples_rate,
+                         f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_samples_total')})"))
+    return rules
+
+
+def _gpu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
+    exporter, trial = s.selector("exporter"), s.selector("trial")
+
+    def per_gpu(metric: str) -> str:
+        return f"max {by(*GPU_LABELS)} ({select(metric, exporter)})"
+
+    # The trial side is the "many" side: two trials sharing one GPU (MPS, MIG parent) both get
+    # its value instead of a many-to-many error; the exporter side is unique per uuid.
+    def for_trials(per_gpu_expr: str) -> str:
+        return (f"max {by(*TRIAL_LABELS, 'uuid')} ({select('trainwatch_trial_gpu_info', trial)})\n"
+                f"* {on('uuid')} group_left (instance, gpu)\n{per_gpu_expr}")
+
+    return [
+        _record(n.gpu_memory_used, (f"{per_gpu('trainwatch_gpu_memory_used_bytes')}\n"
+                                    f"/\n{per_gpu('trainwatch_gpu_memory_total_bytes')}")),
+        _record(n.trial_gpu_utilization, for_trials(per_gpu("trainwatch_gpu_utilization_ratio"))),
+        _record(n.trial_gpu_memory_used, for_trials(n.gpu_memory_used)),
+    ]
+
+
+def _host_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
+    exporter, w = s.selector("exporter"), s.rate_window
+    cpu_idle = select("trainwatch_cpu_seconds_total", exporter, _NOT_BUSY_MODES)
+    rules = [_record(n.cpu_utilization, (
+        f"1 - sum {by('instance')} (rate({cpu_idle}[{w}]))\n"
+        f"/ max {by('instance')} ({select('trainwatch_cpu_count', exporter)})"))]
+    for stem, counter in _DEVICE_RATES:
+        rules.append(_record(n.device_rate(stem),
+                             f"sum {by('instance', 'device')} (rate({select(counter, exporter)}[{w}]))"))
+    return rules
+
+
+def recording_groups(s: Settings) -> list[dict[str, Any]]:
+    """The rule groups of rules/recording.yml (order inside a group matters: later rules read
+    earlier ones in the same evaluation)."""
+    n = RecordNames(s.rate_window)
+    return [
+        {"name": "trainwatch.trial.rules", "rules": _trial_rules(s, n)},
+        {"name": "trainwatch.gpu.rules", "rules": _gpu_rules(s, n)},
+        {"name": "trainwatch.host.rules", "rules": _host_rules(s, n)},
+    ]

@@ -1,0 +1,132 @@
+"""Load and validate prometheus/thresholds.yaml, the one place for selectors and thresholds.
+
+Every error names the file and the key, so a typo in thresholds.yaml fails `make rules` with a
+sentence instead of rendering a rule that never fires.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds.yaml"
+SEVERITIES = ("info", "warning", "critical")
+# Prometheus' duration syntax (model.ParseDuration), units largest first, at least one present.
+_DURATION = re.compile(r"^(?=\d)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
+
+
+class SettingsError(ValueError):
+    """thresholds.yaml (or an override) is missing a key or holds a bad value."""
+
+
+def check_duration(value: object, where: str) -> str:
+    if not isinstance(value, str) or not _DURATION.match(value) or not re.search("[1-9]", value):
+        raise SettingsError(f"{where}: {value!r} is not a positive Prometheus duration like 5m")
+    return value
+
+
+@dataclass(frozen=True)
+class AlertSetting:
+    """One alert's tunables; ``threshold`` is None for yes/no alerts."""
+
+    threshold: float | None
+    for_: str
+    severity: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The parsed thresholds.yaml.
+
+    Example:
+        >>> s = load_settings().with_overrides(for_="20s", rate_window="30s")
+        >>> s.alert("TrainwatchDataloaderBound").for_, s.rate_window
+        ('20s', '30s')
+    """
+
+    source: str
+    selectors: Mapping[str, str]
+    rate_window: str
+    alerts: Mapping[str, AlertSetting]
+
+    def selector(self, name: str) -> str:
+        try:
+            return self.selectors[name]
+        except KeyError:
+            raise SettingsError(f"{self.source}: selectors.{name} is missing") from None
+
+    def alert(self, name: str) -> AlertSetting:
+        try:
+            return self.alerts[name]
+        except KeyError:
+            raise SettingsError(f"{self.source}: alerts.{name} is missing") from None
+
+    def threshold(self, name: str) -> float:
+        value = self.alert(name).threshold
+        if value is None:
+            raise SettingsError(f"{self.source}: alerts.{name}.threshold is missing")
+        return value
+
+    def with_overrides(self, *, for_: str | None = None,
+                       rate_window: str | None = None) -> Settings:
+        """A copy with every alert's ``for`` and/or the rate window replaced (the live test)."""
+        alerts = self.alerts
+        if for_ is not None:
+            check_duration(for_, "override for")
+            alerts = {n: dataclasses.replace(a, for_=for_) for n, a in alerts.items()}
+        window = check_duration(rate_window, "override rate_window") if rate_window else None
+        return dataclasses.replace(self, alerts=alerts, rate_window=window or self.rate_window,
+                                   source=f"{self.source} (with overrides)")
+
+
+def _mapping(value: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise SettingsError(f"{where} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _alert(doc: Mapping[str, Any], where: str) -> AlertSetting:
+    unknown = set(doc) - {"threshold", "for", "severity"}
+    if unknown:
+        raise SettingsError(f"{where}: unknown key(s) {sorted(unknown)}")
+    threshold = doc.get("threshold")
+    if threshold is not None and (isinstance(threshold, bool)
+                                  or not isinstance(threshold, (int, float))):
+        raise SettingsError(f"{where}.threshold: {threshold!r} is not a number")
+    if "for" not in doc:
+        raise SettingsError(f"{where}.for is missing")
+    severity = doc.get("severity")
+    if severity not in SEVERITIES:
+        raise SettingsError(f"{where}.severity: {severity!r} is not one of {SEVERITIES}")
+    return AlertSetting(threshold=None if threshold is None else float(threshold),
+                        for_=check_duration(doc["for"], f"{where}.for"), severity=severity)
+
+
+def parse_settings(doc: object, source: str) -> Settings:
+    """Validate a loaded thresholds document; ``source`` names it in errors."""
+    root = _mapping(doc, source)
+    for key in ("selectors", "rate_window", "alerts"):
+        if key not in root:
+            raise SettingsError(f"{source}: top-level key {key!r} is missing")
+    selectors = _mapping(root["selectors"], f"{source}: selectors")
+    for name, value in selectors.items():
+        if not isinstance(value, str) or not value:
+            raise SettingsError(f"{source}: selectors.{name} must be a non-empty string")
+    alerts = {name: _alert(_mapping(body, f"{source}: alerts.{name}"), f"{source}: alerts.{name}")
+              for name, body in _mapping(root["alerts"], f"{source}: alerts").items()}
+    return Settings(source=source, selectors=dict(selectors), alerts=alerts,
+                    rate_window=check_duration(root["rate_window"], f"{source}: rate_window"))
+
+
+def load_settings(path: Path = DEFAULT_THRESHOLDS) -> Settings:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise SettingsError(f"{path}: cannot read thresholds: {err}") from err
+    return parse_settings(doc, str(path))
