@@ -1,0 +1,124 @@
+"""A plain PyTorch CPU training loop timed with trial_instrumentation (all six timings).
+
+    python examples/pytorch_loop.py --steps 200 --loader-delay 0.02 \\
+        --pushgateway http://127.0.0.1:9091 --experiment demo --trial t1
+
+Trial settings left off the command line come from TRAINWATCH_* (and RANK / WORLD_SIZE).
+``--loader-delay`` sleeps once per batch inside the Dataset, in the DataLoader workers, to
+show a dataloader-bound trial. Exits 0 after the final push and (unless ``--keep-group``)
+the delete of its Pushgateway group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler, SequentialSampler
+
+import trial_instrumentation as ti
+
+FEATURES, CLASSES = 32, 10
+
+
+class SlowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """Random classification data, fetched a whole batch per ``__getitem__`` (a list of
+    indices from a BatchSampler), so ``delay`` is paid once per batch."""
+
+    def __init__(self, samples: int, delay: float, seed: int = 0) -> None:
+        generator = torch.Generator().manual_seed(seed)
+        self.x = torch.randn(samples, FEATURES, generator=generator)
+        self.y = torch.randint(0, CLASSES, (samples,), generator=generator)
+        self.delay = delay
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        if self.delay > 0:
+            time.sleep(self.delay)
+        return self.x[indices], self.y[indices]
+
+
+def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=100, help="training steps (batches)")
+    parser.add_argument("--loader-delay", type=float, default=0.0,
+                        help="seconds slept per batch in the Dataset (a slow loader)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
+    parser.add_argument("--experiment", help="default: $TRAINWATCH_EXPERIMENT")
+    parser.add_argument("--trial", help="default: $TRAINWATCH_TRIAL")
+    parser.add_argument("--pushgateway", help="default: $TRAINWATCH_PUSHGATEWAY (unset: no-op)")
+    parser.add_argument("--push-interval", type=float,
+                        help="seconds; default: $TRAINWATCH_PUSH_INTERVAL or 10")
+    parser.add_argument("--timing-mode", choices=ti.TIMING_MODES,
+                        help="default: $TRAINWATCH_TIMING_MODE or wall")
+    parser.add_argument("--keep-group", action="store_true",
+                        help="leave the Pushgateway group on exit (TRAINWATCH_DELETE_ON_EXIT=0)")
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.batch_size < 1 or args.workers < 0 or args.loader_delay < 0:
+        parser.error("--steps and --batch-size must be >= 1, --workers and --loader-delay >= 0")
+    return args
+
+
+def make_trial(args: argparse.Namespace) -> ti.Trial:
+    return ti.Trial(experiment=args.experiment, trial=args.trial, pushgateway=args.pushgateway,
+                    push_interval=args.push_interval, timing_mode=args.timing_mode,
+                    delete_on_exit=False if args.keep_group else None)
+
+
+def make_loader(args: argparse.Namespace, dataset: SlowDataset,
+                sampler: Sampler[int] | None = None) -> DataLoader[tuple[torch.Tensor, torch.Tensor]]:
+    batches = BatchSampler(sampler or SequentialSampler(dataset), args.batch_size, drop_last=True)
+    # batch_size=None: the Dataset returns whole batches, the BatchSampler says which.
+    return DataLoader(dataset, batch_size=None, sampler=batches, num_workers=args.workers)
+
+
+def train(trial: ti.Trial, loader: DataLoader[tuple[torch.Tensor, torch.Tensor]],
+          device: torch.device,
+          reduce: Callable[[torch.Tensor], torch.Tensor] = lambda t: t) -> float:
+    """The loop, with every standard phase timed; returns the mean loss (after ``reduce``)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(), nn.Linear(64, CLASSES)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=50, gamma=0.5)
+    loss_fn = nn.CrossEntropyLoss()
+    total, steps = torch.zeros(2), 0
+    for x, y in trial.loader(loader):  # times dataloader_next, counts steps and samples
+        with trial.phase(ti.TO_DEVICE):
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        with trial.phase(ti.TRAIN_BATCH):
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            optimizer.step()
+        with trial.phase(ti.STEP_LR_SCHEDULERS):
+            scheduler.step()
+        with trial.phase(ti.FROM_DEVICE):
+            loss_value = loss.detach().to("cpu")
+        with trial.phase(ti.REDUCE_METRICS):
+            total += reduce(torch.stack([loss_value * len(y), torch.tensor(float(len(y)))]))
+        steps += 1
+    return float(total[0] / total[1]) if steps else float("nan")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    args = parse_args(argv)
+    trial = make_trial(args)  # bad settings fail here, before any data is loaded
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dataset = SlowDataset(args.steps * args.batch_size, args.loader_delay)
+    with trial:
+        loss = train(trial, make_loader(args, dataset), device)
+    logging.info("trained %d steps on %s, mean loss %.4f", args.steps, device, loss)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,114 @@
+"""Render the hot-path arrays into metric families, at push (or scrape) time only.
+
+The training thread never touches prometheus_client objects: this collector, registered in
+the trial's private ``CollectorRegistry``, reads plain lists and ints when the pusher thread
+(or the pull server) asks for ``/metrics``. Names come from :mod:`trial_instrumentation.names`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+from trial_instrumentation import names
+from trial_instrumentation.loader import Progress
+from trial_instrumentation.timing import Histogram
+
+
+@functools.lru_cache(maxsize=8)
+def _le_labels(bounds: tuple[float, ...]) -> tuple[str, ...]:
+    return (*(floatToGoString(b) for b in bounds), "+Inf")
+
+
+def cumulative_buckets(histogram: Histogram) -> tuple[list[tuple[str, float]], float]:
+    """``(le, cumulative count)`` pairs and the sum, from one consistent-enough snapshot."""
+    counts, total = histogram.snapshot()
+    running, buckets = 0, []
+    for le, count in zip(_le_labels(histogram.bounds), counts):
+        running += count
+        buckets.append((le, float(running)))
+    return buckets, total
+
+
+@dataclass
+class TrialState:
+    """What a trial measures; the hot path writes it, :class:`TrialCollector` reads it."""
+
+    buckets: tuple[float, ...]
+    info: Mapping[str, str]
+    phases: dict[str, Histogram] = field(default_factory=dict)
+    progress: Progress = field(default_factory=Progress)
+    push_failures: int = 0
+    gpu_uuids: Callable[[], Iterable[str]] = tuple
+
+    def __post_init__(self) -> None:
+        self.step = Histogram(self.buckets)
+
+    def phase_histogram(self, name: str) -> Histogram:
+        return self.phases.setdefault(name, Histogram(self.buckets))
+
+
+class TrialCollector(Collector):
+    """Yields the trial families from a :class:`TrialState`.
+
+    ``const_labels`` go on every series: empty when pushing (the grouping key labels the
+    group), experiment/trial/rank in pull mode.
+
+    >>> from prometheus_client import CollectorRegistry
+    >>> state = TrialState(names.DEFAULT_BUCKETS, {"nodename": "n", "pid": "1", "world_size": "1"})
+    >>> state.phase_histogram("train_batch").observe(0.01)
+    >>> registry = CollectorRegistry()
+    >>> registry.register(TrialCollector(state))
+    >>> registry.get_sample_value("trainwatch_trial_phase_seconds_count", {"phase": "train_batch"})
+    1.0
+    """
+
+    def __init__(self, state: TrialState, const_labels: Mapping[str, str] | None = None) -> None:
+        self._state = state
+        self._keys = list(const_labels or {})
+        self._values = list((const_labels or {}).values())
+
+    def _family(self, cls: type[Metric], name: str, doc: str, *labels: str) -> Metric:
+        return cls(name, doc, labels=[*self._keys, *labels])  # type: ignore[call-arg]
+
+    def collect(self) -> Iterator[Metric]:
+        state, values = self._state, self._values
+        phase = self._family(HistogramMetricFamily, names.PHASE_SECONDS,
+                             "Time spent in one phase of a training step.", "phase")
+        # tuple(): the training thread may add a phase while we iterate.
+        for name, histogram in tuple(state.phases.items()):
+            buckets, total = cumulative_buckets(histogram)
+            phase.add_metric([*values, name], buckets, total)  # type: ignore[attr-defined]
+        yield phase
+        step = self._family(HistogramMetricFamily, names.STEP_SECONDS,
+                            "Time of one whole training iteration, data loading included.")
+        step.add_metric(values, *cumulative_buckets(state.step))  # type: ignore[attr-defined]
+        yield step
+        for metric, doc, value in (
+                (names.STEPS, "Training steps finished.", state.progress.steps),
+                (names.SAMPLES, "Training samples in finished steps.", state.progress.samples),
+                (names.PUSH_FAILURES, "Pushes to the Pushgateway that failed.",
+                 state.push_failures)):
+            counter = self._family(CounterMetricFamily, metric, doc)
+            counter.add_metric(values, value)  # type: ignore[attr-defined]
+            yield counter
+        info = self._family(GaugeMetricFamily, names.TRIAL_INFO,
+                            "The trial process; join to trainwatch_host_info on nodename.",
+                            *state.info)
+        info.add_metric([*values, *state.info.values()], 1)  # type: ignore[attr-defined]
+        yield info
+        gpus = self._family(GaugeMetricFamily, names.GPU_INFO,
+                            "A GPU this trial uses; join to trainwatch_gpu_* on uuid.", "uuid")
+        for uuid in state.gpu_uuids():
+            gpus.add_metric([*values, uuid], 1)  # type: ignore[attr-defined]
+        yield gpus

@@ -1,0 +1,179 @@
+"""Trial settings from arguments or the environment, validated once, at Trial creation.
+
+Every problem is a ``ValueError`` that names the argument or environment variable it came
+from, so a typo fails before the first step instead of mid-training.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from trial_instrumentation import names
+from trial_instrumentation.timing import validate_buckets
+
+V = TypeVar("V")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """Resolved settings; ``enabled`` is False when neither pushing nor pulling is set up."""
+
+    pushgateway: str | None
+    pull_port: int | None
+    experiment: str
+    trial: str
+    rank: int
+    world_size: int
+    nodename: str
+    push_interval: float
+    delete_on_exit: bool
+    timing_mode: str
+    buckets: tuple[float, ...]
+    username: str | None
+    password: str | None = field(repr=False)
+    connect_timeout: float
+    read_timeout: float
+    exit_timeout: float
+
+    @property
+    def enabled(self) -> bool:
+        return self.pushgateway is not None or self.pull_port is not None
+
+    @property
+    def grouping_key(self) -> dict[str, str]:
+        return {"experiment": self.experiment, "trial": self.trial, "rank": str(self.rank)}
+
+
+class _Source:
+    """Picks each setting from its argument, else its environment variable, else a default."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env = env
+
+    def get(self, arg: object, arg_name: str, env_name: str | None,
+            parse: Callable[[str], V], default: V) -> tuple[V, str]:
+        if arg is not None:
+            return self._parse(parse, arg, f"argument {arg_name}="), f"argument {arg_name}="
+        raw = self.env.get(env_name, "") if env_name else ""
+        if raw.strip() == "":
+            return default, f"argument {arg_name}="
+        where = f"environment variable {env_name}"
+        return self._parse(parse, raw.strip(), where), where
+
+    @staticmethod
+    def _parse(parse: Callable[[str], V], value: object, where: str) -> V:
+        try:
+            return parse(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: invalid value {value!r} ({exc})") from None
+
+
+def _url(value: str) -> str:
+    parts = urllib.parse.urlsplit(str(value))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("expected an http:// or https:// URL with a host, "
+                         "like http://pushgateway:9091")
+    parts.port  # noqa: B018 - raises ValueError on a port out of range or not a number
+    return str(value).rstrip("/")
+
+
+def _positive(value: str | float) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError("must be a finite number of seconds > 0")
+    return number
+
+
+def _bool(value: str | bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in _TRUE | _FALSE:
+        return str(value).lower() in _TRUE
+    raise ValueError(f"expected one of {sorted(_TRUE | _FALSE)}")
+
+
+def _int_at_least(minimum: int) -> Callable[[str | int], int]:
+    def parse(value: str | int) -> int:
+        if isinstance(value, bool) or int(value) != float(value) or int(value) < minimum:
+            raise ValueError(f"must be an integer >= {minimum}")
+        return int(value)
+    return parse
+
+
+def _port(value: str | int) -> int:
+    port = _int_at_least(0)(value)
+    if port > 65535:
+        raise ValueError("must be a TCP port, 0..65535 (0: any free port)")
+    return port
+
+
+def _label(value: str) -> str:
+    text = str(value)
+    if not text or "/" in text:
+        raise ValueError("a grouping-key label value must be non-empty and contain no '/'")
+    return text
+
+
+def _timing_mode(value: str) -> str:
+    if value not in names.TIMING_MODES:
+        raise ValueError(f"expected one of {list(names.TIMING_MODES)}")
+    return value
+
+
+def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
+            experiment: str | None = None, trial: str | None = None, rank: int | None = None,
+            world_size: int | None = None, push_interval: float | None = None,
+            delete_on_exit: bool | None = None, timing_mode: str | None = None,
+            buckets: Iterable[float] | None = None, username: str | None = None,
+            password: str | None = None, connect_timeout: float = 2.0,
+            read_timeout: float = 5.0, exit_timeout: float = 10.0,
+            env: Mapping[str, str] | None = None) -> TrialConfig:
+    """Validate the arguments of :class:`~trial_instrumentation.Trial`, filling gaps from env."""
+    src = _Source(os.environ if env is None else env)
+    gateway, _ = src.get(pushgateway, "pushgateway", names.ENV_PUSHGATEWAY, _url, None)
+    port, _ = src.get(pull_port, "pull_port", names.ENV_PULL_PORT, _port, None)
+    if gateway is not None and port is not None:
+        raise ValueError(f"set either a Pushgateway ({names.ENV_PUSHGATEWAY}) or a pull port "
+                         f"({names.ENV_PULL_PORT}), not both")
+    enabled = gateway is not None or port is not None
+    labels = {}
+    for arg, arg_name, env_name in ((experiment, "experiment", names.ENV_EXPERIMENT),
+                                    (trial, "trial", names.ENV_TRIAL)):
+        labels[arg_name], _ = src.get(arg, arg_name, env_name, _label, "")
+        if enabled and not labels[arg_name]:
+            raise ValueError(f"{arg_name} is required when pushing or serving metrics: "
+                             f"pass {arg_name}= or set {env_name}")
+    rank_value, _ = src.get(rank, "rank", names.ENV_RANK, _int_at_least(0), 0)
+    world, where = src.get(world_size, "world_size", names.ENV_WORLD_SIZE, _int_at_least(1), 1)
+    if rank_value >= world:
+        raise ValueError(f"{where}: rank {rank_value} is not below world size {world}")
+    user, _ = src.get(username, "username", names.ENV_USERNAME, str, None)
+    secret, _ = src.get(password, "password", names.ENV_PASSWORD, str, None)
+    if (user is None) != (secret is None):
+        raise ValueError(f"basic auth needs both a username and a password "
+                         f"({names.ENV_USERNAME}, {names.ENV_PASSWORD})")
+    return TrialConfig(
+        pushgateway=gateway, pull_port=port,
+        experiment=labels["experiment"], trial=labels["trial"],
+        rank=rank_value, world_size=world,
+        nodename=src.get(None, "nodename", names.ENV_NODENAME, str, os.uname().nodename)[0],
+        push_interval=src.get(push_interval, "push_interval", names.ENV_PUSH_INTERVAL,
+                              _positive, 10.0)[0],
+        delete_on_exit=src.get(delete_on_exit, "delete_on_exit", names.ENV_DELETE_ON_EXIT,
+                               _bool, True)[0],
+        timing_mode=src.get(timing_mode, "timing_mode", names.ENV_TIMING_MODE,
+                            _timing_mode, names.WALL)[0],
+        buckets=names.DEFAULT_BUCKETS if buckets is None
+        else validate_buckets(buckets, "argument buckets="),
+        username=user, password=secret,
+        connect_timeout=src.get(connect_timeout, "connect_timeout", None, _positive, 2.0)[0],
+        read_timeout=src.get(read_timeout, "read_timeout", None, _positive, 5.0)[0],
+        exit_timeout=src.get(exit_timeout, "exit_timeout", None, _positive, 10.0)[0],
+    )

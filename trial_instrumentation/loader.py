@@ -1,0 +1,115 @@
+"""Wrap a DataLoader (any iterable): time ``dataloader_next``, the whole step, count steps.
+
+A step runs from the moment the loop asks for a batch to the moment it asks for the next
+one, so ``dataloader_next`` is part of it and the dataloader's share of step time is
+``phase_seconds_sum{phase="dataloader_next"} / step_seconds_sum``. A step is counted when it
+ends: when the next batch is requested, when the data runs out, or when the loop is left by
+``break`` or an exception (the generator is closed then).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from time import perf_counter
+from typing import Any, Generic, TypeVar
+
+from trial_instrumentation.timing import Histogram
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+class Progress:
+    """Steps and samples finished so far (plain ints: one writer, the training thread)."""
+
+    __slots__ = ("samples", "steps")
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.samples = 0
+
+
+def batch_size_of(batch: Any) -> int:
+    """Samples in a collated batch: the first dimension of the first tensor found.
+
+    >>> batch_size_of(([[1, 2], [3, 4], [5, 6]], [0, 1, 0]))
+    3
+    """
+    shape = getattr(batch, "shape", None)
+    if shape:  # a tensor or array with at least one dimension
+        return int(shape[0])
+    if isinstance(batch, Mapping) and batch:
+        return batch_size_of(next(iter(batch.values())))
+    if isinstance(batch, (list, tuple)) and batch:
+        first = batch[0]
+        if hasattr(first, "shape") or isinstance(first, Mapping):
+            return batch_size_of(first)
+        # (inputs, targets) of plain lists: the inputs list is the batch. Plain nested lists
+        # are ambiguous; pass ``samples=`` to ``Trial.loader`` for those.
+        return len(first) if isinstance(first, (list, tuple)) else len(batch)
+    return 1
+
+
+class TimedLoader(Generic[T]):
+    """Iterates ``iterable``; see the module docstring for what is timed and counted.
+
+    >>> from trial_instrumentation.names import DEFAULT_BUCKETS
+    >>> fetch, step, progress = Histogram(DEFAULT_BUCKETS), Histogram(DEFAULT_BUCKETS), Progress()
+    >>> for batch in TimedLoader([[1, 2], [3, 4]], fetch, step, progress):
+    ...     pass
+    >>> progress.steps, progress.samples, sum(fetch.counts)
+    (2, 4, 2)
+    """
+
+    def __init__(self, iterable: Iterable[T], fetch: Histogram, step: Histogram,
+                 progress: Progress, samples: int | Callable[[T], int] | None = None,
+                 on_start: Callable[[], None] | None = None) -> None:
+        self._iterable = iterable
+        self._fetch = fetch
+        self._step = step
+        self._progress = progress
+        self._samples = samples
+        self._on_start = on_start
+
+    def __len__(self) -> int:
+        return len(self._iterable)  # type: ignore[arg-type]
+
+    def _count(self, batch: T) -> int:
+        samples = self._samples
+        if isinstance(samples, int):
+            return samples
+        try:
+            return int((samples or batch_size_of)(batch))
+        except Exception:  # a user's samples function must not stop training
+            log.exception("trainwatch: counting samples failed; counting 0 for this batch")
+            return 0
+
+    def __iter__(self) -> Iterator[T]:
+        if self._on_start is not None:
+            self._on_start()
+        fetch, step, progress = self._fetch, self._step, self._progress
+        iterator = iter(self._iterable)
+        started: float | None = None
+        batch_samples = 0
+        try:
+            while True:
+                requested = perf_counter()
+                if started is not None:
+                    step.observe(requested - started)
+                    progress.steps += 1
+                    progress.samples += batch_samples
+                    started = None
+                try:
+                    batch = next(iterator)
+                except StopIteration:
+                    return
+                fetch.observe(perf_counter() - requested)
+                started = requested
+                batch_samples = self._count(batch)
+                yield batch
+        finally:
+            if started is not None:  # left by break or an exception: close the open step
+                step.observe(perf_counter() - started)
+                progress.steps += 1
+                progress.samples += batch_samples

@@ -1,0 +1,58 @@
+"""Names fixed by the metric contract in DESIGN.md, defined once for the whole package.
+
+Never rename one of these: Prometheus rules, dashboards and alerts select on them.
+"""
+
+from __future__ import annotations
+
+# Pushgateway job and grouping key (DESIGN.md: job `trainwatch_trial`, key experiment/trial/rank).
+JOB = "trainwatch_trial"
+GROUPING_LABELS = ("experiment", "trial", "rank")
+
+# Metric families. Counters are named without `_total`: prometheus_client's
+# CounterMetricFamily appends it on exposition.
+PHASE_SECONDS = "trainwatch_trial_phase_seconds"
+STEP_SECONDS = "trainwatch_trial_step_seconds"
+STEPS = "trainwatch_trial_steps"
+SAMPLES = "trainwatch_trial_samples"
+TRIAL_INFO = "trainwatch_trial_info"
+GPU_INFO = "trainwatch_trial_gpu_info"
+PUSH_FAILURES = "trainwatch_trial_push_failures"
+
+# The six standard timings (Determined's names); any other phase name is allowed too.
+DATALOADER_NEXT = "dataloader_next"
+TO_DEVICE = "to_device"
+TRAIN_BATCH = "train_batch"
+STEP_LR_SCHEDULERS = "step_lr_schedulers"
+FROM_DEVICE = "from_device"
+REDUCE_METRICS = "reduce_metrics"
+STANDARD_PHASES = (DATALOADER_NEXT, TO_DEVICE, TRAIN_BATCH, STEP_LR_SCHEDULERS, FROM_DEVICE,
+                   REDUCE_METRICS)
+
+# Exponential buckets sized for training: 0.5 ms doubling up to ~65 s (18 bounds + +Inf).
+# Web-latency buckets (prometheus_client's default tops out at 10 s) would put every slow
+# step in +Inf.
+DEFAULT_BUCKETS: tuple[float, ...] = tuple(0.0005 * 2**k for k in range(18))
+
+# Timing modes (see docs/instrumentation.md for what each one measures).
+WALL = "wall"
+CUDA_SYNC = "cuda_sync"
+CUDA_EVENTS = "cuda_events"
+TIMING_MODES = (WALL, CUDA_SYNC, CUDA_EVENTS)
+
+# Environment variables read when the matching argument is not given.
+ENV_PUSHGATEWAY = "TRAINWATCH_PUSHGATEWAY"
+ENV_EXPERIMENT = "TRAINWATCH_EXPERIMENT"
+ENV_TRIAL = "TRAINWATCH_TRIAL"
+ENV_PUSH_INTERVAL = "TRAINWATCH_PUSH_INTERVAL"
+ENV_DELETE_ON_EXIT = "TRAINWATCH_DELETE_ON_EXIT"
+ENV_PULL_PORT = "TRAINWATCH_PULL_PORT"
+ENV_TIMING_MODE = "TRAINWATCH_TIMING_MODE"
+ENV_USERNAME = "TRAINWATCH_PUSHGATEWAY_USERNAME"
+ENV_PASSWORD = "TRAINWATCH_PUSHGATEWAY_PASSWORD"
+# The host the trial runs on, for the join to trainwatch_host_info{nodename}. On Kubernetes set
+# it from the downward API (spec.nodeName): a pod's own hostname is the pod name.
+ENV_NODENAME = "TRAINWATCH_NODENAME"
+# torchrun's variables.
+ENV_RANK = "RANK"
+ENV_WORLD_SIZE = "WORLD_SIZE"

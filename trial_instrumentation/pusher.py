@@ -1,0 +1,110 @@
+"""The background pusher: every interval, push the trial's registry; at exit, a bounded
+final push and (on a clean exit) a delete. Nothing here runs on the training thread and
+nothing raises out of it: failures are counted, logged once per outage, and retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, delete_from_gateway, push_to_gateway
+
+from trial_instrumentation import names
+from trial_instrumentation.collector import TrialState
+from trial_instrumentation.config import TrialConfig
+from trial_instrumentation.transport import PushError, make_handler
+
+log = logging.getLogger(__name__)
+RETRIES = 2  # extra attempts per push, with exponential backoff
+BACKOFF_SECONDS = 0.5
+
+
+class Pusher:
+    """Pushes ``registry`` to ``config.pushgateway`` from a daemon thread.
+
+    >>> from trial_instrumentation.config import resolve
+    >>> config = resolve(pushgateway="http://127.0.0.1:9", experiment="e", trial="t", env={})
+    >>> pusher = Pusher(config, CollectorRegistry(), TrialState(config.buckets, {}))
+    >>> pusher.start(); pusher.stop(delete=False, timeout=0.1) in (True, False)
+    True
+    """
+
+    def __init__(self, config: TrialConfig, registry: CollectorRegistry,
+                 state: TrialState) -> None:
+        self._config = config
+        self._registry = registry
+        self._state = state
+        self._handler = make_handler(config.connect_timeout, config.read_timeout,
+                                     config.username, config.password)
+        self._stopping = threading.Event()
+        self._delete = False
+        self._failing_since: float | None = None
+        self._thread = threading.Thread(target=self._run, name="trainwatch-pusher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, delete: bool, timeout: float) -> bool:
+        """Final push, then delete the group if ``delete``; False if not done in ``timeout``."""
+        self._delete = delete
+        self._stopping.set()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("trainwatch: final push to %s did not finish within %.1fs; giving up "
+                        "(the group is left for the staleness alert)",
+                        self._config.pushgateway, timeout)
+            return False
+        return True
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._config.push_interval):
+            self._with_retries(self._push, wait=self._stopping.wait)
+        pushed = self._with_retries(self._push, wait=_sleep)
+        if self._delete and pushed:
+            self._with_retries(self._delete_group, wait=_sleep)
+
+    def _push(self) -> None:
+        push_to_gateway(self._config.pushgateway or "", names.JOB, self._registry,
+                        grouping_key=self._config.grouping_key, handler=self._handler)
+
+    def _delete_group(self) -> None:
+        delete_from_gateway(self._config.pushgateway or "", names.JOB,
+                            grouping_key=self._config.grouping_key, handler=self._handler)
+
+    def _with_retries(self, action: Callable[[], None], wait: Callable[[float], bool]) -> bool:
+        """Run ``action`` up to 1 + RETRIES times; ``wait`` returning True aborts the backoff."""
+        for attempt in range(1 + RETRIES):
+            try:
+                action()
+            except Exception as exc:  # noqa: BLE001 - the thread boundary: nothing escapes
+                self._failed(action, exc)
+                retryable = not isinstance(exc, PushError) or exc.retryable
+                if not retryable or attempt == RETRIES or wait(BACKOFF_SECONDS * 2**attempt):
+                    return False
+            else:
+                self._recovered()
+                return True
+        return False
+
+    def _failed(self, action: Callable[[], None], exc: Exception) -> None:
+        if action == self._push:
+            self._state.push_failures += 1
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
+            log.warning("trainwatch: %s to %s failed: %s: %s (training goes on; retrying, "
+                        "logging again when it recovers)", action.__name__.strip("_"),
+                        self._config.pushgateway, type(exc).__name__, exc)
+
+    def _recovered(self) -> None:
+        if self._failing_since is not None:
+            log.warning("trainwatch: Pushgateway %s reachable again after %.1fs",
+                        self._config.pushgateway, time.monotonic() - self._failing_since)
+            self._failing_since = None
+
+
+def _sleep(seconds: float) -> bool:
+    time.sleep(seconds)
+    return False

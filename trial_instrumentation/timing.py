@@ -1,0 +1,132 @@
+"""The hot path: lock-free histograms and the phase timer.
+
+A phase is timed by a clock read on enter, a clock read on exit, a ``bisect`` into
+precomputed bucket bounds and an increment in a plain list: no lock, no label lookup, no
+prometheus_client object and no allocation per phase. The pusher thread copies ``counts``
+and reads ``sum`` at push time; the copy is one C call under the GIL, but an observation
+can land between the copy and the read, so a push may show ``sum`` one observation ahead
+of ``count``. The next push corrects it, and rates over minutes do not notice.
+
+Each histogram has a single writer: the training thread (or, in ``cuda_events`` mode, the
+resolver thread). Time a phase from one thread only.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def validate_buckets(buckets: Iterable[float], what: str = "buckets") -> tuple[float, ...]:
+    """Bucket upper bounds as a tuple; ``ValueError`` naming ``what`` unless finite, > 0, rising.
+
+    >>> validate_buckets([0.1, 1])
+    (0.1, 1.0)
+    """
+    try:
+        bounds = tuple(float(b) for b in buckets)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a sequence of numbers, got {buckets!r}") from None
+    if not bounds:
+        raise ValueError(f"{what} must not be empty")
+    if any(not math.isfinite(b) or b <= 0 for b in bounds):
+        raise ValueError(f"{what} must be finite and > 0 (+Inf is implied), got {bounds!r}")
+    if any(a >= b for a, b in itertools.pairwise(bounds)):
+        raise ValueError(f"{what} must be strictly increasing, got {bounds!r}")
+    return bounds
+
+
+class Histogram:
+    """Bucket counts (not cumulative; the last one is +Inf) and a sum, for one series.
+
+    >>> h = Histogram((0.5, 1.0))
+    >>> h.observe(0.5); h.observe(2.0)
+    >>> h.snapshot()
+    ([1, 0, 1], 2.5)
+    """
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        # bisect_left: a value equal to a bound belongs to that bucket (Prometheus `le`).
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.sum += seconds
+
+    def snapshot(self) -> tuple[list[int], float]:
+        """A copy of the counts and the sum, for the pusher thread (see the module note)."""
+        return list(self.counts), self.sum
+
+
+class Phase:
+    """Times one named phase into its histogram; a ``with`` block or a decorator, re-entrant.
+
+    Nested or recursive use of the same phase observes each level separately.
+
+    >>> p = Phase("train_batch", Histogram((0.001, 1.0)))
+    >>> with p:
+    ...     pass
+    >>> @p
+    ... def step() -> int:
+    ...     return 1
+    >>> step(), sum(p.histogram.counts)
+    (1, 2)
+    """
+
+    __slots__ = ("_bounds", "_counts", "_starts", "histogram", "name")
+
+    def __init__(self, name: str, histogram: Histogram) -> None:
+        self.name = name
+        self.histogram = histogram
+        self._starts: list[float] = []
+        # Aliases so __exit__ skips one attribute hop per access.
+        self._bounds = self.histogram.bounds
+        self._counts = self.histogram.counts
+
+    def __enter__(self) -> Self:
+        self._starts.append(perf_counter())
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        seconds = perf_counter() - self._starts.pop()
+        self._counts[bisect_left(self._bounds, seconds)] += 1
+        self.histogram.sum += seconds
+
+    def __call__(self, fn: F) -> F:
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+        return timed  # type: ignore[return-value]
+
+
+class NoopPhase:
+    """The unconfigured trial's phase: same API as :class:`Phase`, does nothing."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        return None
+
+    def __call__(self, fn: F) -> F:
+        return fn

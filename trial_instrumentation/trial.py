@@ -1,0 +1,190 @@
+"""The trial handle: configuration, phases, the loader wrapper, and push or pull."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from trial_instrumentation import config as configuration
+from trial_instrumentation import names
+from trial_instrumentation.collector import TrialCollector, TrialState
+from trial_instrumentation.loader import TimedLoader
+from trial_instrumentation.pusher import Pusher
+from trial_instrumentation.timing import Histogram, NoopPhase, Phase
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+PhaseFactory = Callable[[str, Histogram], Phase]
+
+
+class Trial:
+    """One training process's timings, pushed to a Pushgateway (or served for a PodMonitor).
+
+    Arguments left out come from ``TRAINWATCH_*`` (and torchrun's ``RANK`` / ``WORLD_SIZE``);
+    with neither a Pushgateway nor a pull port, every method is a cheap no-op. Bad settings
+    raise ``ValueError`` here, naming the argument or variable, never later.
+
+    >>> with Trial(experiment="resnet", trial="lr-0.1") as trial:   # no gateway: a no-op
+    ...     for batch in trial.loader([[1.0, 2.0], [3.0, 4.0]]):
+    ...         with trial.phase("train_batch"):
+    ...             loss = sum(batch)
+    """
+
+    def __init__(self, experiment: str | None = None, trial: str | None = None,
+                 pushgateway: str | None = None, push_interval: float | None = None, *,
+                 pull_port: int | None = None, rank: int | None = None,
+                 world_size: int | None = None, delete_on_exit: bool | None = None,
+                 timing_mode: str | None = None, buckets: Iterable[float] | None = None,
+                 username: str | None = None, password: str | None = None,
+                 connect_timeout: float = 2.0, read_timeout: float = 5.0,
+                 exit_timeout: float = 10.0) -> None:
+        self.config = configuration.resolve(
+            experiment=experiment, trial=trial, pushgateway=pushgateway,
+            push_interval=push_interval, pull_port=pull_port, rank=rank, world_size=world_size,
+            delete_on_exit=delete_on_exit, timing_mode=timing_mode, buckets=buckets,
+            username=username, password=password, connect_timeout=connect_timeout,
+            read_timeout=read_timeout, exit_timeout=exit_timeout)
+        cfg = self.config
+        #: The trial's private registry; register your own collectors here to push them too.
+        self.registry = CollectorRegistry()
+        self._state = TrialState(cfg.buckets, {"nodename": cfg.nodename, "pid": str(os.getpid()),
+                                               "world_size": str(cfg.world_size)},
+                                 gpu_uuids=self._gpu_uuids)
+        self._phases: dict[str, Phase | NoopPhase] = {}
+        self._devices: dict[int, str | None] = {}  # CUDA index -> NVML UUID, resolved lazily
+        self._resolver: Any = None
+        self._pusher: Pusher | None = None
+        self._server: Any = None
+        self._closed = False
+        self._make_phase = self._phase_factory() if cfg.enabled else None
+        if cfg.enabled:
+            pull = cfg.pull_port is not None
+            self.registry.register(TrialCollector(self._state,
+                                                  cfg.grouping_key if pull else None))
+
+    @classmethod
+    def from_env(cls) -> Trial:
+        """A trial configured only by the environment (the same as ``Trial()``)."""
+        return cls()
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.enabled
+
+    @property
+    def pull_port(self) -> int | None:
+        """The port ``/metrics`` is served on in pull mode (useful with ``pull_port=0``)."""
+        return None if self._server is None else int(self._server.server_port)
+
+    def phase(self, name: str) -> Phase | NoopPhase:
+        """The timer of phase ``name``: ``with trial.phase("train_batch"): ...``."""
+        try:
+            return self._phases[name]
+        except KeyError:
+            return self._add_phase(name)
+
+    def timed(self, name: str) -> Phase | NoopPhase:
+        """Decorator form: ``@trial.timed("evaluate")`` times every call."""
+        return self.phase(name)
+
+    def loader(self, iterable: Iterable[T],
+               samples: int | Callable[[T], int] | None = None) -> Iterable[T]:
+        """Wrap a DataLoader (any iterable): times ``dataloader_next`` and whole steps and
+        counts steps and samples (``samples``: batch size or function; default: inferred)."""
+        if not self.enabled:
+            return iterable
+        return TimedLoader(iterable, self._state.phase_histogram(names.DATALOADER_NEXT),
+                           self._state.step, self._state.progress, samples, self._note_device)
+
+    def start(self) -> Self:
+        """Start pushing (or serving); ``with Trial(...)`` calls it."""
+        cfg = self.config
+        if cfg.pushgateway is not None and self._pusher is None:
+            self._pusher = Pusher(cfg, self.registry, self._state)
+            self._pusher.start()
+        elif cfg.pull_port is not None and self._server is None:
+            try:
+                self._server, _ = start_http_server(cfg.pull_port, registry=self.registry)
+            except OSError as exc:  # a taken port must not stop training
+                log.error("trainwatch: cannot serve /metrics on port %s: %s", cfg.pull_port, exc)
+        self._note_device()
+        return self
+
+    def close(self, clean: bool = True) -> None:
+        """Final push; on a ``clean`` exit also delete the group (unless disabled). Bounded
+        by ``exit_timeout``; a crashed trial's group is left for the staleness alert."""
+        if self._closed:
+            return
+        self._closed = True
+        self._note_device()
+        if self._resolver is not None:
+            self._resolver.drain(self.config.exit_timeout / 2)
+        if self._pusher is not None:
+            self._pusher.stop(delete=clean and self.config.delete_on_exit,
+                              timeout=self.config.exit_timeout)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> None:
+        self.close(clean=exc is None or (isinstance(exc, SystemExit) and not exc.code))
+
+    def _add_phase(self, name: str) -> Phase | NoopPhase:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a phase name must be a non-empty string, got {name!r}")
+        histogram = self._state.phase_histogram(name)
+        if self._make_phase is None:
+            timer: Phase | NoopPhase = NoopPhase(name)
+        elif name == names.DATALOADER_NEXT:  # host-side by nature; shares the loader's series
+            timer = Phase(name, histogram)
+        else:
+            timer = self._make_phase(name, histogram)
+        return self._phases.setdefault(name, timer)
+
+    def _phase_factory(self) -> PhaseFactory:
+        mode = self.config.timing_mode
+        if mode == names.WALL:
+            return Phase
+        try:
+            from trial_instrumentation import torch_timing
+        except ImportError:
+            log.warning("trainwatch: timing_mode=%s needs torch; timing wall clock", mode)
+            return Phase
+        if not torch_timing.cuda_available():
+            log.warning("trainwatch: timing_mode=%s needs CUDA; timing wall clock", mode)
+            return Phase
+        if mode == names.CUDA_SYNC:
+            return torch_timing.SyncPhase
+        self._resolver = resolver = torch_timing.EventResolver()
+        return lambda name, histogram: torch_timing.EventPhase(name, histogram, resolver)
+
+    def _note_device(self) -> None:
+        """Remember the CUDA device the training thread uses (called on the training thread:
+        the current device is per thread)."""
+        if "torch" not in sys.modules:
+            return  # torch never imported by the script: no GPU in use, nothing to import
+        from trial_instrumentation.torch_timing import current_cuda_device
+        index = current_cuda_device()
+        if index is not None:
+            self._devices.setdefault(index, None)
+
+    def _gpu_uuids(self) -> list[str]:
+        if not self._devices:
+            return []
+        from trial_instrumentation.torch_timing import nvml_uuid
+        for index, uuid in tuple(self._devices.items()):
+            if uuid is None:
+                self._devices[index] = nvml_uuid(index) or ""
+        return sorted(uuid for uuid in self._devices.values() if uuid)
