@@ -1,0 +1,5 @@
+"""``python -m exporter``: the same as ``trainwatch-exporter``."""
+
+from exporter.cli import main
+
+raise SystemExit(main())

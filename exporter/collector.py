@@ -1,0 +1,112 @@
+"""What every collector shares: the protocol, its error, and the one wrapper that times them.
+
+A collector yields fresh metric families at scrape time. When part of its source fails (one
+GPU lost, /proc/diskstats unreadable) it still yields what it could read and then raises
+``CollectorError``; the wrapper keeps those families and reports the collector as failed.
+
+>>> from prometheus_client import CollectorRegistry
+>>> from exporter.metrics import CPU_COUNT
+>>> class Answer:
+...     def collect(self):
+...         yield from build_families([(CPU_COUNT, (), 42.0)])
+>>> registry = CollectorRegistry()
+>>> registry.register(ScrapeCollector({"answer": Answer()}, version="0.1.0"))
+>>> registry.get_sample_value("trainwatch_cpu_count")
+42.0
+>>> registry.get_sample_value("trainwatch_scrape_collector_success", {"collector": "answer"})
+1.0
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
+
+from prometheus_client.core import Metric
+
+from exporter.metrics import BUILD_INFO, SCRAPE_DURATION, SCRAPE_SUCCESS, MetricSpec
+
+log = logging.getLogger(__name__)
+
+# One sample of a contract metric: (spec, values of its labels in spec order, value).
+Sample = tuple[MetricSpec, Sequence[str], float]
+
+class CollectorError(Exception):
+    """The collector's source failed (wholly or in part); the message says what, for the log.
+
+    ``logged`` is True when the source already logged it (NVML's "no GPU" is logged once, at
+    startup), so the wrapper keeps it at debug level.
+    """
+
+    def __init__(self, message: str, logged: bool = False) -> None:
+        super().__init__(message)
+        self.logged = logged
+
+
+class Collector(Protocol):
+    def collect(self) -> Iterator[Metric]: ...
+
+
+def build_families(samples: Iterable[Sample]) -> list[Metric]:
+    """Group samples into one fresh family per spec, in the order the specs first appear."""
+    families: dict[MetricSpec, Metric] = {}
+    for spec, labels, value in samples:
+        family = families.get(spec)
+        if family is None:
+            family = families[spec] = spec.family()
+        family.add_metric(labels, value)  # type: ignore[attr-defined]
+    return list(families.values())
+
+
+def emit(samples: Iterable[Sample], failures: Sequence[str]) -> Iterator[Metric]:
+    """A collector's ending: the families it could read, then ``CollectorError`` if anything
+    failed (the wrapper keeps the families and reports success 0)."""
+    yield from build_families(samples)
+    if failures:
+        raise CollectorError("; ".join(failures))
+
+
+class ScrapeCollector:
+    """Runs every enabled collector once per scrape, like node_exporter's ``execute()``.
+
+    Each collector is timed; a ``CollectorError`` is logged (once per distinct message, so a
+    dead GPU does not flood the log every scrape) and reported as success 0, never as a failed
+    scrape. Any other exception is a bug and propagates to the HTTP layer.
+    """
+
+    def __init__(self, collectors: Mapping[str, Collector], version: str) -> None:
+        self._collectors = dict(collectors)
+        self._version = version
+        self._last_error: dict[str, str] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        success = SCRAPE_SUCCESS.family()
+        duration = SCRAPE_DURATION.family()
+        for name, collector in self._collectors.items():
+            families: list[Metric] = []
+            start = time.perf_counter()
+            ok = self._run(name, collector, families)
+            duration.add_metric([name], time.perf_counter() - start)  # type: ignore[attr-defined]
+            success.add_metric([name], 1.0 if ok else 0.0)  # type: ignore[attr-defined]
+            yield from families
+        yield success
+        yield duration
+        yield from build_families([(BUILD_INFO, (self._version,), 1.0)])
+
+    def _run(self, name: str, collector: Collector, into: list[Metric]) -> bool:
+        try:
+            # One by one: the families yielded before a CollectorError must be kept.
+            for family in collector.collect():
+                into.append(family)  # noqa: PERF402
+        except CollectorError as err:
+            message = str(err)
+            repeated = err.logged or self._last_error.get(name) == message
+            level = logging.DEBUG if repeated else logging.WARNING
+            log.log(level, "collector %s failed: %s", name, message)
+            self._last_error[name] = message
+            return False
+        if self._last_error.pop(name, None) is not None:
+            log.info("collector %s recovered", name)
+        return True

@@ -1,0 +1,94 @@
+"""The table of collectors: name -> default on/off, help, and how to build it.
+
+The CLI turns each row into ``--collector.NAME`` / ``--no-collector.NAME`` (node_exporter's
+``registerCollector``). Builders import their modules only when the collector is enabled, so
+``--no-collector.gpu`` never loads NVML bindings.
+
+>>> from exporter.config import merge
+>>> registry = build_registry(merge(file={}, flags={"collector.gpu": False}))
+>>> registry.get_sample_value("trainwatch_scrape_collector_success", {"collector": "host"})
+1.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry
+
+from exporter import __version__
+from exporter.collector import Collector, ScrapeCollector
+
+if TYPE_CHECKING:
+    from exporter.config import Settings
+    from exporter.nvml import NvmlSession
+
+
+class Sources:
+    """What collectors read from, made on first use and shared (one NVML session per process).
+
+    ``nvml`` is the NVML module to use; ``None`` means the real ``pynvml``.
+    """
+
+    def __init__(self, settings: Settings, nvml: Any | None = None) -> None:
+        self.settings = settings
+        self._nvml = nvml
+        self._session: NvmlSession | None = None
+
+    def nvml_session(self) -> NvmlSession:
+        if self._session is None:
+            from exporter.nvml import NvmlSession
+
+            if self._nvml is None:
+                import pynvml
+
+                self._nvml = pynvml
+            self._session = NvmlSession(self._nvml, self.settings.gpu_nvml_retry_seconds)
+            self._session.available()  # try NVML now, so "no GPU" is logged at startup
+        return self._session
+
+
+def _gpu(sources: Sources) -> Collector:
+    from exporter.gpu import GpuCollector
+
+    return GpuCollector(sources.nvml_session(), sources.settings.gpu_pcie_throughput)
+
+
+def _gpu_process(sources: Sources) -> Collector:
+    from exporter.gpu_process import GpuProcessCollector
+
+    return GpuProcessCollector(sources.nvml_session())
+
+
+def _host(sources: Sources) -> Collector:
+    import psutil
+
+    from exporter.host import HostCollector
+
+    return HostCollector(psutil)
+
+
+@dataclass(frozen=True)
+class CollectorEntry:
+    default: bool
+    help: str
+    build: Callable[[Sources], Collector]
+
+
+COLLECTORS: dict[str, CollectorEntry] = {
+    "gpu": CollectorEntry(True, "NVIDIA GPUs through NVML", _gpu),
+    "host": CollectorEntry(True, "CPU, memory, network and disk through psutil", _host),
+    "gpu_process": CollectorEntry(False, "GPU memory and utilization per process", _gpu_process),
+}
+
+
+def build_registry(settings: Settings, nvml: Any | None = None) -> CollectorRegistry:
+    """A fresh registry serving the enabled collectors, wrapped for success/duration metrics."""
+    sources = Sources(settings, nvml)
+    enabled = {name: entry.build(sources) for name, entry in COLLECTORS.items()
+               if settings.collectors.get(name, entry.default)}
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ScrapeCollector(enabled, __version__))
+    return registry

@@ -1,0 +1,160 @@
+"""Settings: one dataclass that defines every flag and every YAML key, and their validation.
+
+A setting ``section_name`` is the YAML key ``section: {name: ...}`` and the flag
+``--section.name`` (underscores become dashes); collectors are ``collector: {NAME: bool}`` and
+``--collector.NAME`` / ``--no-collector.NAME``. Flags win over the file, the file over defaults.
+
+>>> settings = merge(file={"web.listen_address": "127.0.0.1:9000"},
+...                  flags={"collector.gpu": False})
+>>> settings.web_listen_address, settings.collectors["gpu"], settings.collectors["host"]
+('127.0.0.1:9000', False, True)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from exporter.collectors import COLLECTORS
+from exporter.webauth import parse_hash
+
+# Outside 9100-9999, which the Prometheus wiki's default-port list has fully handed out.
+DEFAULT_LISTEN_ADDRESS = ":10910"
+LOG_LEVELS = ("debug", "info", "warn", "error")
+_LISTEN = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:\[\]]*):(?P<port>\d{1,5})$")
+
+
+class ConfigError(Exception):
+    """Bad input from the command line or the config file; the message names the culprit."""
+
+
+def _setting(default: Any, kind: type, help_text: str, flag: bool = True,
+             choices: tuple[str, ...] = ()) -> Any:
+    meta = {"kind": kind, "help": help_text, "flag": flag, "choices": choices}
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _default_collectors() -> dict[str, bool]:
+    return {name: entry.default for name, entry in COLLECTORS.items()}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the exporter can be told; see the README's configuration section."""
+
+    web_listen_address: str = _setting(DEFAULT_LISTEN_ADDRESS, str, "HOST:PORT to serve on "
+                                       "(empty HOST: all interfaces)")
+    web_tls_cert_file: str | None = _setting(None, str, "serve HTTPS with this PEM certificate")
+    web_tls_key_file: str | None = _setting(None, str, "PEM private key for the certificate")
+    web_basic_auth_users: Mapping[str, str] = _setting(
+        {}, dict, "user: password hash (config file only)", flag=False)
+    gpu_pcie_throughput: bool = _setting(True, bool, "read PCIe throughput (NVML samples 20 ms "
+                                         "per direction per GPU at every scrape)")
+    gpu_nvml_retry_seconds: float = _setting(60.0, float, "while NVML is missing, try to load "
+                                             "it again at most this often")
+    log_level: str = _setting("info", str, "log verbosity", choices=LOG_LEVELS)
+    collectors: Mapping[str, bool] = field(default_factory=_default_collectors)
+
+    def __post_init__(self) -> None:
+        parse_listen_address(self.web_listen_address)
+        if (self.web_tls_cert_file is None) != (self.web_tls_key_file is None):
+            raise ConfigError("web.tls_cert_file and web.tls_key_file must be given together")
+
+
+def key_of(name: str) -> str:
+    """Settings field -> dotted key: ``web_listen_address`` -> ``web.listen_address``."""
+    return name.replace("_", ".", 1)
+
+
+OPTIONS = {key_of(f.name): f for f in fields(Settings) if f.name != "collectors"}
+SECTIONS = sorted({key.split(".")[0] for key in OPTIONS} | {"collector"})
+
+
+def parse_listen_address(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` -> (host, port); ``[::1]:PORT`` for IPv6.
+
+    >>> parse_listen_address(":10910")
+    ('', 10910)
+    """
+    match = _LISTEN.match(address)
+    if not match or int(match["port"]) > 65535:
+        raise ConfigError(f"invalid listen address {address!r}: expected HOST:PORT, "
+                          "e.g. ':10910' or '127.0.0.1:10910'")
+    return match["host"].strip("[]"), int(match["port"])
+
+
+def check(key: str, value: Any) -> Any:
+    """``value`` if it suits setting ``key``, else ``ConfigError`` naming the key."""
+    if key.startswith("collector."):
+        if key.split(".", 1)[1] not in COLLECTORS:
+            raise ConfigError(f"unknown collector {key.split('.', 1)[1]!r} "
+                              f"(known: {', '.join(sorted(COLLECTORS))})")
+        kind: type = bool
+    elif key in OPTIONS:
+        kind = OPTIONS[key].metadata["kind"]
+    else:
+        raise ConfigError(f"unknown key {key!r} (known: {', '.join(sorted(OPTIONS))}, "
+                          "collector.NAME)")
+    ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        ok, value = True, float(value)
+    if not ok:
+        raise ConfigError(f"{key} must be a {kind.__name__}, not {value!r}")
+    choices = OPTIONS[key].metadata["choices"] if key in OPTIONS else ()
+    if choices and value not in choices:
+        raise ConfigError(f"{key} must be one of {', '.join(choices)}, not {value!r}")
+    if key == "web.basic_auth_users":
+        for user, encoded in value.items():
+            try:
+                parse_hash(str(encoded))
+            except ValueError as err:
+                raise ConfigError(f"web.basic_auth_users.{user}: {err}") from None
+    return value
+
+
+def load_file(path: str) -> dict[str, Any]:
+    """The settings of a YAML file as ``{dotted key: value}``, checked."""
+    import yaml  # only with --config: keeps the exporter's startup and memory light
+
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        raise ConfigError(f"config file {path}: {err.strerror or err}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {path}: invalid YAML: {err}") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"config file {path}: expected a mapping with sections "
+                          f"{', '.join(SECTIONS)}")
+    flat: dict[str, Any] = {}
+    try:
+        for section, body in doc.items():
+            if section not in SECTIONS:
+                raise ConfigError(f"unknown key {section!r} (sections: {', '.join(SECTIONS)})")
+            if not isinstance(body, dict):
+                raise ConfigError(f"{section} must be a mapping, not {body!r}")
+            for name, value in body.items():
+                flat[f"{section}.{name}"] = check(f"{section}.{name}", value)
+    except ConfigError as err:
+        raise ConfigError(f"config file {path}: {err}") from None
+    return flat
+
+
+def merge(file: Mapping[str, Any], flags: Mapping[str, Any]) -> Settings:
+    """Settings from defaults, then the file, then the flags."""
+    values = {**file, **flags}
+    collectors = _default_collectors()
+    options: dict[str, Any] = {}
+    for key, value in values.items():
+        check(key, value)
+        if key.startswith("collector."):
+            collectors[key.split(".", 1)[1]] = value
+        else:
+            options[OPTIONS[key].name] = value
+    return replace(Settings(), collectors=collectors, **options)

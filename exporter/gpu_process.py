@@ -1,0 +1,85 @@
+"""The ``gpu_process`` collector (off by default): device memory and utilization per process.
+
+Off by default because its label set grows with every process that touches a GPU. ``pid`` is
+the process id as the host sees it (NVML does not know about PID namespaces), so inside a
+container it may not match ``trainwatch_trial_info{pid}``; the GPU ``uuid`` always does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pynvml
+from prometheus_client.core import Metric
+
+from exporter import metrics as m
+from exporter.collector import Sample, emit
+from exporter.gpu import FIELD_UNAVAILABLE
+from exporter.nvml import GpuIdentity, NvmlSession
+
+# How far back to accept utilization samples. NVML keeps one per process per sample period
+# (1/6 s to 1 s); asking for the last few seconds, rather than "since my previous scrape",
+# keeps the collector stateless, so two Prometheus servers scraping it both see the value.
+UTILIZATION_LOOKBACK_SECONDS = 5.0
+
+
+def _running_processes(nvml: Any, handle: Any) -> dict[int, float]:
+    """pid -> device memory in bytes, over compute and graphics contexts."""
+    used: dict[int, float] = {}
+    for read in (nvml.nvmlDeviceGetComputeRunningProcesses,
+                 nvml.nvmlDeviceGetGraphicsRunningProcesses):
+        try:
+            processes = read(handle)
+        except FIELD_UNAVAILABLE:
+            continue
+        for proc in processes:
+            # None where the driver cannot say (no permission, WDDM): unknown, not zero.
+            if proc.usedGpuMemory is not None:
+                used[proc.pid] = max(used.get(proc.pid, 0.0), float(proc.usedGpuMemory))
+    return used
+
+
+def _utilization(nvml: Any, handle: Any, since_us: int) -> dict[int, float]:
+    """pid -> SM utilization (0-1) from the newest sample of each process since ``since_us``."""
+    try:
+        samples = nvml.nvmlDeviceGetProcessUtilization(handle, since_us)
+    except (pynvml.NVMLError_NotFound, *FIELD_UNAVAILABLE):
+        return {}  # NotFound: no process ran a kernel in the window
+    newest: dict[int, tuple[int, float]] = {}
+    for sample in samples:
+        if sample.pid not in newest or sample.timeStamp > newest[sample.pid][0]:
+            newest[sample.pid] = (sample.timeStamp, sample.smUtil / 100)
+    return {pid: ratio for pid, (_, ratio) in newest.items()}
+
+
+def read_processes(nvml: Any, gpu: GpuIdentity, handle: Any, since_us: int) -> list[Sample]:
+    samples: list[Sample] = []
+    for pid, used in sorted(_running_processes(nvml, handle).items()):
+        samples.append((m.GPU_PROCESS_MEMORY, (*gpu.labels, str(pid)), used))
+    for pid, ratio in sorted(_utilization(nvml, handle, since_us).items()):
+        samples.append((m.GPU_PROCESS_UTILIZATION, (*gpu.labels, str(pid)), ratio))
+    return samples
+
+
+class GpuProcessCollector:
+    """Per-process GPU memory and utilization, sharing the ``gpu`` collector's NVML session.
+
+    >>> import pynvml
+    >>> from prometheus_client import CollectorRegistry
+    >>> registry = CollectorRegistry()
+    >>> registry.register(GpuProcessCollector(NvmlSession(pynvml)))
+    >>> # registry.get_sample_value("trainwatch_gpu_process_memory_bytes", {..., "pid": "4242"})
+    """
+
+    def __init__(self, session: NvmlSession, wall_clock: Callable[[], float] = time.time) -> None:
+        self._session = session
+        self._wall_clock = wall_clock
+
+    def collect(self) -> Iterator[Metric]:
+        nvml = self._session.nvml
+        since_us = int((self._wall_clock() - UTILIZATION_LOOKBACK_SECONDS) * 1e6)
+        samples, failures = self._session.read_each_gpu(
+            lambda gpu, handle: read_processes(nvml, gpu, handle, since_us))
+        yield from emit(samples, failures)

@@ -1,0 +1,110 @@
+"""The exporter's metric contract (DESIGN.md): every name, its type, labels and HELP text, once.
+
+Collectors build their families from these specs at scrape time, and the README's metric list
+is checked against ``ALL`` by a test, so a name lives in exactly one place.
+
+>>> family = GPU_TEMPERATURE.family()
+>>> family.add_metric(["0", "GPU-x"], 41.0)
+>>> family.name
+'trainwatch_gpu_temperature_celsius'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+NAMESPACE = "trainwatch"
+GPU_LABELS = ("gpu", "uuid")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric of the contract; ``family()`` returns a fresh, empty family for one scrape."""
+
+    name: str
+    help: str
+    labels: tuple[str, ...] = ()
+    kind: Literal["gauge", "counter"] = "gauge"
+
+    def __post_init__(self) -> None:
+        if not self.name.startswith(NAMESPACE + "_"):
+            raise ValueError(f"metric {self.name!r} is outside the {NAMESPACE}_ namespace")
+        if (self.kind == "counter") != self.name.endswith("_total"):
+            raise ValueError(f"metric {self.name!r}: `_total` belongs on counters and only there")
+
+    def family(self) -> GaugeMetricFamily | CounterMetricFamily:
+        cls = CounterMetricFamily if self.kind == "counter" else GaugeMetricFamily
+        return cls(self.name, self.help, labels=self.labels)
+
+
+def _gpu(name: str, help_text: str, *extra: str, kind: Literal["gauge", "counter"] = "gauge"
+         ) -> MetricSpec:
+    return MetricSpec(f"{NAMESPACE}_gpu_{name}", help_text, (*GPU_LABELS, *extra), kind)
+
+
+GPU_INFO = _gpu("info", "NVIDIA GPU identity; always 1. Join on uuid to trainwatch_trial_gpu_info.",
+                "name", "pci_bus_id", "driver_version")
+GPU_UTILIZATION = _gpu("utilization_ratio", "Fraction (0-1) of the last sample period (1/6 s to "
+                       "1 s, board-dependent) in which at least one kernel was running on the GPU.")
+GPU_MEMORY_UTILIZATION = _gpu("memory_utilization_ratio", "Fraction (0-1) of the last sample "
+                              "period in which device memory was being read or written.")
+GPU_MEMORY_FREE = _gpu("memory_free_bytes", "Device memory not allocated, in bytes.")
+GPU_MEMORY_USED = _gpu("memory_used_bytes", "Device memory allocated by processes and the "
+                       "driver, in bytes.")
+GPU_MEMORY_TOTAL = _gpu("memory_total_bytes", "Installed device memory, in bytes.")
+GPU_POWER = _gpu("power_watts", "Power drawn by the board (GPU, memory, fans), in watts.")
+GPU_POWER_LIMIT = _gpu("power_limit_watts", "Power limit the driver currently enforces, in "
+                       "watts; clocks are lowered to stay below it.")
+GPU_ENERGY = _gpu("energy_joules_total", "Energy consumed since the driver was loaded, in joules.",
+                  kind="counter")
+GPU_TEMPERATURE = _gpu("temperature_celsius", "GPU die temperature, in degrees Celsius.")
+GPU_SM_CLOCK = _gpu("sm_clock_hertz", "Current streaming-multiprocessor clock, in hertz.")
+GPU_MEMORY_CLOCK = _gpu("memory_clock_hertz", "Current memory clock, in hertz.")
+GPU_PCIE_TX = _gpu("pcie_transmit_bytes_per_second", "PCIe bytes per second sent by the GPU, "
+                   "sampled by NVML over 20 ms at scrape time.")
+GPU_PCIE_RX = _gpu("pcie_receive_bytes_per_second", "PCIe bytes per second received by the GPU, "
+                   "sampled by NVML over 20 ms at scrape time.")
+GPU_CLOCK_EVENT = _gpu("clock_event_active", "1 if this reason is currently holding the GPU's "
+                       "clocks down (throttling), else 0.", "reason")
+GPU_ECC_ERRORS = _gpu("ecc_errors_total", "ECC memory errors since the driver was loaded, by "
+                      "kind (corrected or uncorrected).", "error", kind="counter")
+
+GPU_PROCESS_MEMORY = _gpu("process_memory_bytes", "Device memory used by a process, in bytes.",
+                          "pid")
+GPU_PROCESS_UTILIZATION = _gpu("process_utilization_ratio", "Fraction (0-1) of the latest sample "
+                               "period in which a kernel of this process was running.", "pid")
+
+HOST_INFO = MetricSpec(f"{NAMESPACE}_host_info", "Host identity; always 1. Join on nodename to "
+                       "trainwatch_trial_info.", ("nodename",))
+CPU_SECONDS = MetricSpec(f"{NAMESPACE}_cpu_seconds_total", "CPU time spent in each mode, summed "
+                         "over all CPUs, in seconds (user and nice include guest time).",
+                         ("mode",), "counter")
+CPU_COUNT = MetricSpec(f"{NAMESPACE}_cpu_count", "Logical CPUs of the host.")
+MEMORY_AVAILABLE = MetricSpec(f"{NAMESPACE}_memory_available_bytes", "Memory available to start "
+                              "new programs without swapping (MemAvailable), in bytes.")
+MEMORY_TOTAL = MetricSpec(f"{NAMESPACE}_memory_total_bytes", "Usable physical memory, in bytes.")
+NETWORK_RECEIVE = MetricSpec(f"{NAMESPACE}_network_receive_bytes_total", "Bytes received by a "
+                             "network device.", ("device",), "counter")
+NETWORK_TRANSMIT = MetricSpec(f"{NAMESPACE}_network_transmit_bytes_total", "Bytes sent by a "
+                              "network device.", ("device",), "counter")
+DISK_READS = MetricSpec(f"{NAMESPACE}_disk_reads_completed_total", "Reads completed by a block "
+                        "device (rate() gives read IOPS).", ("device",), "counter")
+DISK_WRITES = MetricSpec(f"{NAMESPACE}_disk_writes_completed_total", "Writes completed by a block "
+                         "device (rate() gives write IOPS).", ("device",), "counter")
+DISK_READ_BYTES = MetricSpec(f"{NAMESPACE}_disk_read_bytes_total", "Bytes read from a block "
+                             "device.", ("device",), "counter")
+DISK_WRITTEN_BYTES = MetricSpec(f"{NAMESPACE}_disk_written_bytes_total", "Bytes written to a "
+                                "block device.", ("device",), "counter")
+
+SCRAPE_SUCCESS = MetricSpec(f"{NAMESPACE}_scrape_collector_success", "1 if the collector read "
+                            "everything it looks after in this scrape, 0 if anything failed.",
+                            ("collector",))
+SCRAPE_DURATION = MetricSpec(f"{NAMESPACE}_scrape_collector_duration_seconds", "Time the "
+                             "collector took in this scrape, in seconds.", ("collector",))
+BUILD_INFO = MetricSpec(f"{NAMESPACE}_exporter_build_info", "trainwatch-exporter version; "
+                        "always 1.", ("version",))
+
+ALL: tuple[MetricSpec, ...] = tuple(v for v in globals().values() if isinstance(v, MetricSpec))
