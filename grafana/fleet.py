@@ -1,0 +1,58 @@
+"""Fleet: every trial in one table linked to its profile, GPUs across nodes, idle GPUs."""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as db
+from rulegen.promql import TRIAL_LABELS, live_trials, number, select
+
+from grafana import trial_profile
+from grafana.board import dashboard, query_variable
+from grafana.panels import DATASOURCE_VAR, Column, Layout, Query, table
+from grafana.promql import BY_TRIAL, TRIAL_INFO, Promql
+from grafana.sections import gpu_ratio
+
+UID = "trainwatch-fleet"
+EXPERIMENT = f'experiment=~"${trial_profile.EXPERIMENT}"'
+# A cell's link opens the row's trial; the time range and datasource come along.
+PROFILE_LINK = (
+    f"/d/{trial_profile.UID}?${{{DATASOURCE_VAR}:queryparam}}&${{__url_time_range}}&"
+    + "&".join(f"var-{name}=${{__data.fields.{name}}}"
+               for name in (trial_profile.EXPERIMENT, trial_profile.TRIAL, trial_profile.RANK)))
+
+
+def build(q: Promql) -> db.Dashboard:
+    n, s = q.names, q.settings
+    stale_after = s.threshold("TrainwatchTrialStale")
+    idle_below = s.threshold("TrainwatchGPUUnderutilized")
+    layout = Layout()
+    layout.row("Trials")
+    layout.add(table("Trials, one row per rank", [
+        Query(select(n.steps_rate, EXPERIMENT)),
+        Query(f"sum {BY_TRIAL} ({select(n.phase_share, EXPERIMENT, s.selector('dataloader_phase'))})"),
+        Query(f"avg {BY_TRIAL} ({select(n.trial_gpu_utilization, EXPERIMENT)})"),
+        Query(f"max {BY_TRIAL} (time() - {q.trial('push_time_seconds', EXPERIMENT)})"),
+        Query(f"max by ({', '.join(TRIAL_LABELS)}, nodename) "
+              f"({q.trial(TRIAL_INFO, EXPERIMENT)})"),
+    ], description=f"Every trial with a Pushgateway group, one row per rank; click a row for "
+                   f"its Trial profile. A last push older than {number(stale_after)} s "
+                   f"(TrainwatchTrialStale) means the trial crashed or hangs.",
+        columns=[Column("Steps/s", "suffix: steps/s"), Column("Data loader share", "percentunit"),
+                 Column("GPU utilization", "percentunit"), Column("Last push", "s")],
+        hide=["Value #E"], links=[("Trial profile", PROFILE_LINK)]), 24, 9)
+    layout.row("GPUs")
+    layout.add(gpu_ratio(q, "GPU utilization across nodes", q.exporter(
+        "trainwatch_gpu_utilization_ratio"), description="Every GPU of every node."), 12, 8)
+    layout.add(gpu_ratio(q, "GPU memory used across nodes", n.gpu_memory_used,
+                         description="Used / total memory of every GPU of every node."), 12, 8)
+    idle = (f"avg_over_time({select(n.trial_gpu_utilization, EXPERIMENT)}[{s.rate_window}]) "
+            f"< {number(idle_below)}")
+    live = live_trials(s.selector("trial"), stale_after)
+    layout.add(table("GPUs allocated to trials but idle", [
+        Query(q.with_gpu_name(f"{idle} and on({', '.join(TRIAL_LABELS)}) ({live})")),
+    ], description=f"GPUs of live trials averaging under {number(idle_below)} utilization "
+                   f"over {s.rate_window} (TrainwatchGPUUnderutilized).",
+        columns=[Column("Utilization", "percentunit")]), 24, 8)
+    return dashboard(UID, "trainwatch / Fleet",
+                     "Every trial and GPU at once: who is slow, who is idle.", layout,
+                     [query_variable(trial_profile.EXPERIMENT, "Experiment", f"label_values("
+                                     f"{q.trial(TRIAL_INFO)}, {trial_profile.EXPERIMENT})")])

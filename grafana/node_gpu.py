@@ -1,0 +1,61 @@
+"""Node & GPU: every GPU's and host's hardware metrics, per instance and GPU."""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as db
+
+from grafana.board import dashboard, query_variable
+from grafana.panels import Layout, Mapping, Query, state_timeline, timeseries
+from grafana.promql import GPU_INFO, GPU_LEGEND, HOST_INFO, Promql
+from grafana.sections import add_host_panels, gpu_ratio
+
+UID = "trainwatch-node-gpu"
+INSTANCE = 'instance=~"$instance"'
+GPU = 'gpu=~"$gpu"'
+
+
+def build(q: Promql) -> db.Dashboard:
+    def gpu(metric: str) -> str:
+        return q.with_gpu_name(q.exporter(metric, INSTANCE, GPU))
+
+    layout = Layout()
+    layout.row("GPUs")
+    layout.add(gpu_ratio(q, "GPU utilization", q.exporter(
+        "trainwatch_gpu_utilization_ratio", INSTANCE, GPU),
+        description="Share of the sample period in which a kernel ran (NVML utilization.gpu)."),
+        12, 8)
+    layout.add(timeseries("GPU memory", "bytes", [
+        Query(gpu("trainwatch_gpu_memory_used_bytes"), f"{GPU_LEGEND} used"),
+        Query(gpu("trainwatch_gpu_memory_free_bytes"), f"{GPU_LEGEND} free"),
+    ], description="Framebuffer memory used and free."), 12, 8)
+    layout.add(timeseries("Power", "watt", [
+        Query(gpu("trainwatch_gpu_power_watts"), f"{GPU_LEGEND} draw"),
+        Query(gpu("trainwatch_gpu_power_limit_watts"), f"{GPU_LEGEND} limit"),
+    ], description="Board power draw against the enforced power limit; at the limit the "
+                   "GPU slows its clocks."), 8, 8)
+    layout.add(timeseries("Temperature", "celsius", [
+        Query(gpu("trainwatch_gpu_temperature_celsius"), GPU_LEGEND),
+    ], description="GPU core temperature."), 8, 8)
+    layout.add(timeseries("Clocks", "hertz", [
+        Query(gpu("trainwatch_gpu_sm_clock_hertz"), f"{GPU_LEGEND} SM"),
+        Query(gpu("trainwatch_gpu_memory_clock_hertz"), f"{GPU_LEGEND} memory"),
+    ], description="Current SM and memory clocks; a drop under load points at a throttle "
+                   "reason."), 8, 8)
+    layout.add(state_timeline("Throttle reasons", "bool_on_off", [
+        Query(gpu("trainwatch_gpu_clock_event_active"), f"{GPU_LEGEND} {{{{reason}}}}"),
+    ], description="NVML clock event reasons: why the clocks are below their maximum.",
+        mappings=[Mapping(0, "inactive", "transparent"), Mapping(1, "active", "orange")]),
+        12, 8)
+    layout.add(timeseries("PCIe throughput", "Bps", [
+        Query(gpu("trainwatch_gpu_pcie_receive_bytes_per_second"), f"{GPU_LEGEND} host→GPU"),
+        Query(gpu("trainwatch_gpu_pcie_transmit_bytes_per_second"), f"{GPU_LEGEND} GPU→host"),
+    ], description="PCIe traffic as NVML samples it (a 20 ms window per read)."), 12, 8)
+    layout.row("Host")
+    add_host_panels(layout, q, matchers=[INSTANCE])
+    return dashboard(UID, "trainwatch / Node & GPU",
+                     "GPU and host hardware of the selected instances and GPUs.", layout, [
+                         query_variable("instance", "Instance", f"label_values("
+                                        f"{q.exporter(HOST_INFO)}, instance)"),
+                         query_variable("gpu", "GPU", f"label_values("
+                                        f"{q.exporter(GPU_INFO, INSTANCE)}, gpu)"),
+                     ])

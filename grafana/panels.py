@@ -1,0 +1,204 @@
+"""One helper per panel kind, all bound to the ``$datasource`` variable, plus grid placement.
+
+Every panel gets a unit, every target the datasource variable and a refId; ids and grid
+positions come from :class:`Layout`, so regenerating gives the same JSON byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import prometheus as pb
+from grafana_foundation_sdk.builders import stat as statb
+from grafana_foundation_sdk.builders import statetimeline as stlb
+from grafana_foundation_sdk.builders import table as tableb
+from grafana_foundation_sdk.builders import timeseries as tsb
+from grafana_foundation_sdk.cog import builder as cogbuilder
+from grafana_foundation_sdk.models import common as cm
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import prometheus as pm
+
+DATASOURCE_VAR = "datasource"
+DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid=f"${{{DATASOURCE_VAR}}}")
+GRID_COLUMNS = 24
+
+Panel = cogbuilder.Builder[dm.Panel]
+
+
+@dataclass(frozen=True)
+class Query:
+    """One PromQL target and its legend."""
+
+    expr: str
+    legend: str = ""
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """A value mapping: ``value`` is shown as ``text`` in ``color``."""
+
+    value: int
+    text: str
+    color: str
+
+
+def _targets(panel: Panel, queries: Sequence[Query], *, instant: bool = False,
+             table: bool = False) -> None:
+    for index, q in enumerate(queries):
+        target = (pb.Dataquery().expr(q.expr).ref_id(chr(ord("A") + index))
+                  .datasource(DATASOURCE).legend_format(q.legend or "__auto"))
+        target = target.instant() if instant else target.range()
+        if table:
+            target = target.format(pm.PromQueryFormat.TABLE)
+        panel.with_target(target)  # type: ignore[attr-defined]
+
+
+def _value_mappings(mappings: Sequence[Mapping]) -> list[dm.ValueMapping]:
+    return [dm.ValueMap(options={str(m.value): dm.ValueMappingResult(
+        text=m.text, color=m.color, index=i) for i, m in enumerate(mappings)})]
+
+
+def thresholds(base: str, *steps: tuple[float, str]) -> db.ThresholdsConfig:
+    """Absolute threshold steps: ``base`` colour below the first step."""
+    return (db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE)
+            .steps([dm.Threshold(value=None, color=base),
+                    *(dm.Threshold(value=v, color=c) for v, c in steps)]))
+
+
+def timeseries(title: str, unit: str, queries: Sequence[Query], *, description: str,
+               stacked: bool = False, max_value: float | None = None,
+               threshold: tuple[float, str] | None = None) -> Panel:
+    """A time series; ``threshold`` (value, colour) is drawn as a line and shaded above."""
+    panel = (tsb.Panel().title(title).description(description).unit(unit).datasource(DATASOURCE)
+             .min(0).fill_opacity(10 if not stacked else 60).show_points(cm.VisibilityMode.NEVER)
+             .legend(cb.VizLegendOptions().display_mode(cm.LegendDisplayMode.TABLE)
+                     .placement(cm.LegendPlacement.BOTTOM).show_legend(True)
+                     .calcs(["lastNotNull", "max"])))
+    if stacked:
+        panel.stacking(cb.StackingConfig().mode(cm.StackingMode.NORMAL))
+    if max_value is not None:
+        panel.max(max_value)
+    if threshold is not None:
+        panel.thresholds(thresholds("green", threshold)).thresholds_style(
+            cb.GraphThresholdsStyleConfig().mode(cm.GraphThresholdsStyleMode.LINE_AND_AREA))
+    _targets(panel, queries)
+    return panel
+
+
+def state_timeline(title: str, unit: str, queries: Sequence[Query], *, description: str,
+                   mappings: Sequence[Mapping]) -> Panel:
+    """States over time (0/1 flags, enums), coloured and named by ``mappings``."""
+    panel = (stlb.Panel().title(title).description(description).unit(unit)
+             .datasource(DATASOURCE).mappings(_value_mappings(mappings))
+             .show_value(cm.VisibilityMode.NEVER).merge_values(True))
+    _targets(panel, queries)
+    return panel
+
+
+def stat(title: str, unit: str, queries: Sequence[Query], *, description: str,
+         mappings: Sequence[Mapping] = ()) -> Panel:
+    """Latest value per series, as words when ``mappings`` name the values."""
+    panel = (statb.Panel().title(title).description(description).unit(unit)
+             .datasource(DATASOURCE).color_mode(cm.BigValueColorMode.BACKGROUND)
+             .graph_mode(cm.BigValueGraphMode.NONE)
+             .text_mode(cm.BigValueTextMode.VALUE_AND_NAME)
+             .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False)))
+    if mappings:
+        panel.mappings(_value_mappings(mappings))
+    _targets(panel, queries, instant=True)
+    return panel
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column fed by one query's value: header and unit."""
+
+    header: str
+    unit: str
+
+
+def table(title: str, queries: Sequence[Query], *, description: str, unit: str = "none",
+          columns: Sequence[Column] = (), links: Sequence[tuple[str, str]] = (),
+          hide: Sequence[str] = ()) -> Panel:
+    """Instant queries merged into one row per label set.
+
+    ``columns[i]`` names and formats the value of ``queries[i]``; ``hide`` drops label
+    columns; ``links`` are (title, url) data links on every cell.
+    """
+    panel = (tableb.Panel().title(title).description(description).unit(unit)
+             .datasource(DATASOURCE))
+    _targets(panel, queries, instant=True, table=True)
+    single = len(queries) == 1
+    renames: dict[str, str] = {}
+    for index, column in enumerate(columns):
+        # Grafana names the value field "Value" for one query, "Value #<refId>" for several.
+        value_field = "Value" if single else f"Value #{chr(ord('A') + index)}"
+        renames[value_field] = column.header
+        panel.override_by_name(value_field, [dm.DynamicConfigValue(id_val="unit",
+                                                                   value=column.unit)])
+    if not single:
+        panel.with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+    panel.with_transformation(dm.DataTransformerConfig(id_val="organize", options={
+        "excludeByName": {name: True for name in ("Time", "__name__", "job", *hide)},
+        "renameByName": renames,
+    }))
+    if links:
+        panel.data_links([db.DashboardLink(t).url(u) for t, u in links])
+    return panel
+
+
+@dataclass
+class Layout:
+    """Places panels left to right on the 24-column grid and numbers them in order.
+
+    Example:
+        >>> layout = Layout()
+        >>> layout.row("GPUs")
+        >>> layout.add(stat("Up", "none", [Query("up")], description="targets up"), 12, 4)
+        >>> dash = layout.apply(db.Dashboard("Example"))
+    """
+
+    _items: list[tuple[str, object]] = field(default_factory=list)
+    _x: int = 0
+    _y: int = 0
+    _line_height: int = 0
+    _next_id: int = 1
+
+    def _newline(self) -> None:
+        self._x, self._y, self._line_height = 0, self._y + self._line_height, 0
+
+    def _grid(self, w: int, h: int) -> dm.GridPos:
+        if not 0 < w <= GRID_COLUMNS:
+            raise ValueError(f"panel width {w} is outside 1..{GRID_COLUMNS}")
+        if self._x + w > GRID_COLUMNS:
+            self._newline()
+        pos = dm.GridPos(x=self._x, y=self._y, w=w, h=h)
+        self._x += w
+        self._line_height = max(self._line_height, h)
+        return pos
+
+    def _take_id(self) -> int:
+        self._next_id += 1
+        return self._next_id - 1
+
+    def row(self, title: str) -> None:
+        """Starts a (non-collapsed) row on a new line."""
+        self._newline()
+        row = db.Row(title).grid_pos(self._grid(GRID_COLUMNS, 1)).id(self._take_id())
+        self._items.append(("row", row))
+        self._newline()
+
+    def add(self, panel: Panel, w: int, h: int) -> None:
+        panel.grid_pos(self._grid(w, h)).id(self._take_id())  # type: ignore[attr-defined]
+        self._items.append(("panel", panel))
+
+    def apply(self, dashboard: db.Dashboard) -> db.Dashboard:
+        for kind, item in self._items:
+            if kind == "row":
+                dashboard.with_row(item)  # type: ignore[arg-type]
+            else:
+                dashboard.with_panel(item)  # type: ignore[arg-type]
+        return dashboard

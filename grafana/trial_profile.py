@@ -1,0 +1,90 @@
+"""Trial profile: one trial's timings, verdict, alerts, GPUs (uuid join) and node (nodename)."""
+
+from __future__ import annotations
+
+from grafana_foundation_sdk.builders import dashboard as db
+from rulegen.promql import number, select
+
+from grafana import verdict
+from grafana.board import dashboard, query_variable
+from grafana.panels import Layout, Panel, Query, stat, table, timeseries
+from grafana.promql import BY_TRIAL, GPU_LEGEND, TRIAL_INFO, TRIAL_LEGEND, Promql, parens
+from grafana.sections import add_host_panels, gpu_ratio
+
+UID = "trainwatch-trial-profile"
+# Variable names; the Fleet table's links set them as var-<name>.
+EXPERIMENT, TRIAL, RANK = "experiment", "trial", "rank"
+MATCHERS = (f'{EXPERIMENT}=~"${EXPERIMENT}"', f'{TRIAL}=~"${TRIAL}"', f'{RANK}=~"${RANK}"')
+FIRING_ALERTS = (f'ALERTS{{alertstate="firing", {EXPERIMENT}=~"${EXPERIMENT}", '
+                 f'{TRIAL}=~"${TRIAL}"}}')
+
+
+def _share_against(q: Promql, title: str, phases: str, alert: str) -> Panel:
+    """A phase group's share of step time with its alert's threshold drawn in."""
+    threshold = q.settings.threshold(alert)
+    expr = f"sum {BY_TRIAL} ({select(q.names.phase_share, *MATCHERS, phases)})"
+    return timeseries(title, "percentunit", [Query(q.with_nodename(expr), TRIAL_LEGEND)],
+                      description=f"Share of step time in {phases}; {alert} fires above "
+                                  f"{number(threshold)} (thresholds.yaml).",
+                      max_value=1, threshold=(threshold, "red"))
+
+
+def build(q: Promql) -> db.Dashboard:
+    n, s = q.names, q.settings
+
+    def per_rank(name: str, *extra: str) -> str:
+        return q.with_nodename(select(name, *MATCHERS, *extra))
+
+    outcomes = verdict.verdicts(q, MATCHERS)
+    layout = Layout()
+    layout.row("Verdict")
+    layout.add(stat("Bottleneck", "none", [
+        Query(q.with_nodename(verdict.expression(outcomes)), TRIAL_LEGEND),
+    ], description=verdict.description(outcomes), mappings=verdict.mappings(outcomes)), 12, 7)
+    layout.add(table("Firing alerts", [Query(FIRING_ALERTS)],
+                     description="Alerts firing now for the selected experiment and trial.",
+                     hide=["Value", "alertstate"]), 12, 7)
+    layout.row("Steps")
+    layout.add(timeseries("Step time", "s", [
+        Query(per_rank(n.step_quantile), f"{TRIAL_LEGEND} q{{{{quantile}}}}"),
+    ], description=f"Median and 95th percentile of one training iteration over "
+                   f"{s.rate_window}."), 12, 8)
+    layout.add(timeseries("Steps per second", "suffix: steps/s", [
+        Query(per_rank(n.steps_rate), TRIAL_LEGEND),
+    ], description=f"Training iterations per second over {s.rate_window}."), 6, 8)
+    layout.add(timeseries("Samples per second", "suffix: samples/s", [
+        Query(per_rank(n.samples_rate), TRIAL_LEGEND),
+    ], description=f"Samples per second over {s.rate_window}."), 6, 8)
+    layout.row("Phases")
+    layout.add(timeseries("Share of step time by phase", "percentunit", [
+        Query(f"avg by (phase) ({select(n.phase_share, *MATCHERS)})", "{{phase}}"),
+    ], description="Where a step's time goes, averaged over the selected ranks.",
+        stacked=True, max_value=1), 12, 8)
+    layout.add(timeseries("Phase time", "s", [
+        Query(per_rank(n.phase_quantile), f"{{{{phase}}}} q{{{{quantile}}}} · {TRIAL_LEGEND}"),
+    ], description=f"Median and 95th percentile per phase over {s.rate_window}."), 12, 8)
+    layout.add(_share_against(q, "Data loader share", s.selector("dataloader_phase"),
+                              "TrainwatchDataloaderBound"), 12, 8)
+    layout.add(_share_against(q, "Host↔device copy share", s.selector("host_to_device_phases"),
+                              "TrainwatchHostToDeviceBound"), 12, 8)
+    layout.row("The trial's GPUs")
+    rank_gpu = f"{GPU_LEGEND} · rank {{{{rank}}}}"
+    layout.add(gpu_ratio(q, "GPU utilization", select(n.trial_gpu_utilization, *MATCHERS),
+                         legend=rank_gpu, description="Utilization of exactly the GPUs the "
+                         "trial reported (trainwatch_trial_gpu_info, joined on uuid)."), 12, 8)
+    layout.add(gpu_ratio(q, "GPU memory used", select(n.trial_gpu_memory_used, *MATCHERS),
+                         legend=rank_gpu, description="Used / total memory of the trial's "
+                         "GPUs."), 12, 8)
+    layout.row("The trial's nodes")
+    add_host_panels(layout, q, restrict=lambda expr: (
+        f"{parens(expr)} and on(instance) ({q.trial_nodes(*MATCHERS)})"))
+
+    def trial_var(name: str, label: str, *matchers: str) -> db.QueryVariable:
+        return query_variable(name, label, f"label_values({q.trial(TRIAL_INFO, *matchers)}, "
+                                           f"{name})")
+
+    return dashboard(UID, "trainwatch / Trial profile",
+                     "Why one trial is slow: its timings, verdict, alerts, GPUs and node.",
+                     layout, [trial_var(EXPERIMENT, "Experiment"),
+                              trial_var(TRIAL, "Trial", MATCHERS[0]),
+                              trial_var(RANK, "Rank", *MATCHERS[:2])])

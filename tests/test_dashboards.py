@@ -1,0 +1,193 @@
+"""Generated dashboards: byte-for-byte regeneration and structure."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from grafana import fleet, generate, trial_profile
+from grafana.generate import DEFAULT_THRESHOLDS, load_settings
+
+REPO = Path(__file__).resolve().parent.parent
+DASHBOARDS = REPO / "grafana" / "dashboards"
+EXPECTED_UIDS = {"node-gpu.json": "trainwatch-node-gpu",
+                 "trial-profile.json": "trainwatch-trial-profile",
+                 "fleet.json": "trainwatch-fleet"}
+EXPECTED_VARIABLES = {"node-gpu.json": ["datasource", "instance", "gpu"],
+                      "trial-profile.json": ["datasource", "experiment", "trial", "rank"],
+                      "fleet.json": ["datasource", "experiment"]}
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+# Grafana's own variables the dashboards may use.
+GRAFANA_BUILTINS = {"__rate_interval", "__interval", "__range", "__data", "__url_time_range",
+                    "__all"}
+# $name, ${name}, ${name:format}, [[name]]
+VARIABLE_USE = re.compile(r"\$(\w+)|\$\{(\w+)[^}]*\}|\[\[(\w+)[^\]]*\]\]")
+GPU_SERIES = re.compile(r"\btrainwatch_gpu_\w+\{|\b(trial_gpu|gpu):")
+HOST_SERIES = re.compile(r"\btrainwatch_(cpu|memory|network|disk)_\w+\{|\binstance(_device)?:")
+
+
+def committed() -> dict[str, dict[str, Any]]:
+    return {name: json.loads((DASHBOARDS / name).read_text()) for name in EXPECTED_UIDS}
+
+
+def panels(board: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for panel in board["panels"]:
+        yield panel
+        yield from panel.get("panels", [])  # a collapsed row's children
+
+
+def variables_used(value: Any) -> Iterator[str]:
+    text = json.dumps(value)
+    for match in VARIABLE_USE.finditer(text):
+        yield next(g for g in match.groups() if g)
+
+
+def test_regeneration_reproduces_the_committed_json_byte_for_byte(tmp_path: Path) -> None:
+    # Run the script the way `make dashboards` does, into a temp dir.
+    subprocess.run([sys.executable, str(REPO / "grafana" / "generate.py"), "--out",
+                    str(tmp_path)], check=True, capture_output=True, cwd=tmp_path)
+    generated = sorted(p.name for p in tmp_path.iterdir())
+    assert generated == sorted(p.name for p in DASHBOARDS.glob("*.json")), \
+        "grafana/dashboards/ holds files the generator does not write (or lacks some)"
+    for name in generated:
+        assert (tmp_path / name).read_bytes() == (DASHBOARDS / name).read_bytes(), \
+            f"{name} drifted: run `make dashboards` and commit"
+
+
+def test_rendering_twice_gives_identical_text() -> None:
+    assert generate.render() == generate.render()
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_UIDS))
+def test_stable_uid_and_variables(name: str) -> None:
+    board = committed()[name]
+    assert board["uid"] == EXPECTED_UIDS[name]
+    variables = board["templating"]["list"]
+    assert [v["name"] for v in variables] == EXPECTED_VARIABLES[name]
+    assert variables[0]["type"] == "datasource" and variables[0]["query"] == "prometheus"
+    for var in variables[1:]:
+        assert var["datasource"] == DATASOURCE, f"{name}: variable {var['name']}"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_UIDS))
+def test_panel_ids_unique_and_grid_inside_24_columns_without_overlap(name: str) -> None:
+    all_panels = list(panels(committed()[name]))
+    ids = [p["id"] for p in all_panels]
+    assert len(ids) == len(set(ids)), f"{name}: duplicate panel ids {ids}"
+    boxes = []
+    for p in all_panels:
+        g = p["gridPos"]
+        assert g["x"] >= 0 and g["y"] >= 0 and g["w"] > 0 and g["h"] > 0, p["title"]
+        assert g["x"] + g["w"] <= 24, f"{name}: {p['title']!r} leaves the 24-column grid"
+        boxes.append((p["title"], g))
+    for (ta, a), (tb, b) in itertools.combinations(boxes, 2):
+        overlap = (a["x"] < b["x"] + b["w"] and b["x"] < a["x"] + a["w"]
+                   and a["y"] < b["y"] + b["h"] and b["y"] < a["y"] + a["h"])
+        assert not overlap, f"{name}: {ta!r} overlaps {tb!r}"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_UIDS))
+def test_every_panel_and_target_bound_to_datasource_variable_with_a_unit(name: str) -> None:
+    for p in panels(committed()[name]):
+        if p["type"] == "row":
+            continue
+        assert p["datasource"] == DATASOURCE, f"{name}: {p['title']!r}"
+        assert p["fieldConfig"]["defaults"].get("unit"), f"{name}: {p['title']!r} has no unit"
+        assert p["targets"], f"{name}: {p['title']!r} has no query"
+        for t in p["targets"]:
+            assert t["datasource"] == DATASOURCE, f"{name}: {p['title']!r} {t['refId']}"
+            assert t["expr"].strip(), f"{name}: {p['title']!r} {t['refId']} is empty"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_UIDS))
+def test_every_variable_used_is_defined_before_use(name: str) -> None:
+    board = committed()[name]
+    defined: list[str] = []
+    for var in board["templating"]["list"]:
+        for used in variables_used(var.get("query", "")):
+            # Grafana resolves variables in order: a query may use only earlier ones.
+            assert used in defined, f"{name}: variable {var['name']} uses ${used} before it"
+        defined.append(var["name"])
+    for used in variables_used(board["panels"]):
+        assert used in defined or used in GRAFANA_BUILTINS, f"{name}: ${used} is not defined"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_UIDS))
+def test_legends_name_the_host_and_the_gpu(name: str) -> None:
+    for p in panels(committed()[name]):
+        if p["type"] not in ("timeseries", "state-timeline"):
+            continue
+        for t in p["targets"]:
+            legend = t.get("legendFormat", "")
+            if GPU_SERIES.search(t["expr"]):
+                assert "{{instance}}" in legend and "{{gpu}}" in legend, (name, p["title"])
+                assert "group_left(name)" in t["expr"], f"{p['title']}: no gpu_info join"
+            elif HOST_SERIES.search(t["expr"]):
+                assert "{{instance}}" in legend, (name, p["title"], legend)
+
+
+def test_dataloader_threshold_is_read_from_thresholds_yaml(tmp_path: Path) -> None:
+    committed_value = load_settings().threshold("TrainwatchDataloaderBound")
+    for value in (committed_value, 0.42):
+        doc = yaml.safe_load(DEFAULT_THRESHOLDS.read_text())
+        doc["alerts"]["TrainwatchDataloaderBound"]["threshold"] = value
+        edited = tmp_path / "thresholds.yaml"
+        edited.write_text(yaml.safe_dump(doc))
+        board = json.loads(generate.render(load_settings(edited))["trial-profile.json"])
+        by_title = {p["title"]: p for p in panels(board)}
+        steps = by_title["Data loader share"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        assert [s["value"] for s in steps] == [None, value]
+        assert f"> {value:g}" in by_title["Bottleneck"]["targets"][0]["expr"]
+
+
+def test_verdict_maps_every_code_its_query_yields_to_words() -> None:
+    bottleneck = next(p for p in panels(committed()["trial-profile.json"])
+                      if p["title"] == "Bottleneck")
+    codes = re.findall(r"\* 0 \+ (\d+)", bottleneck["targets"][0]["expr"])
+    options = bottleneck["fieldConfig"]["defaults"]["mappings"][0]["options"]
+    assert codes == sorted(options, key=int) and len(codes) >= 5
+    assert options["1"]["text"] == "Data loader"  # the first condition checked wins
+    assert all(o["text"] for o in options.values())
+
+
+def test_firing_alerts_panel_queries_the_trial_alerts() -> None:
+    alerts = next(p for p in panels(committed()["trial-profile.json"])
+                  if p["title"] == "Firing alerts")
+    assert alerts["targets"][0]["expr"] == (
+        'ALERTS{alertstate="firing", experiment=~"$experiment", trial=~"$trial"}')
+
+
+def test_fleet_table_links_to_trial_profile_with_the_rows_labels() -> None:
+    table = next(p for p in panels(committed()["fleet.json"]) if p["title"] == "Trials, one row per rank")
+    urls = [link["url"] for link in table["fieldConfig"]["defaults"]["links"]]
+    assert urls == [fleet.PROFILE_LINK]
+    assert f"/d/{trial_profile.UID}?" in urls[0]
+    profile_vars = {v["name"] for v in committed()["trial-profile.json"]["templating"]["list"]}
+    linked = set(re.findall(r"var-(\w+)=\$\{__data\.fields\.(\w+)\}", urls[0]))
+    assert linked == {(v, v) for v in ("experiment", "trial", "rank")}
+    assert {v for v, _ in linked} <= profile_vars
+    ages = [t["expr"] for t in table["targets"] if "push_time_seconds" in t["expr"]]
+    assert ages and 'time() - push_time_seconds{job="trainwatch_trial"' in ages[0]
+
+
+def test_bad_thresholds_fail_generation_naming_the_key(tmp_path: Path) -> None:
+    doc = yaml.safe_load(DEFAULT_THRESHOLDS.read_text())
+    del doc["alerts"]["TrainwatchDataloaderBound"]
+    bad = tmp_path / "thresholds.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(REPO / "grafana" / "generate.py"),
+                             "--thresholds", str(bad), "--out", str(out)],
+                            check=False, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "alerts.TrainwatchDataloaderBound" in result.stderr and str(bad) in result.stderr
+    assert not out.exists(), "nothing is written when the thresholds are bad"
