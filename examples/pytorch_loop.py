@@ -23,6 +23,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler, Sequent
 import trial_instrumentation as ti
 
 FEATURES, CLASSES = 32, 10
+log = logging.getLogger("pytorch_loop")
 
 
 class SlowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
@@ -82,10 +83,13 @@ def make_loader(args: argparse.Namespace, dataset: SlowDataset,
 
 def train(trial: ti.Trial, loader: DataLoader[tuple[torch.Tensor, torch.Tensor]],
           device: torch.device,
-          reduce: Callable[[torch.Tensor], torch.Tensor] = lambda t: t) -> float:
-    """The loop, with every standard phase timed; returns the mean loss (after ``reduce``)."""
+          reduce: Callable[[torch.Tensor], torch.Tensor] = lambda t: t,
+          wrap: Callable[[nn.Module], nn.Module] = lambda m: m) -> float:
+    """The loop, with every standard phase timed; returns the mean loss (after ``reduce``).
+    ``wrap`` wraps the model (DistributedDataParallel in ddp_gloo.py)."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(), nn.Linear(64, CLASSES)).to(device)
+    model = wrap(nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(),
+                               nn.Linear(64, CLASSES)).to(device))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=50, gamma=0.5)
     loss_fn = nn.CrossEntropyLoss()
@@ -116,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     dataset = SlowDataset(args.steps * args.batch_size, args.loader_delay)
     with trial:
         loss = train(trial, make_loader(args, dataset), device)
-    logging.info("trained %d steps on %s, mean loss %.4f", args.steps, device, loss)
+    log.info("trained %d steps on %s, mean loss %.4f", args.steps, device, loss)
     return 0
 
 
