@@ -126,7 +126,7 @@ def load_file(path: str) -> dict[str, Any]:
     except OSError as err:
         raise ConfigError(f"config file {path}: {err.strerror or err}") from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"config file {path}: invalid YAML: {err}") from None
+        raise ConfigError(f"config file {path}: invalid YAML{_where(err)}") from None
     if doc is None:
         return {}
     if not isinstance(doc, dict):
@@ -144,6 +144,12 @@ def load_file(path: str) -> dict[str, Any]:
     except ConfigError as err:
         raise ConfigError(f"config file {path}: {err}") from None
     return flat
+
+
+def _where(err: Exception) -> str:
+    mark = getattr(err, "problem_mark", None)
+    at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"{at}: {getattr(err, 'problem', None) or err}".replace("\n", " ")
 
 
 def merge(file: Mapping[str, Any], flags: Mapping[str, Any]) -> Settings:

@@ -1,0 +1,204 @@
+"""The gpu and gpu_process collectors over a fake NVML (real pynvml exception classes), read back
+from a fresh CollectorRegistry; plus one check against real NVML where there is one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pynvml
+import pytest
+from prometheus_client import CollectorRegistry
+
+from exporter.collector import ScrapeCollector
+from exporter.gpu import CLOCK_EVENT_REASONS, GpuCollector
+from exporter.gpu_process import GpuProcessCollector
+from exporter.nvml import NvmlSession
+from tests.fake_nvml import POWER_FIELDS, FakeGpu, FakeNvml, fake_uuid
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def registry_for(nvml: Any, *, processes: bool = False, pcie: bool = True,
+                 clock: FakeClock | None = None) -> CollectorRegistry:
+    session = NvmlSession(nvml, retry_seconds=60, clock=clock or FakeClock())
+    collectors = {"gpu": GpuCollector(session, pcie_throughput=pcie)}
+    if processes:
+        collectors["gpu_process"] = GpuProcessCollector(session)
+    registry = CollectorRegistry()
+    registry.register(ScrapeCollector(collectors, version="test"))
+    return registry
+
+
+def gpu(index: int) -> dict[str, str]:
+    return {"gpu": str(index), "uuid": fake_uuid(index)}
+
+
+def series_of(registry: CollectorRegistry, index: int) -> list[str]:
+    return [s.name for family in registry.collect() for s in family.samples
+            if s.labels.get("gpu") == str(index)]
+
+
+def success(registry: CollectorRegistry, collector: str = "gpu") -> float | None:
+    return registry.get_sample_value("trainwatch_scrape_collector_success",
+                                     {"collector": collector})
+
+
+def test_every_gpu_metric_in_base_units() -> None:
+    nvml = FakeNvml([FakeGpu(index=0), FakeGpu(
+        index=1, gpu_util=87, mem_util=33, memory_total=80 * 2**30, memory_used=30 * 2**30,
+        power_mw=412_345, power_limit_mw=700_000, energy_mj=123_456_789, temperature=71,
+        sm_clock_mhz=1755, mem_clock_mhz=2619, ecc=(5, 1), pcie_kbps=(300, 700),
+        clock_event_mask=(pynvml.nvmlClocksEventReasonSwPowerCap
+                          | pynvml.nvmlClocksEventReasonHwThermalSlowdown))])
+    r = registry_for(nvml)
+    value = r.get_sample_value
+    assert value("trainwatch_gpu_utilization_ratio", gpu(1)) == pytest.approx(0.87)
+    assert value("trainwatch_gpu_memory_utilization_ratio", gpu(1)) == pytest.approx(0.33)
+    assert value("trainwatch_gpu_memory_used_bytes", gpu(1)) == 30 * 2**30
+    assert value("trainwatch_gpu_memory_free_bytes", gpu(1)) == 50 * 2**30
+    assert value("trainwatch_gpu_memory_total_bytes", gpu(1)) == 80 * 2**30
+    assert value("trainwatch_gpu_power_watts", gpu(1)) == pytest.approx(412.345)
+    assert value("trainwatch_gpu_power_limit_watts", gpu(1)) == pytest.approx(700.0)
+    assert value("trainwatch_gpu_energy_joules_total", gpu(1)) == pytest.approx(123_456.789)
+    assert value("trainwatch_gpu_temperature_celsius", gpu(1)) == 71
+    assert value("trainwatch_gpu_sm_clock_hertz", gpu(1)) == 1755e6
+    assert value("trainwatch_gpu_memory_clock_hertz", gpu(1)) == 2619e6
+    assert value("trainwatch_gpu_pcie_transmit_bytes_per_second", gpu(1)) == 300 * 1024
+    assert value("trainwatch_gpu_pcie_receive_bytes_per_second", gpu(1)) == 700 * 1024
+    assert value("trainwatch_gpu_ecc_errors_total", {**gpu(1), "error": "corrected"}) == 5
+    assert value("trainwatch_gpu_ecc_errors_total", {**gpu(1), "error": "uncorrected"}) == 1
+    active = {reason for _, reason in CLOCK_EVENT_REASONS
+              if value("trainwatch_gpu_clock_event_active", {**gpu(1), "reason": reason}) == 1}
+    assert active == {"sw_power_cap", "hw_thermal_slowdown"}
+    assert value("trainwatch_gpu_clock_event_active", {**gpu(1), "reason": "gpu_idle"}) == 0
+    assert value("trainwatch_gpu_info", {**gpu(1), "name": "NVIDIA H100 80GB HBM3",
+                                         "pci_bus_id": "00000000:18:00.0",
+                                         "driver_version": "550.54.15"}) == 1
+    assert value("trainwatch_gpu_utilization_ratio", gpu(0)) == 0  # an idle GPU is 0, not absent
+    assert success(r) == 1
+
+
+def test_a_gpu_lost_mid_run_drops_only_its_series() -> None:
+    nvml = FakeNvml.with_gpus(3)
+    r = registry_for(nvml)
+    assert r.get_sample_value("trainwatch_gpu_temperature_celsius", gpu(1)) == 61
+    nvml.gpus[1].lost = True
+    for index in (0, 2):
+        assert r.get_sample_value("trainwatch_gpu_temperature_celsius", gpu(index)) == 60 + index
+    assert series_of(r, 1) == []
+    assert success(r) == 0  # visible, while the healthy GPUs keep reporting
+    nvml.gpus[1].lost = False
+    assert r.get_sample_value("trainwatch_gpu_temperature_celsius", gpu(1)) == 61
+    assert success(r) == 1
+
+
+def test_a_gpu_lost_before_its_identity_is_read_is_skipped() -> None:
+    nvml = FakeNvml.with_gpus(2)
+    nvml.gpus[0].lost = True
+    r = registry_for(nvml)
+    assert series_of(r, 0) == []
+    assert "trainwatch_gpu_info" in series_of(r, 1)
+    assert r.get_sample_value("trainwatch_gpu_power_watts", gpu(1)) == 301
+
+
+def test_unsupported_fields_are_omitted_not_zero() -> None:
+    board = FakeGpu.deterministic(0)
+    board.unsupported = frozenset({*POWER_FIELDS, "nvmlDeviceGetTotalEccErrors",
+                                   "nvmlDeviceGetPcieThroughput"})
+    r = registry_for(FakeNvml([board]))
+    names = {s.name for family in r.collect() for s in family.samples}
+    for absent in ("trainwatch_gpu_power_watts", "trainwatch_gpu_power_limit_watts",
+                   "trainwatch_gpu_energy_joules_total", "trainwatch_gpu_ecc_errors_total",
+                   "trainwatch_gpu_pcie_transmit_bytes_per_second",
+                   "trainwatch_gpu_pcie_receive_bytes_per_second"):
+        assert absent not in names
+    assert r.get_sample_value("trainwatch_gpu_temperature_celsius", gpu(0)) == 60
+    assert success(r) == 1  # an unsupported field is the board's nature, not a failure
+
+
+def test_clock_reasons_fall_back_to_the_old_throttle_name() -> None:
+    board = FakeGpu.deterministic(0)
+    board.unsupported = frozenset()
+    nvml = FakeNvml([board])
+
+    def too_old(handle: FakeGpu) -> int:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+    nvml.nvmlDeviceGetCurrentClocksEventReasons = too_old  # type: ignore[method-assign]
+    r = registry_for(nvml)
+    assert r.get_sample_value("trainwatch_gpu_clock_event_active",
+                              {**gpu(0), "reason": "sw_power_cap"}) == 1
+    assert nvml.calls["nvmlDeviceGetCurrentClocksThrottleReasons"] == 1
+
+
+def test_pcie_throughput_can_be_switched_off() -> None:
+    nvml = FakeNvml.with_gpus(2)
+    r = registry_for(nvml, pcie=False)
+    assert r.get_sample_value("trainwatch_gpu_pcie_receive_bytes_per_second", gpu(0)) is None
+    assert r.get_sample_value("trainwatch_gpu_power_watts", gpu(0)) == 300
+    assert nvml.calls["nvmlDeviceGetPcieThroughput"] == 0
+
+
+def test_no_nvml_is_success_0_and_init_is_retried_cheaply() -> None:
+    nvml = FakeNvml.with_gpus(1)
+    nvml.library_present = False
+    clock = FakeClock()
+    r = registry_for(nvml, clock=clock)
+    for _ in range(3):
+        assert success(r) == 0
+    assert nvml.calls["nvmlInit"] == 1  # not once per scrape
+    nvml.library_present = True  # the driver is loaded later
+    clock.now += 61
+    assert success(r) == 1
+    assert r.get_sample_value("trainwatch_gpu_utilization_ratio", gpu(0)) == 0.5
+    assert nvml.calls["nvmlInit"] == 2
+
+
+def test_gpu_process_memory_and_utilization() -> None:
+    nvml = FakeNvml.with_gpus(2)
+    nvml.gpus[0].processes = ((10, 3 * 2**30), (11, None))  # 11: the driver cannot say
+    nvml.gpus[0].process_util = ((10, 20, 1), (10, 75, 2**62))  # newest sample wins
+    nvml.gpus[1].process_util = ((4243, 90, 1),)  # too old: no recent sample, no series
+    r = registry_for(nvml, processes=True)
+    assert r.get_sample_value("trainwatch_gpu_process_memory_bytes",
+                              {**gpu(0), "pid": "10"}) == 3 * 2**30
+    assert r.get_sample_value("trainwatch_gpu_process_memory_bytes",
+                              {**gpu(0), "pid": "11"}) is None
+    assert r.get_sample_value("trainwatch_gpu_process_utilization_ratio",
+                              {**gpu(0), "pid": "10"}) == 0.75
+    assert r.get_sample_value("trainwatch_gpu_process_utilization_ratio",
+                              {**gpu(1), "pid": "4243"}) is None
+    assert r.get_sample_value("trainwatch_gpu_process_memory_bytes",
+                              {**gpu(1), "pid": "4243"}) == 2 * 2**30
+    assert success(r, "gpu_process") == 1
+
+
+def _real_nvml_present() -> bool:
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return False
+    return True
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _real_nvml_present(), reason="no NVML (no NVIDIA driver) on this machine")
+def test_real_nvml() -> None:
+    r = registry_for(pynvml, pcie=True)
+    assert success(r) == 1
+    count = pynvml.nvmlDeviceGetCount()
+    uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(0))
+    labels = {"gpu": "0", "uuid": uuid if isinstance(uuid, str) else uuid.decode()}
+    total = r.get_sample_value("trainwatch_gpu_memory_total_bytes", labels)
+    assert total is not None and total > 2**30  # bytes, not MiB
+    utilization = r.get_sample_value("trainwatch_gpu_utilization_ratio", labels)
+    assert utilization is not None and 0 <= utilization <= 1
+    infos = [s for family in r.collect() for s in family.samples
+             if s.name == "trainwatch_gpu_info"]
+    assert len(infos) == count
