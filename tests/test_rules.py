@@ -1,0 +1,167 @@
+"""Rule files: promtool check/test, regeneration from thresholds.yaml, runbooks, prometheus.yml.
+
+The live end-to-end test is in test_rules_live.py.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.stack import REPO, require_binary
+
+PROM_DIR = REPO / "prometheus"
+sys.path.insert(0, str(PROM_DIR))  # generate_rules.py and rulegen/ are scripts, not a package
+import generate_rules
+from rulegen import SettingsError
+from rulegen.alerts import ALERT_GROUPS
+
+RUNBOOKS = REPO / "docs" / "runbooks.md"
+PROMTOOL_TESTS = sorted((PROM_DIR / "tests").glob("*.yml"))
+
+
+def promtool(*args: str | Path) -> str:
+    proc = subprocess.run([require_binary("promtool"), *map(str, args)], check=False,
+                          capture_output=True, text=True, timeout=60)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"promtool {' '.join(map(str, args))} failed:\n{output}"
+    return output
+
+
+def alert_rules(rules_dir: Path) -> dict[str, dict[str, Any]]:
+    """Alert name -> rule, from every rule file in ``rules_dir``."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted(rules_dir.glob("*.yml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            found.update({rule["alert"]: rule for rule in group["rules"] if "alert" in rule})
+    return found
+
+
+def test_prometheus_yml_passes_promtool_check_config() -> None:
+    out = promtool("check", "config", PROM_DIR / "prometheus.yml")
+    assert "SUCCESS: 5 rule files found" in out
+
+
+def test_prometheus_yml_scrapes_the_jobs_the_selectors_name() -> None:
+    config = yaml.safe_load((PROM_DIR / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    selectors = generate_rules.load_settings().selectors
+    exporter_job = re.fullmatch(r'job="([^"]+)"', selectors["exporter"])
+    assert exporter_job and exporter_job.group(1) in jobs
+    assert jobs["pushgateway"]["honor_labels"] is True
+    assert jobs["trainwatch-exporter"]["static_configs"][0]["targets"] == ["localhost:10910"]
+    assert config["rule_files"] == ["rules/*.yml"]
+
+
+def test_rule_files_pass_promtool_check_rules() -> None:
+    files = sorted((PROM_DIR / "rules").glob("*.yml"))
+    assert [f.name for f in files] == ["exporter.yml", "gpu.yml", "host.yml", "recording.yml",
+                                       "trial.yml"]
+    promtool("check", "rules", *files)
+
+
+@pytest.mark.parametrize("test_file", PROMTOOL_TESTS, ids=lambda p: p.name)
+def test_promtool_test_rules(test_file: Path) -> None:
+    assert "SUCCESS" in promtool("test", "rules", test_file)
+
+
+def test_every_alert_group_has_a_promtool_file_testing_each_alert_fire_and_stay_silent() -> None:
+    rules = alert_rules(PROM_DIR / "rules")
+    for group in ALERT_GROUPS:
+        doc = yaml.safe_load((PROM_DIR / "tests" / f"{group}.yml").read_text())
+        assert f"../rules/{group}.yml" in doc["rule_files"]
+        cases = [case for test in doc["tests"] for case in test.get("alert_rule_test", [])]
+        group_alerts = {rule["alert"] for rule in yaml.safe_load(
+            (PROM_DIR / "rules" / f"{group}.yml").read_text())["groups"][0]["rules"]}
+        for name in group_alerts:
+            assert name in rules
+            checks = [c for c in cases if c["alertname"] == name]
+            assert any(not c["exp_alerts"] for c in checks), f"{name}: no silent check"
+            assert any(c["exp_alerts"] for c in checks), f"{name}: no firing check"
+        assert all(test.get("name") for test in doc["tests"]), f"{group}.yml: unnamed case"
+
+
+def test_committed_rules_equal_a_fresh_render() -> None:
+    assert generate_rules.drift() == [], "prometheus/rules drifted: run `make rules` and commit"
+
+
+def test_every_alert_has_for_severity_summary_description_and_runbook() -> None:
+    rules = alert_rules(PROM_DIR / "rules")
+    settings = generate_rules.load_settings()
+    assert set(rules) == set(settings.alerts)
+    headings = {re.sub(r"[^a-z0-9_-]", "", line[3:].strip().lower().replace(" ", "-"))
+                for line in RUNBOOKS.read_text().splitlines() if line.startswith("## ")}
+    for name, rule in rules.items():
+        assert rule["for"] and rule["labels"]["severity"] in ("info", "warning", "critical")
+        notes = rule["annotations"]
+        assert notes["summary"] and len(notes["description"]) > 150, name  # value + remedy
+        if settings.alert(name).threshold is not None:  # yes/no alerts have no value to show
+            assert "{{ $value" in notes["description"], name
+        url, _, anchor = notes["runbook_url"].partition("#")
+        assert url.endswith("/docs/runbooks.md") and anchor == name.lower(), name
+        assert anchor in headings, f"{name}: no '## {name}' section in docs/runbooks.md"
+
+
+def test_overrides_shorten_every_for_and_the_rate_window_in_another_directory(
+        tmp_path: Path) -> None:
+    written = generate_rules.write_rules(tmp_path, for_="20s", rate_window="30s")
+    assert sorted(p.name for p in written) == sorted(p.name for p in (PROM_DIR / "rules").glob("*.yml"))
+    assert {rule["for"] for rule in alert_rules(tmp_path).values()} == {"20s"}
+    text = "".join(p.read_text() for p in written)
+    assert "[5m]" not in text and "rate5m" not in text and "[30s]" in text
+    assert "trial_phase:trainwatch_trial_phase_seconds:share_rate30s" in text
+    promtool("check", "rules", *written)
+    assert generate_rules.drift() == [], "an override render must not touch the committed files"
+
+
+def test_a_threshold_change_reaches_the_expression_and_the_description(tmp_path: Path) -> None:
+    doc = yaml.safe_load((PROM_DIR / "thresholds.yaml").read_text())
+    doc["alerts"]["TrainwatchDataloaderBound"]["threshold"] = 0.45
+    changed = tmp_path / "thresholds.yaml"
+    changed.write_text(yaml.safe_dump(doc))
+    rule = yaml.safe_load(generate_rules.render(changed)["trial.yml"])["groups"][0]["rules"][0]
+    assert rule["alert"] == "TrainwatchDataloaderBound"
+    assert rule["expr"].endswith("> 0.45") and "(threshold 45%)" in rule["annotations"]["description"]
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda d: d["alerts"]["TrainwatchTrialStale"].pop("severity"),
+     "alerts.TrainwatchTrialStale.severity: None is not one of"),
+    (lambda d: d["alerts"]["TrainwatchGPUThrottled"].update({"for": "10 minutes"}),
+     "alerts.TrainwatchGPUThrottled.for: '10 minutes' is not a positive Prometheus duration"),
+    (lambda d: d["alerts"]["TrainwatchExporterDown"].update({"threshold": 1}),
+     "alerts.TrainwatchExporterDown.threshold is not used"),
+    (lambda d: d["alerts"].pop("TrainwatchHostMemoryLow"), "alerts.TrainwatchHostMemoryLow is missing"),
+    (lambda d: d["alerts"].update({"TrainwatchTypo": {"for": "1m", "severity": "info"}}),
+     "alerts ['TrainwatchTypo'] match no alert"),
+    (lambda d: d["selectors"].pop("trial"), "selectors.trial is missing"),
+    (lambda d: d.update({"rate_window": "0m"}), "rate_window: '0m' is not a positive"),
+    (lambda d: d["alerts"]["TrainwatchCPUSaturated"].update({"threshold": "high"}),
+     "alerts.TrainwatchCPUSaturated.threshold: 'high' is not a number"),
+])
+def test_bad_thresholds_fail_with_the_file_and_key(tmp_path: Path, edit: Any, message: str) -> None:
+    doc = yaml.safe_load((PROM_DIR / "thresholds.yaml").read_text())
+    edit(doc)
+    bad = tmp_path / "thresholds.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    with pytest.raises(SettingsError) as err:
+        generate_rules.render(bad)
+    assert str(bad) in str(err.value) and message in str(err.value)
+
+
+def test_cli_check_reports_drift_and_names_a_bad_file(tmp_path: Path) -> None:
+    script = [sys.executable, str(PROM_DIR / "generate_rules.py")]
+    assert subprocess.run([*script, "--check"], check=False, capture_output=True).returncode == 0
+    generate_rules.write_rules(tmp_path, for_="1s")
+    drifted = subprocess.run([*script, "--check", "--out", str(tmp_path)], check=False,
+                             capture_output=True, text=True)
+    assert drifted.returncode == 1 and "trial.yml differs" in drifted.stdout
+    missing = subprocess.run([*script, "--thresholds", str(tmp_path / "nope.yaml"), "--out",
+                              str(tmp_path)], check=False, capture_output=True, text=True)
+    assert missing.returncode == 2 and "nope.yaml: cannot read thresholds" in missing.stderr
