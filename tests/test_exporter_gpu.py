@@ -9,7 +9,7 @@ import pynvml
 import pytest
 from prometheus_client import CollectorRegistry
 
-from exporter.collector import ScrapeCollector
+from exporter.collector import Collector, ScrapeCollector
 from exporter.gpu import CLOCK_EVENT_REASONS, GpuCollector
 from exporter.gpu_process import GpuProcessCollector
 from exporter.nvml import NvmlSession
@@ -27,7 +27,7 @@ class FakeClock:
 def registry_for(nvml: Any, *, processes: bool = False, pcie: bool = True,
                  clock: FakeClock | None = None) -> CollectorRegistry:
     session = NvmlSession(nvml, retry_seconds=60, clock=clock or FakeClock())
-    collectors = {"gpu": GpuCollector(session, pcie_throughput=pcie)}
+    collectors: dict[str, Collector] = {"gpu": GpuCollector(session, pcie_throughput=pcie)}
     if processes:
         collectors["gpu_process"] = GpuProcessCollector(session)
     registry = CollectorRegistry()
@@ -130,7 +130,7 @@ def test_clock_reasons_fall_back_to_the_old_throttle_name() -> None:
     def too_old(handle: FakeGpu) -> int:
         raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
 
-    nvml.nvmlDeviceGetCurrentClocksEventReasons = too_old  # type: ignore[method-assign]
+    nvml.nvmlDeviceGetCurrentClocksEventReasons = too_old  # type: ignore[method-assign,assignment]
     r = registry_for(nvml)
     assert r.get_sample_value("trainwatch_gpu_clock_event_active",
                               {**gpu(0), "reason": "sw_power_cap"}) == 1
