@@ -19,7 +19,8 @@ from trial_instrumentation.transport import PushError, make_handler
 
 log = logging.getLogger(__name__)
 RETRIES = 2  # extra attempts per push, with exponential backoff
-BACKOFF_SECONDS = 0.5
+# The first backoff is a quarter of the push interval (so retries fit in one interval), capped.
+MAX_FIRST_BACKOFF_SECONDS = 1.0
 
 
 class Pusher:
@@ -42,6 +43,7 @@ class Pusher:
         self._stopping = threading.Event()
         self._delete = False
         self._failing_since: float | None = None
+        self._backoff = min(config.push_interval / 4, MAX_FIRST_BACKOFF_SECONDS)
         self._thread = threading.Thread(target=self._run, name="trainwatch-pusher", daemon=True)
 
     def start(self) -> None:
@@ -60,8 +62,11 @@ class Pusher:
         return True
 
     def _run(self) -> None:
-        while not self._stopping.wait(self._config.push_interval):
+        # Push at once (the trial shows up before its first interval), then every interval.
+        while True:
             self._with_retries(self._push, wait=self._stopping.wait)
+            if self._stopping.wait(self._config.push_interval):
+                break
         pushed = self._with_retries(self._push, wait=_sleep)
         if self._delete and pushed:
             self._with_retries(self._delete_group, wait=_sleep)
@@ -82,7 +87,7 @@ class Pusher:
             except Exception as exc:  # noqa: BLE001 - the thread boundary: nothing escapes
                 self._failed(action, exc)
                 retryable = not isinstance(exc, PushError) or exc.retryable
-                if not retryable or attempt == RETRIES or wait(BACKOFF_SECONDS * 2**attempt):
+                if not retryable or attempt == RETRIES or wait(self._backoff * 2**attempt):
                     return False
             else:
                 self._recovered()

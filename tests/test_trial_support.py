@@ -1,0 +1,134 @@
+"""Helpers for the trial_instrumentation tests (no tests here): misbehaving gateways that are
+real loopback servers, a timed CPU loop, and readers for what reached the Pushgateway."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+import trial_instrumentation as ti
+from tests.stack import REPO, Service, http_get
+
+EXAMPLES = REPO / "examples"
+
+
+class BlackHole:
+    """Accepts TCP connections and never answers (a hung gateway or a firewall's tarpit)."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)  # held open, never read, never answered
+
+    def close(self) -> None:
+        self._listener.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+class StatusServer:
+    """A real HTTP server answering every request with ``status`` (changeable) and counting."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+        self.requests: list[str] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                owner.requests.append(self.command)
+                self.send_response(owner.status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"no")
+
+            do_PUT = do_POST = do_DELETE = _answer
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_port}"
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def closed_port_url() -> str:
+    """A loopback URL where nothing listens (the gateway is down)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def spin(seconds: float) -> None:
+    """Busy CPU work (sleep would hide GIL contention from a background thread)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def cpu_loop(trial: ti.Trial, steps: int, work: float = 0.001) -> list[float]:
+    """A training loop with all six timings and ``work`` seconds of CPU per step; the
+    per-step wall times."""
+    durations = []
+    for _ in trial.loader(range(steps), samples=4):
+        started = time.perf_counter()
+        for name in ti.STANDARD_PHASES[1:]:
+            with trial.phase(name):
+                if name == ti.TRAIN_BATCH:
+                    spin(work)
+        durations.append(time.perf_counter() - started)
+    return durations
+
+
+def pushed(pgw: Service) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every trainwatch sample on the Pushgateway: {(name, sorted labels): value}."""
+    status, body = http_get(pgw.url + "/metrics")
+    assert status == 200
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(body.decode())
+            for s in family.samples if s.name.startswith("trainwatch_trial")}
+
+
+def pushed_value(pgw: Service, name: str, **labels: str) -> float | None:
+    """The value of the one pushed sample ``name`` whose labels include ``labels``."""
+    found = [v for (n, lbls), v in pushed(pgw).items()
+             if n == name and labels.items() <= dict(lbls).items()]
+    assert len(found) <= 1, f"{name}{labels} matches {len(found)} samples"
+    return found[0] if found else None
+
+
+def run_example(args: Sequence[str], env: dict[str, str] | None = None, torchrun: bool = False,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run an example script like a user would; fails the test with its output on error."""
+    python = Path(sys.executable)
+    argv = ([str(python.parent / "torchrun"), "--nproc-per-node", "2"] if torchrun
+            else [str(python)]) + [str(a) for a in args]
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    done = subprocess.run(argv, env=full_env, capture_output=True, text=True, timeout=timeout,
+                          check=False,
+                          cwd=REPO)
+    assert done.returncode == 0, f"{argv} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done
