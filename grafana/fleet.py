@@ -12,6 +12,7 @@ from grafana.promql import BY_TRIAL, TRIAL_INFO, Promql
 from grafana.sections import gpu_ratio
 
 UID = "trainwatch-fleet"
+TRIALS_TABLE = "Trials, one row per rank"
 EXPERIMENT = f'experiment=~"${trial_profile.EXPERIMENT}"'
 # A cell's link opens the row's trial; the time range and datasource come along.
 PROFILE_LINK = (
@@ -26,9 +27,10 @@ def build(q: Promql) -> db.Dashboard:
     idle_below = s.threshold("TrainwatchGPUUnderutilized")
     layout = Layout()
     layout.row("Trials")
-    layout.add(table("Trials, one row per rank", [
+    loader_share = select(n.phase_share, EXPERIMENT, s.selector("dataloader_phase"))
+    layout.add(table(TRIALS_TABLE, [
         Query(select(n.steps_rate, EXPERIMENT)),
-        Query(f"sum {BY_TRIAL} ({select(n.phase_share, EXPERIMENT, s.selector('dataloader_phase'))})"),
+        Query(f"sum {BY_TRIAL} ({loader_share})"),
         Query(f"avg {BY_TRIAL} ({select(n.trial_gpu_utilization, EXPERIMENT)})"),
         Query(f"max {BY_TRIAL} (time() - {q.trial('push_time_seconds', EXPERIMENT)})"),
         Query(f"max by ({', '.join(TRIAL_LABELS)}, nodename) "

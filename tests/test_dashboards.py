@@ -167,7 +167,7 @@ def test_firing_alerts_panel_queries_the_trial_alerts() -> None:
 
 
 def test_fleet_table_links_to_trial_profile_with_the_rows_labels() -> None:
-    table = next(p for p in panels(committed()["fleet.json"]) if p["title"] == "Trials, one row per rank")
+    table = next(p for p in panels(committed()["fleet.json"]) if p["title"] == fleet.TRIALS_TABLE)
     urls = [link["url"] for link in table["fieldConfig"]["defaults"]["links"]]
     assert urls == [fleet.PROFILE_LINK]
     assert f"/d/{trial_profile.UID}?" in urls[0]

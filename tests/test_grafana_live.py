@@ -1,0 +1,261 @@
+"""Every dashboard query, run against a live stack: real Prometheus (recording rules and alerts
+loaded), real Pushgateway, the real trainwatch-exporter (over the fake NVML: no GPU here) and a
+real, data-loader-bound PyTorch CPU trial.
+
+Grafana's macros and the variables are substituted as Grafana would; variable queries
+(``label_values``) go to the label-values API as Grafana's Prometheus datasource sends them.
+Rules and dashboards are rendered with the same shortened rate window, so the recording-rule
+names in the queries are the ones Prometheus evaluates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grafana import fleet, generate
+from tests.stack import (
+    REPO,
+    Prometheus,
+    Service,
+    free_port,
+    scrape_config,
+    start_prometheus,
+    start_pushgateway,
+)
+
+RATE_WINDOW = "10s"  # long enough for ~10 samples at a 1s scrape, short enough to fill fast
+FOR = "1s"
+EXPERIMENT, TRIAL, RANK = "grafana-live", "t1", "0"
+# What Grafana puts in for its macros at a 1s scrape interval over the last minute.
+MACROS = {"__rate_interval": "4s", "__interval": "1s", "__range": "60s"}
+RANGE_SECONDS = 60
+
+# (dashboard, panel title, refId) whose query legitimately returns nothing on this stack.
+ALLOWED_EMPTY = {
+    # The trial trains on the CPU, so it reports no trainwatch_trial_gpu_info and the
+    # trial_gpu:* recording rules (the uuid join) have nothing to join.
+    ("trial-profile.json", "GPU utilization", "A"),
+    ("trial-profile.json", "GPU memory used", "A"),
+    ("fleet.json", fleet.TRIALS_TABLE, "C"),
+    ("fleet.json", "GPUs allocated to trials but idle", "A"),
+}
+
+PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or",
+                "unless", "bool", "offset", "inf", "nan"}
+GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)")
+STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+LABEL_VALUES = re.compile(r"^label_values\((?P<match>.+),\s*(?P<label>\w+)\)$", re.DOTALL)
+GRAFANA_VAR = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)\]\]")
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names an expression selects (strings, ranges, matchers, groupings removed)."""
+    e = STRING.sub('""', expr)
+    e = re.sub(r"\[[^\]]*\]", " ", e)
+    e = GROUPING.sub(" ", e)
+    e = re.sub(r"\{[^}]*\}", " ", e)
+    names = set()
+    for m in re.finditer(r"[A-Za-z_:][\w:]*", e):
+        if m.group().lower() in PROMQL_WORDS or e[m.end():].lstrip().startswith("("):
+            continue  # a keyword, or a function / aggregation call
+        names.add(m.group())
+    return names
+
+
+def label_names(expr: str) -> set[str]:
+    """Label names an expression matches on, groups by or joins on."""
+    e = STRING.sub('""', expr)
+    labels = {name for inner in re.findall(r"\{([^}]*)\}", e)
+              for name in re.findall(r"([A-Za-z_]\w*)\s*(?:=~|!~|!=|=)", inner)}
+    labels |= {name.strip() for group in GROUPING.findall(e) for name in group.split(",")}
+    return labels - {""}
+
+
+def substitute(text: str, values: dict[str, str]) -> str:
+    def one(m: re.Match[str]) -> str:
+        name = next(g for g in m.groups() if g)
+        assert name in values, f"${name} is neither a dashboard variable nor a macro: {text}"
+        return values[name]
+    return GRAFANA_VAR.sub(one, text)
+
+
+@dataclass
+class Stack:
+    prometheus: Prometheus
+    exporter_instance: str
+    dashboards: dict[str, dict[str, Any]]
+    workdir: Path
+
+    def label_values(self, match: str, label: str) -> list[str]:
+        now = time.time()
+        return list(self.prometheus.api(f"label/{label}/values", **{
+            "match[]": match, "start": str(now - RANGE_SECONDS), "end": str(now)}))
+
+    def run(self, expr: str, instant: bool) -> list[dict[str, Any]]:
+        if instant:
+            return self.prometheus.query(expr)
+        now = time.time()
+        return list(self.prometheus.api("query_range", query=expr, start=str(now - RANGE_SECONDS),
+                                        end=str(now), step="1")["result"])
+
+
+def _start_trial(workdir: Path, pushgateway: str) -> subprocess.Popen[bytes]:
+    # Long enough to outlast the queries; stopped as soon as they are done.
+    argv = [sys.executable, str(REPO / "examples" / "pytorch_loop.py"), "--steps", "5000",
+            "--loader-delay", "0.02", "--batch-size", "8", "--workers", "1",
+            "--push-interval", "0.5", "--experiment", EXPERIMENT, "--trial", TRIAL,
+            "--pushgateway", pushgateway, "--keep-group"]
+    log = open(workdir / "trial.log", "wb")  # noqa: SIM115 - the child holds it
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RANK": RANK}
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env=env,
+                            start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)  # its own session: the trial and its loader worker
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    workdir = tmp_path_factory.mktemp("grafana_live")
+    rules = workdir / "rules"
+    subprocess.run([sys.executable, str(REPO / "prometheus" / "generate_rules.py"), "--out",
+                    str(rules), "--for", FOR, "--rate-window", RATE_WINDOW], check=True,
+                   capture_output=True)
+    settings = generate.load_settings().with_overrides(rate_window=RATE_WINDOW)
+    dashboards = {name: json.loads(text) for name, text in generate.render(settings).items()}
+    port = free_port()
+    exporter_argv = [sys.executable, "-m", "tests.fake_nvml_exporter",
+                     f"--web.listen-address=127.0.0.1:{port}"]
+    with start_pushgateway(workdir) as pgw, Service(
+            "trainwatch_exporter", exporter_argv, port, workdir, ready_path="/healthz",
+            env={**os.environ, "PYTHONPATH": str(REPO)}) as exporter:
+        config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                  "rule_files": [str(rules / "*.yml")],
+                  "scrape_configs": [scrape_config("trainwatch-exporter", exporter.url),
+                                     scrape_config("pushgateway", pgw.url, honor_labels=True)]}
+        prom = start_prometheus(workdir, config)  # not `with`: Service.__enter__ types as Service
+        trial = _start_trial(workdir, pgw.url)
+        try:
+            # Ready when the trial's timings made it through the recording rules into a firing
+            # alert, and the host rules have two scrapes to rate over.
+            prom.wait_for_series(f'ALERTS{{alertname="TrainwatchDataloaderBound", '
+                                 f'alertstate="firing", experiment="{EXPERIMENT}"}}', 90)
+            prom.wait_for_series(f"instance:trainwatch_cpu_utilization:ratio_rate{RATE_WINDOW}", 30)
+            assert trial.poll() is None, (workdir / "trial.log").read_text()
+            yield Stack(prom, exporter.url.split("://", 1)[1], dashboards, workdir)
+        finally:
+            _stop(trial)
+            prom.stop()
+
+
+def variable_values(stack: Stack, name: str) -> dict[str, str]:
+    """Each variable's value, checked to be among its live query's answers, and "All"."""
+    chosen = {"instance": stack.exporter_instance, "gpu": "0", "experiment": EXPERIMENT,
+              "trial": TRIAL, "rank": RANK}
+    values: dict[str, str] = {**MACROS}
+    board = stack.dashboards[name]
+    for var in board["templating"]["list"][1:]:  # [0] is the datasource variable
+        m = LABEL_VALUES.match(substitute(var["query"], values))
+        assert m, f"{name}: variable {var['name']} is not a label_values() query"
+        answers = stack.label_values(m["match"], m["label"])
+        assert chosen[var["name"]] in answers, f"{name}: ${var['name']} offers {answers}"
+        values[var["name"]] = chosen[var["name"]]
+    return values
+
+
+def test_metric_name_and_label_extraction() -> None:
+    expr = ('max by (experiment, trial) (rate(x_total{job="a", phase=~"b|c"}[5m])) '
+            '* on(uuid) group_left(name) info_metric > 0.3 or vector(1)')
+    assert metric_names(expr) == {"x_total", "info_metric"}
+    assert label_names(expr) == {"experiment", "trial", "job", "phase", "uuid", "name"}
+
+
+def test_every_name_in_every_query_is_produced_by_the_project(stack: Stack) -> None:
+    known = set(stack.prometheus.api("label/__name__/values"))
+    rule_groups = stack.prometheus.api("rules")["groups"]
+    recorded = {r["name"] for g in rule_groups for r in g["rules"] if r["type"] == "recording"}
+    known |= recorded | {"ALERTS"}  # ALERTS is Prometheus' own series of the loaded alerts
+    labels = set(stack.prometheus.api("labels"))
+    assert "trainwatch_bogus_ratio" in metric_names("trainwatch_bogus_ratio{job=\"x\"}") - known
+    problems = []
+    for name, board in stack.dashboards.items():
+        exprs = [(p["title"], t["expr"]) for p in board["panels"] for t in p.get("targets", [])]
+        exprs += [(f"variable {v['name']}", v["query"]) for v in board["templating"]["list"][1:]]
+        for where, expr in exprs:
+            expr = substitute(expr, {**MACROS, **{v: ".*" for v in
+                                                  ("instance", "gpu", "experiment", "trial",
+                                                   "rank")}})
+            if m := LABEL_VALUES.match(expr):
+                expr, used = m["match"], {m["label"]}
+            else:
+                used = set()
+            if unknown := metric_names(expr) - known:
+                problems.append(f"{name} {where}: unknown metrics {sorted(unknown)}")
+            if unknown := (label_names(expr) | used) - labels:
+                problems.append(f"{name} {where}: unknown labels {sorted(unknown)}")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("all_selected", [False, True], ids=["one-value", "all"])
+def test_every_panel_query_runs_and_returns_data(stack: Stack, all_selected: bool) -> None:
+    problems = []
+    for name, board in sorted(stack.dashboards.items()):
+        values = variable_values(stack, name)
+        if all_selected:
+            values = {k: (v if k.startswith("__") else ".*") for k, v in values.items()}
+        for panel in board["panels"]:
+            for target in panel.get("targets", []):
+                key = (name, panel["title"], target["refId"])
+                expr = substitute(target["expr"], values)
+                try:
+                    result = stack.run(expr, instant=target.get("instant", False))
+                except AssertionError as err:
+                    problems.append(f"{key}: query failed: {err}")
+                    continue
+                if bool(result) == (key in ALLOWED_EMPTY):
+                    why = "data, yet allow-listed as empty" if result else "no data"
+                    problems.append(f"{key}: {why}\n  {expr}")
+                legend_labels = set(re.findall(r"\{\{(\w+)\}\}", target.get("legendFormat", "")))
+                for series in result:
+                    if missing := legend_labels - set(series["metric"]):
+                        problems.append(f"{key}: legend labels {sorted(missing)} missing from "
+                                        f"{series['metric']}")
+    assert not problems, "\n".join(problems)
+
+
+def test_verdict_names_the_data_loader_for_a_loader_bound_trial(stack: Stack) -> None:
+    board = stack.dashboards["trial-profile.json"]
+    panel = next(p for p in board["panels"] if p["title"] == "Bottleneck")
+    result = stack.run(substitute(panel["targets"][0]["expr"],
+                                  variable_values(stack, "trial-profile.json")), instant=True)
+    assert [(s["metric"]["trial"], s["value"][1]) for s in result] == [(TRIAL, "1")]
+    words = panel["fieldConfig"]["defaults"]["mappings"][0]["options"]["1"]["text"]
+    assert words == "Data loader"
+
+
+def test_fleet_rows_carry_the_labels_its_links_use(stack: Stack) -> None:
+    board = stack.dashboards["fleet.json"]
+    table = next(p for p in board["panels"] if p["title"] == fleet.TRIALS_TABLE)
+    values = variable_values(stack, "fleet.json")
+    for target in table["targets"]:
+        for series in stack.run(substitute(target["expr"], values), instant=True):
+            assert {"experiment", "trial", "rank"} <= set(series["metric"]), target["refId"]
