@@ -5,7 +5,8 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.models import dashboard as dm
 
-from grafana.panels import DATASOURCE, DATASOURCE_VAR, Layout
+from grafana.layout import Layout
+from grafana.panels import DATASOURCE, DATASOURCE_VAR
 
 TAG = "trainwatch"
 # `=~".*"` instead of Grafana's default alternation of every value: stays short and also

@@ -7,7 +7,8 @@ from rulegen.promql import TRIAL_LABELS, live_trials, number, select
 
 from grafana import trial_profile
 from grafana.board import dashboard, query_variable
-from grafana.panels import DATASOURCE_VAR, Column, Layout, Query, table
+from grafana.layout import Layout
+from grafana.panels import DATASOURCE_VAR, Column, Query, table
 from grafana.promql import BY_TRIAL, TRIAL_INFO, Promql
 from grafana.sections import gpu_ratio
 
@@ -38,8 +39,12 @@ def build(q: Promql) -> db.Dashboard:
     ], description=f"Every trial with a Pushgateway group, one row per rank; click a row for "
                    f"its Trial profile. A last push older than {number(stale_after)} s "
                    f"(TrainwatchTrialStale) means the trial crashed or hangs.",
-        columns=[Column("Steps/s", "suffix: steps/s"), Column("Data loader share", "percentunit"),
-                 Column("GPU utilization", "percentunit"), Column("Last push", "s")],
+        columns=[Column("Steps/s", "suffix: steps/s"),
+                 Column("Data loader share", "percentunit",
+                        steps=((s.threshold("TrainwatchDataloaderBound"), "red"),)),
+                 Column("GPU utilization", "percentunit", base="red",
+                        steps=((idle_below, "green"),)),
+                 Column("Last push", "s", steps=((stale_after, "red"),))],
         hide=["Value #E"], links=[("Trial profile", PROFILE_LINK)]), 24, 9)
     layout.row("GPUs")
     layout.add(gpu_ratio(q, "GPU utilization across nodes", q.exporter(

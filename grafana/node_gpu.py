@@ -5,7 +5,8 @@ from __future__ import annotations
 from grafana_foundation_sdk.builders import dashboard as db
 
 from grafana.board import dashboard, query_variable
-from grafana.panels import Layout, Mapping, Query, state_timeline, timeseries
+from grafana.layout import Layout
+from grafana.panels import Mapping, Query, state_timeline, timeseries
 from grafana.promql import GPU_INFO, GPU_LEGEND, HOST_INFO, Promql
 from grafana.sections import add_host_panels, gpu_ratio
 
@@ -23,11 +24,15 @@ def build(q: Promql) -> db.Dashboard:
     layout.add(gpu_ratio(q, "GPU utilization", q.exporter(
         "trainwatch_gpu_utilization_ratio", INSTANCE, GPU),
         description="Share of the sample period in which a kernel ran (NVML utilization.gpu)."),
-        12, 8)
+        8, 8)
+    layout.add(gpu_ratio(q, "Memory controller utilization", q.exporter(
+        "trainwatch_gpu_memory_utilization_ratio", INSTANCE, GPU),
+        description="Share of the sample period in which device memory was read or written; "
+                    "high with low GPU utilization means memory-bound kernels."), 8, 8)
     layout.add(timeseries("GPU memory", "bytes", [
         Query(gpu("trainwatch_gpu_memory_used_bytes"), f"{GPU_LEGEND} used"),
         Query(gpu("trainwatch_gpu_memory_free_bytes"), f"{GPU_LEGEND} free"),
-    ], description="Framebuffer memory used and free."), 12, 8)
+    ], description="Framebuffer memory used and free."), 8, 8)
     layout.add(timeseries("Power", "watt", [
         Query(gpu("trainwatch_gpu_power_watts"), f"{GPU_LEGEND} draw"),
         Query(gpu("trainwatch_gpu_power_limit_watts"), f"{GPU_LEGEND} limit"),

@@ -1,13 +1,13 @@
-"""One helper per panel kind, all bound to the ``$datasource`` variable, plus grid placement.
+"""One helper per panel kind, all bound to the ``$datasource`` variable.
 
 Every panel gets a unit, every target the datasource variable and a refId; ids and grid
-positions come from :class:`Layout`, so regenerating gives the same JSON byte for byte.
+positions come from ``grafana.layout.Layout``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
@@ -23,7 +23,6 @@ from grafana_foundation_sdk.models import prometheus as pm
 
 DATASOURCE_VAR = "datasource"
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid=f"${{{DATASOURCE_VAR}}}")
-GRID_COLUMNS = 24
 
 Panel = cogbuilder.Builder[dm.Panel]
 
@@ -114,10 +113,13 @@ def stat(title: str, unit: str, queries: Sequence[Query], *, description: str,
 
 @dataclass(frozen=True)
 class Column:
-    """A table column fed by one query's value: header and unit."""
+    """A table column fed by one query's value: header, unit and, with ``steps``, its text
+    coloured ``base`` below the first (value, colour) step."""
 
     header: str
     unit: str
+    base: str = "green"
+    steps: tuple[tuple[float, str], ...] = ()
 
 
 def table(title: str, queries: Sequence[Query], *, description: str, unit: str = "none",
@@ -137,8 +139,15 @@ def table(title: str, queries: Sequence[Query], *, description: str, unit: str =
         # Grafana names the value field "Value" for one query, "Value #<refId>" for several.
         value_field = "Value" if single else f"Value #{chr(ord('A') + index)}"
         renames[value_field] = column.header
-        panel.override_by_name(value_field, [dm.DynamicConfigValue(id_val="unit",
-                                                                   value=column.unit)])
+        properties = [dm.DynamicConfigValue(id_val="unit", value=column.unit)]
+        if column.steps:
+            properties += [
+                dm.DynamicConfigValue(id_val="thresholds",
+                                      value=thresholds(column.base, *column.steps).build()),
+                dm.DynamicConfigValue(id_val="custom.cellOptions", value={"type": "color-text"}),
+            ]
+        # Overrides apply after transformations, so they match the renamed header.
+        panel.override_by_name(column.header, properties)
     if not single:
         panel.with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
     panel.with_transformation(dm.DataTransformerConfig(id_val="organize", options={
@@ -148,57 +157,3 @@ def table(title: str, queries: Sequence[Query], *, description: str, unit: str =
     if links:
         panel.data_links([db.DashboardLink(t).url(u) for t, u in links])
     return panel
-
-
-@dataclass
-class Layout:
-    """Places panels left to right on the 24-column grid and numbers them in order.
-
-    Example:
-        >>> layout = Layout()
-        >>> layout.row("GPUs")
-        >>> layout.add(stat("Up", "none", [Query("up")], description="targets up"), 12, 4)
-        >>> dash = layout.apply(db.Dashboard("Example"))
-    """
-
-    _items: list[tuple[str, object]] = field(default_factory=list)
-    _x: int = 0
-    _y: int = 0
-    _line_height: int = 0
-    _next_id: int = 1
-
-    def _newline(self) -> None:
-        self._x, self._y, self._line_height = 0, self._y + self._line_height, 0
-
-    def _grid(self, w: int, h: int) -> dm.GridPos:
-        if not 0 < w <= GRID_COLUMNS:
-            raise ValueError(f"panel width {w} is outside 1..{GRID_COLUMNS}")
-        if self._x + w > GRID_COLUMNS:
-            self._newline()
-        pos = dm.GridPos(x=self._x, y=self._y, w=w, h=h)
-        self._x += w
-        self._line_height = max(self._line_height, h)
-        return pos
-
-    def _take_id(self) -> int:
-        self._next_id += 1
-        return self._next_id - 1
-
-    def row(self, title: str) -> None:
-        """Starts a (non-collapsed) row on a new line."""
-        self._newline()
-        row = db.Row(title).grid_pos(self._grid(GRID_COLUMNS, 1)).id(self._take_id())
-        self._items.append(("row", row))
-        self._newline()
-
-    def add(self, panel: Panel, w: int, h: int) -> None:
-        panel.grid_pos(self._grid(w, h)).id(self._take_id())  # type: ignore[attr-defined]
-        self._items.append(("panel", panel))
-
-    def apply(self, dashboard: db.Dashboard) -> db.Dashboard:
-        for kind, item in self._items:
-            if kind == "row":
-                dashboard.with_row(item)  # type: ignore[arg-type]
-            else:
-                dashboard.with_panel(item)  # type: ignore[arg-type]
-        return dashboard

@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 
 from rulegen.promql import select
 
-from grafana.panels import Layout, Panel, Query, timeseries
+from grafana.layout import Layout
+from grafana.panels import Panel, Query, timeseries
 from grafana.promql import GPU_LEGEND, Promql
 
 

@@ -7,7 +7,8 @@ from rulegen.promql import number, select
 
 from grafana import verdict
 from grafana.board import dashboard, query_variable
-from grafana.panels import Layout, Panel, Query, stat, table, timeseries
+from grafana.layout import Layout
+from grafana.panels import Panel, Query, stat, table, timeseries
 from grafana.promql import BY_TRIAL, GPU_LEGEND, TRIAL_INFO, TRIAL_LEGEND, Promql, parens
 from grafana.sections import add_host_panels, gpu_ratio
 

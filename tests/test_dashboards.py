@@ -135,6 +135,18 @@ def test_legends_name_the_host_and_the_gpu(name: str) -> None:
                 assert "{{instance}}" in legend, (name, p["title"], legend)
 
 
+@pytest.mark.parametrize("name", sorted(EXPECTED_UIDS))
+def test_table_overrides_match_the_columns_the_tables_show(name: str) -> None:
+    # Overrides apply after the organize transformation: they must name a renamed header.
+    for p in panels(committed()[name]):
+        if p["type"] != "table":
+            continue
+        organize = next(t for t in p["transformations"] if t["id"] == "organize")
+        headers = set(organize["options"]["renameByName"].values())
+        for override in p["fieldConfig"]["overrides"]:
+            assert override["matcher"]["options"] in headers, (name, p["title"], override)
+
+
 def test_dataloader_threshold_is_read_from_thresholds_yaml(tmp_path: Path) -> None:
     committed_value = load_settings().threshold("TrainwatchDataloaderBound")
     for value in (committed_value, 0.42):
