@@ -50,12 +50,14 @@ class StatusServer:
     def __init__(self, status: int) -> None:
         self.status = status
         self.requests: list[str] = []
+        self.authorization: list[str | None] = []
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self) -> None:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 owner.requests.append(self.command)
+                owner.authorization.append(self.headers.get("Authorization"))
                 self.send_response(owner.status)
                 self.send_header("Content-Length", "2")
                 self.end_headers()

@@ -31,24 +31,30 @@ class Progress:
 
 
 def batch_size_of(batch: Any) -> int:
-    """Samples in a collated batch: the first dimension of the first tensor found.
+    """Samples in a collated batch: the first dimension of its first tensor, or the length of
+    its first field. Plain nested lists are ambiguous: pass ``samples=`` to ``Trial.loader``.
 
-    >>> batch_size_of(([[1, 2], [3, 4], [5, 6]], [0, 1, 0]))
+    >>> batch_size_of(([[1, 2], [3, 4], [5, 6]], [0, 1, 0]))   # (inputs, targets)
     3
     """
     shape = getattr(batch, "shape", None)
     if shape:  # a tensor or array with at least one dimension
         return int(shape[0])
     if isinstance(batch, Mapping) and batch:
-        return batch_size_of(next(iter(batch.values())))
+        return _field_size(next(iter(batch.values())))
     if isinstance(batch, (list, tuple)) and batch:
         first = batch[0]
-        if hasattr(first, "shape") or isinstance(first, Mapping):
-            return batch_size_of(first)
-        # (inputs, targets) of plain lists: the inputs list is the batch. Plain nested lists
-        # are ambiguous; pass ``samples=`` to ``Trial.loader`` for those.
-        return len(first) if isinstance(first, (list, tuple)) else len(batch)
+        if hasattr(first, "shape") or isinstance(first, (list, tuple, Mapping)):
+            return _field_size(first)  # fields: (inputs, targets), a dict per field, ...
+        return len(batch)  # a list of scalar samples
     return 1
+
+
+def _field_size(field: Any) -> int:
+    """Samples in one field of a batch (a tensor, a list of samples, nested fields)."""
+    if isinstance(field, (list, tuple)) and field and not hasattr(field[0], "shape"):
+        return len(field)
+    return batch_size_of(field)
 
 
 class TimedLoader(Generic[T]):

@@ -1,0 +1,177 @@
+"""Phase timers, the loader wrapper, the rendered families, no-op and pull mode."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import subprocess
+import threading
+import time
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+import trial_instrumentation as ti
+from tests.stack import http_get, require_binary
+from tests.test_trial_support import spin
+from trial_instrumentation.collector import TrialCollector, TrialState
+from trial_instrumentation.loader import batch_size_of
+from trial_instrumentation.timing import Histogram, NoopPhase, Phase
+
+PHASE_COUNT = "trainwatch_trial_phase_seconds_count"
+
+
+def pull_trial(**kwargs: object) -> ti.Trial:
+    """An enabled trial that pushes nowhere: pull mode on a free port."""
+    return ti.Trial(experiment="e", trial="t", pull_port=0, **kwargs)  # type: ignore[arg-type]
+
+
+def value(trial: ti.Trial, name: str, **labels: str) -> float | None:
+    return trial.registry.get_sample_value(name, {"experiment": "e", "trial": "t", "rank": "0",
+                                                  **labels})
+
+
+def test_bucket_bounds_are_inclusive_like_prometheus_le() -> None:
+    state = TrialState((0.1, 1.0), {})
+    for seconds in (0.1, 0.1000001, 1.0, 7.0):
+        state.phase_histogram("p").observe(seconds)
+    registry = CollectorRegistry()
+    registry.register(TrialCollector(state))
+    bucket = "trainwatch_trial_phase_seconds_bucket"
+    assert [registry.get_sample_value(bucket, {"phase": "p", "le": le})
+            for le in ("0.1", "1.0", "+Inf")] == [1, 3, 4]
+    assert registry.get_sample_value("trainwatch_trial_phase_seconds_sum", {"phase": "p"}) \
+        == pytest.approx(8.2000001)
+
+
+def test_default_buckets_span_half_a_millisecond_to_a_minute() -> None:
+    buckets = ti.DEFAULT_BUCKETS
+    assert buckets[0] == 0.0005 and 60 <= buckets[-1] < 120
+    assert all(b / a == pytest.approx(2) for a, b in itertools.pairwise(buckets))
+
+
+def test_phase_is_reentrant_a_decorator_and_times_failures() -> None:
+    phase = Phase("p", Histogram(ti.DEFAULT_BUCKETS))
+
+    @phase
+    def recurse(depth: int) -> int:
+        spin(0.002)
+        return depth if depth == 0 else recurse(depth - 1)
+
+    assert recurse(2) == 0
+    assert sum(phase.histogram.counts) == 3
+    # Three nested levels of >= 2, 4 and 6 ms: the sum shows each level was timed from its own
+    # start, not from the innermost one.
+    assert phase.histogram.sum >= 0.012
+    with pytest.raises(KeyError), phase:
+        raise KeyError("boom")
+    assert sum(phase.histogram.counts) == 4
+
+
+def test_loader_times_fetch_inside_the_step_and_counts_exactly() -> None:
+    def slow_batches():  # type: ignore[no-untyped-def]
+        for _ in range(4):
+            spin(0.01)
+            yield [[0.0] * 3] * 6  # six samples of three features: ambiguous, hence samples=6
+
+    trial = pull_trial()
+    for _ in trial.loader(slow_batches(), samples=6):
+        with trial.phase(ti.TRAIN_BATCH):
+            spin(0.005)
+    fetch = value(trial, "trainwatch_trial_phase_seconds_sum", phase=ti.DATALOADER_NEXT)
+    step = value(trial, "trainwatch_trial_step_seconds_sum")
+    train = value(trial, "trainwatch_trial_phase_seconds_sum", phase=ti.TRAIN_BATCH)
+    assert fetch is not None and step is not None and train is not None
+    assert fetch >= 0.04 and step >= fetch + train
+    assert value(trial, PHASE_COUNT, phase=ti.DATALOADER_NEXT) == 4  # no count for the end
+    assert value(trial, "trainwatch_trial_step_seconds_count") == 4
+    assert value(trial, "trainwatch_trial_steps_total") == 4
+    assert value(trial, "trainwatch_trial_samples_total") == 24
+
+
+def test_loader_counts_a_step_left_by_break() -> None:
+    trial = pull_trial()
+    for i, _ in enumerate(trial.loader(range(100), samples=2)):
+        if i == 2:
+            break
+    assert value(trial, "trainwatch_trial_steps_total") == 3
+    assert value(trial, "trainwatch_trial_samples_total") == 6
+    assert value(trial, "trainwatch_trial_step_seconds_count") == 3
+
+
+@pytest.mark.parametrize(("batch", "size"), [
+    (([1, 2, 3], [0, 1, 0]), 3), ([1, 2], 2), ({"x": [[1], [2]], "y": [0, 1]}, 2), (7, 1),
+    (([[1, 2], [3, 4], [5, 6]], [0, 1, 0]), 3)])
+def test_batch_size_of_plain_batches(batch: object, size: int) -> None:
+    assert batch_size_of(batch) == size
+
+
+def test_batch_size_of_tensors() -> None:
+    torch = pytest.importorskip("torch")
+    assert batch_size_of((torch.zeros(5, 3), torch.zeros(5))) == 5
+    assert batch_size_of(((torch.zeros(6, 3), torch.zeros(6, 3)), torch.zeros(6))) == 6
+    assert batch_size_of({"input_ids": torch.zeros(4, 128)}) == 4
+
+
+def test_rendered_metrics_pass_promtool() -> None:
+    trial = pull_trial()
+    for _ in trial.loader(range(3), samples=1):
+        for name in ti.STANDARD_PHASES[1:]:
+            with trial.phase(name):
+                pass
+    text = generate_latest(trial.registry)
+    checked = subprocess.run([require_binary("promtool"), "check", "metrics"], input=text,
+                             capture_output=True, check=False)
+    assert checked.returncode == 0, checked.stderr.decode() + checked.stdout.decode()
+    for phase in ti.STANDARD_PHASES:
+        assert value(trial, PHASE_COUNT, phase=phase) == 3
+    assert value(trial, "trainwatch_trial_push_failures_total") == 0
+
+
+def test_unconfigured_trial_is_a_no_op() -> None:
+    threads = threading.active_count()
+    data = [1, 2, 3]
+    with ti.Trial(experiment="e", trial="t") as trial:
+        assert trial.loader(data) is data
+        assert isinstance(trial.phase(ti.TRAIN_BATCH), NoopPhase)
+        with trial.phase(ti.TRAIN_BATCH):
+            pass
+
+        def fn() -> None: ...
+        assert trial.timed("evaluate")(fn) is fn
+        assert threading.active_count() == threads  # no pusher, no server
+    assert generate_latest(trial.registry) == b""
+
+
+def test_pull_mode_serves_metrics_with_the_trial_labels() -> None:
+    with pull_trial() as trial:
+        for _ in trial.loader(range(2), samples=1):
+            pass
+        status, body = http_get(f"http://127.0.0.1:{trial.pull_port}/metrics")
+    assert status == 200
+    assert b'trainwatch_trial_steps_total{experiment="e",rank="0",trial="t"} 2.0' in body
+    with pytest.raises(OSError):
+        http_get(f"http://127.0.0.1:{trial.pull_port}/metrics", timeout=1)
+
+
+def test_cuda_modes_fall_back_to_wall_without_cuda(caplog: pytest.LogCaptureFixture) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available: tests/test_trial_cuda.py covers the real modes")
+    with caplog.at_level(logging.WARNING, logger="trial_instrumentation"):
+        trial = pull_trial(timing_mode=ti.CUDA_EVENTS)
+    assert type(trial.phase(ti.TRAIN_BATCH)) is Phase
+    assert "needs CUDA" in caplog.text
+    trial.close()
+
+
+def test_phase_hot_path_allocates_no_prometheus_objects() -> None:
+    trial = pull_trial()
+    phase = trial.phase(ti.TRAIN_BATCH)
+    assert trial.phase(ti.TRAIN_BATCH) is phase  # one precomputed object per name
+    started = time.perf_counter()
+    for _ in range(10_000):
+        with phase:
+            pass
+    assert time.perf_counter() - started < 1.0
+    assert value(trial, PHASE_COUNT, phase=ti.TRAIN_BATCH) == 10_000
