@@ -1,0 +1,65 @@
+"""CUDA timing modes and GPU identity, on a real GPU; skipped without CUDA."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import trial_instrumentation as ti
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+SUM = "trainwatch_trial_phase_seconds_sum"
+LABELS = {"experiment": "e", "trial": "t", "rank": "0", "phase": ti.TRAIN_BATCH}
+
+
+def gpu_work(x: torch.Tensor) -> None:
+    for _ in range(40):
+        x = (x @ x) / x.shape[0]  # stays finite; ~0.1 s of GPU time for 4096x4096
+
+
+def timed(mode: str) -> tuple[float, float, ti.Trial]:
+    """(wall time of the `with` block, observed phase seconds, trial) for one timing mode."""
+    trial = ti.Trial(experiment="e", trial="t", pull_port=0, timing_mode=mode).start()
+    x = torch.randn(4096, 4096, device="cuda")
+    gpu_work(x)  # warm up cuBLAS outside the measurement
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    with trial.phase(ti.TRAIN_BATCH):
+        gpu_work(x)
+    block = time.perf_counter() - started
+    torch.cuda.synchronize()
+    trial.close()  # drains the event resolver
+    return block, trial.registry.get_sample_value(SUM, LABELS) or 0.0, trial
+
+
+def test_cuda_events_measure_gpu_time_without_stalling_the_loop() -> None:
+    block, observed, _ = timed(ti.CUDA_EVENTS)
+    # The training thread only enqueued; the events still saw the kernels' full duration.
+    assert observed > 0.02 and observed > 5 * block, (block, observed)
+
+
+def test_cuda_sync_waits_for_the_kernels() -> None:
+    block, observed, _ = timed(ti.CUDA_SYNC)
+    assert observed > 0.02 and block >= observed * 0.9, (block, observed)
+
+
+def test_wall_mode_measures_only_the_enqueue() -> None:
+    _, observed, _ = timed(ti.WALL)
+    _, events_observed, _ = timed(ti.CUDA_EVENTS)
+    assert observed < events_observed / 5, (observed, events_observed)
+
+
+def test_gpu_info_carries_the_nvml_uuid() -> None:
+    _, _, trial = timed(ti.WALL)
+    uuids = [s.labels["uuid"] for m in trial.registry.collect() for s in m.samples
+             if s.name == "trainwatch_trial_gpu_info"]
+    assert len(uuids) == 1 and uuids[0].startswith(("GPU-", "MIG-")), uuids
+    pynvml = pytest.importorskip("pynvml")
+    pynvml.nvmlInit()
+    index = torch.cuda.current_device()
+    bus = torch.cuda.get_device_properties(index)
+    nvml = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index))
+    assert uuids[0] == (nvml.decode() if isinstance(nvml, bytes) else nvml), bus
