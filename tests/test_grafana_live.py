@@ -113,8 +113,8 @@ class Stack:
 
 def _start_trial(workdir: Path, pushgateway: str) -> subprocess.Popen[bytes]:
     # Long enough to outlast the queries; stopped as soon as they are done.
-    argv = [sys.executable, str(REPO / "examples" / "pytorch_loop.py"), "--steps", "5000",
-            "--loader-delay", "0.02", "--batch-size", "8", "--workers", "1",
+    argv = [sys.executable, str(REPO / "examples" / "pytorch_loop.py"), "--steps", "3000",
+            "--loader-delay", "0.05", "--batch-size", "8", "--workers", "1",
             "--push-interval", "0.5", "--experiment", EXPERIMENT, "--trial", TRIAL,
             "--pushgateway", pushgateway, "--keep-group"]
     log = open(workdir / "trial.log", "wb")  # noqa: SIM115 - the child holds it
