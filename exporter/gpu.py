@@ -117,14 +117,15 @@ READERS: tuple[Reader, ...] = (_utilization, _memory, _power, _power_limit, _ene
 def read_gpu(nvml: Any, gpu: GpuIdentity, handle: Any, driver_version: str,
              readers: tuple[Reader, ...] = READERS) -> list[Sample]:
     """Every sample of one GPU; raises ``pynvml.NVMLError`` if the GPU itself fails."""
+    labels = gpu.labels
     samples: list[Sample] = [
-        (m.GPU_INFO, (*gpu.labels, gpu.name, gpu.pci_bus_id, driver_version), 1.0)]
+        (m.GPU_INFO, (*labels, gpu.name, gpu.pci_bus_id, driver_version), 1.0)]
     for reader in readers:
         try:
             reading = reader(nvml, handle)
         except FIELD_UNAVAILABLE:
             continue
-        samples.extend((spec, (*gpu.labels, *extra), value) for spec, extra, value in reading)
+        samples.extend((spec, labels + extra, value) for spec, extra, value in reading)
     return samples
 
 

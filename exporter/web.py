@@ -25,10 +25,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from exporter import __version__
 from exporter.config import ConfigError, Settings, parse_listen_address
+from exporter.exposition import CONTENT_TYPE, render
 from exporter.webauth import BasicAuth
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,9 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: Prometheus reuses the connection
     server_version = f"trainwatch-exporter/{__version__}"
     timeout = CONNECTION_TIMEOUT_SECONDS
+    # Headers and body leave in two writes; with Nagle on, a kept-alive client's delayed ACK
+    # holds the body back ~40 ms per scrape.
+    disable_nagle_algorithm = True
     server: ExporterServer
 
     def setup(self) -> None:
@@ -82,7 +85,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _metrics(self) -> None:
         try:
-            body = generate_latest(self.server.registry)
+            body = render(self.server.registry.collect())
         except Exception:  # the one broad except: a bug must not kill serving
             log.exception("scrape failed")
             self._send(500, b"scrape failed; see the exporter's log\n", "text/plain")
@@ -91,7 +94,7 @@ class Handler(BaseHTTPRequestHandler):
         if "gzip" in self.headers.get("Accept-Encoding", ""):
             body = _gzip(body)
             headers["Content-Encoding"] = "gzip"
-        self._send(200, body, CONTENT_TYPE_PLAIN_0_0_4, headers)
+        self._send(200, body, CONTENT_TYPE, headers)
 
     def _send(self, status: int, body: bytes, content_type: str,
               headers: dict[str, str] | None = None) -> None:

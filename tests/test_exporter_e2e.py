@@ -1,0 +1,179 @@
+"""End to end: real exporter processes on loopback, scraped by a real Prometheus; promtool check
+metrics; a golden /metrics over the fake NVML; TLS and basic auth on the wire."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import os
+import re
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from exporter.webauth import hash_password
+from tests.stack import (
+    REPO,
+    Prometheus,
+    Service,
+    free_port,
+    http_get,
+    require_binary,
+    scrape_config,
+    start_prometheus,
+    start_trainwatch_exporter,
+)
+
+GOLDEN = Path(__file__).with_name("test_exporter_golden.txt")
+CERT = Path(__file__).with_name("test_exporter_tls.crt")
+KEY = Path(__file__).with_name("test_exporter_tls.key")
+UPDATE_GOLDEN = os.environ.get("TRAINWATCH_UPDATE_GOLDEN") == "1"
+JOB = "trainwatch-exporter"
+
+
+def start_fake_gpu_exporter(workdir: Path, *flags: str, gpus: int = 2) -> Service:
+    """The real exporter main over tests.fake_nvml (see tests/fake_nvml_exporter.py)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "tests.fake_nvml_exporter",
+            f"--web.listen-address=127.0.0.1:{port}", *flags]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRAINWATCH_FAKE_GPUS": str(gpus)}
+    return Service("fake_gpu_exporter", argv, port, workdir, ready_path="/healthz", env=env)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, Service,
+                                                                      Prometheus]]:
+    """The real exporter (no GPU here), the fake-GPU one, and Prometheus scraping both."""
+    workdir = tmp_path_factory.mktemp("e2e")
+    with start_trainwatch_exporter(workdir) as real, \
+            start_fake_gpu_exporter(workdir, "--no-collector.host",
+                                    "--collector.gpu_process") as fake:
+        job = scrape_config(JOB, real.url)
+        job["static_configs"][0]["targets"].append(fake.url.split("://", 1)[1])
+        prom = start_prometheus(workdir, {"scrape_configs": [job]})
+        try:
+            yield real, fake, prom
+        finally:
+            prom.stop()
+
+
+def instance(service: Service) -> str:
+    return service.url.split("://", 1)[1]
+
+
+def test_prometheus_scrapes_both_exporters(stack: tuple[Service, Service, Prometheus]) -> None:
+    real, fake, prom = stack
+    up = prom.wait_for_series(f'count(up{{job="{JOB}"}} == 1) == 2')
+    assert up
+    targets = {t["labels"]["instance"]: t["health"] for t in prom.targets()}
+    assert targets == {instance(real): "up", instance(fake): "up"}
+
+
+def test_series_are_queryable(stack: tuple[Service, Service, Prometheus]) -> None:
+    real, fake, prom = stack
+    idle = prom.wait_for_series(f'trainwatch_cpu_seconds_total{{mode="idle",job="{JOB}"}}')
+    assert idle[0]["metric"]["instance"] == instance(real)
+    assert float(idle[0]["value"][1]) > 0
+    util = prom.wait_for_series("trainwatch_gpu_utilization_ratio")
+    assert sorted(float(s["value"][1]) for s in util) == [0.5, 0.51]
+    assert {s["metric"]["instance"] for s in util} == {instance(fake)}
+    success = prom.wait_for_series('trainwatch_scrape_collector_success{collector="gpu"}')
+    by_instance = {s["metric"]["instance"]: s["value"][1] for s in success}
+    assert by_instance == {instance(real): "0", instance(fake): "1"}  # no GPU here: 0, served
+    memory = prom.wait_for_series("trainwatch_memory_available_bytes")
+    assert float(memory[0]["value"][1]) > 2**20
+
+
+@pytest.mark.parametrize("which", ["real", "fake"])
+def test_promtool_check_metrics_is_silent(stack: tuple[Service, Service, Prometheus],
+                                          which: str) -> None:
+    service = stack[0] if which == "real" else stack[1]
+    status, body = http_get(service.url + "/metrics")
+    assert status == 200
+    proc = subprocess.run([require_binary("promtool"), "check", "metrics"], input=body,
+                          capture_output=True, timeout=30, check=False)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+
+
+def normalise(body: str) -> str:
+    """Durations change every scrape; everything else over the fake NVML is deterministic."""
+    return re.sub(r"^(trainwatch_scrape_collector_duration_seconds\{[^}]*\}) \S+$",
+                  r"\1 <seconds>", body, flags=re.MULTILINE)
+
+
+def test_golden_metrics_over_fake_nvml(stack: tuple[Service, Service, Prometheus]) -> None:
+    fake = stack[1]
+    status, body = http_get(fake.url + "/metrics")
+    assert status == 200
+    text = normalise(body.decode())
+    if UPDATE_GOLDEN:
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text(), "run with TRAINWATCH_UPDATE_GOLDEN=1 after a deliberate change"
+    request = urllib.request.Request(fake.url + "/metrics", headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=5) as resp:
+        assert resp.headers["Content-Encoding"] == "gzip"
+        assert normalise(gzip.decompress(resp.read()).decode()) == text
+
+
+def test_landing_page_and_unknown_paths(stack: tuple[Service, Service, Prometheus]) -> None:
+    real = stack[0]
+    status, body = http_get(real.url + "/")
+    assert status == 200 and b'href="metrics"' in body
+    assert http_get(real.url + "/nope")[0] == 404
+
+
+class TlsService(Service):
+    """A Service whose readiness probe speaks HTTPS, trusting the test certificate."""
+
+    context = ssl.create_default_context(cafile=str(CERT))
+
+    def _ready(self, path: str) -> Callable[[], bool]:
+        self.url = self.url.replace("http://", "https://")
+
+        def probe() -> bool:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log()}")
+            with urllib.request.urlopen(self.url + path, timeout=1, context=self.context) as r:
+                return bool(r.status == 200)
+        return probe
+
+
+def fetch(url: str, auth: str | None = None) -> int:
+    headers = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=TlsService.context) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+def test_tls_and_basic_auth(tmp_path: Path) -> None:
+    config = tmp_path / "web.yml"
+    config.write_text(f"""
+web:
+  tls_cert_file: {CERT}
+  tls_key_file: {KEY}
+  basic_auth_users:
+    prometheus: "{hash_password('s3cret', iterations=1000)}"
+""")
+    port = free_port()
+    argv = [sys.executable, "-m", "exporter", f"--web.listen-address=127.0.0.1:{port}",
+            f"--config={config}", "--no-collector.gpu"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with TlsService("tls_exporter", argv, port, tmp_path, ready_path="/healthz", env=env) as svc:
+        assert svc.url.startswith("https://")
+        assert fetch(svc.url + "/metrics") == 401
+        assert fetch(svc.url + "/metrics", "prometheus:wrong") == 401
+        assert fetch(svc.url + "/metrics", "nobody:s3cret") == 401
+        assert fetch(svc.url + "/metrics", "prometheus:s3cret") == 200
+        assert fetch(svc.url + "/", "prometheus:s3cret") == 200
+        assert fetch(svc.url + "/healthz") == 200  # probes carry no credentials
+        with pytest.raises(OSError):  # plain HTTP is not served on the TLS port
+            http_get(f"http://127.0.0.1:{port}/metrics", timeout=2)
