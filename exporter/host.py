@@ -79,9 +79,10 @@ class HostCollector:
     def __init__(self, ps: Any, nodename: str | None = None) -> None:
         self._ps = ps
         self._nodename = nodename or os.uname().nodename
-        # psutil raises its own Error tree, OSError for /proc, and RuntimeError
-        # (NotImplementedError) where a platform lacks a counter.
-        self._source_errors = (OSError, RuntimeError, ps.Error)
+        # psutil raises its own Error tree, OSError for /proc, RuntimeError
+        # (NotImplementedError) where a platform lacks a counter, and ValueError for a
+        # /proc/diskstats line format it does not know.
+        self._source_errors = (OSError, RuntimeError, ValueError, ps.Error)
         self._sections: tuple[tuple[str, Callable[[], list[Sample]]], ...] = (
             ("cpu", lambda: cpu_samples(ps.cpu_times(), ps.cpu_count())),
             ("memory", lambda: memory_samples(ps.virtual_memory())),
