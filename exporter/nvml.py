@@ -88,6 +88,7 @@ class NvmlSession:
             try:
                 self.nvml.nvmlInit()
                 self.driver_version = text(self.nvml.nvmlSystemGetDriverVersion())
+                count = self.nvml.nvmlDeviceGetCount()
             except pynvml.NVMLError as err:
                 first = not self._unavailable
                 self._unavailable = f"NVML unavailable ({err}); no GPU metrics"
@@ -97,8 +98,7 @@ class NvmlSession:
                                 self._unavailable, self._retry_seconds)
                 raise CollectorError(self._unavailable, logged=True) from None
             self._initialised = True
-            log.info("NVML initialised: driver %s, %d GPU(s)", self.driver_version,
-                     self.nvml.nvmlDeviceGetCount())
+            log.info("NVML initialised: driver %s, %d GPU(s)", self.driver_version, count)
 
     def read_each_gpu(self, read: Callable[[GpuIdentity, Any], list[Sample]]
                       ) -> tuple[list[Sample], list[str]]:

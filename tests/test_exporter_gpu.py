@@ -202,3 +202,16 @@ def test_real_nvml() -> None:
     infos = [s for family in r.collect() for s in family.samples
              if s.name == "trainwatch_gpu_info"]
     assert len(infos) == count
+
+
+def test_nvml_failing_to_count_gpus_is_success_0_not_a_failed_scrape() -> None:
+    nvml = FakeNvml.with_gpus(2)
+    r = registry_for(nvml)
+    assert success(r) == 1
+
+    def broken() -> int:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+
+    nvml.nvmlDeviceGetCount = broken  # type: ignore[method-assign,assignment]
+    assert success(r) == 0
+    assert series_of(r, 0) == []
