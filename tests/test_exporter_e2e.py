@@ -177,3 +177,5 @@ web:
         assert fetch(svc.url + "/healthz") == 200  # probes carry no credentials
         with pytest.raises(OSError):  # plain HTTP is not served on the TLS port
             http_get(f"http://127.0.0.1:{port}/metrics", timeout=2)
+        svc.proc.terminate()
+        assert svc.proc.wait(timeout=10) == 0, svc.log()  # SIGTERM is a clean stop
