@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import yaml
 
 T = TypeVar("T")
+S = TypeVar("S", bound="Service")
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -102,7 +103,7 @@ class Service:
                 self.proc.wait()
         self._log.close()
 
-    def __enter__(self) -> Service:
+    def __enter__(self: S) -> S:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -124,10 +125,14 @@ def start_node_exporter(workdir: Path, *extra: str) -> Service:
     return Service("node_exporter", argv, port, workdir, ready_path="/metrics")
 
 
-def start_trainwatch_exporter(workdir: Path, *extra: str) -> Service:
+def start_trainwatch_exporter(workdir: Path, *extra: str, fake_gpus: int | None = None) -> Service:
+    """The real exporter; with ``fake_gpus`` it runs over tests/fake_nvml.py's fake NVML."""
     port = free_port()
-    argv = [sys.executable, "-m", "exporter", f"--web.listen-address=127.0.0.1:{port}", *extra]
+    module = "exporter" if fake_gpus is None else "tests.fake_nvml_exporter"
+    argv = [sys.executable, "-m", module, f"--web.listen-address=127.0.0.1:{port}", *extra]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if fake_gpus is not None:
+        env["TRAINWATCH_FAKE_GPUS"] = str(fake_gpus)
     return Service("trainwatch_exporter", argv, port, workdir, ready_path="/healthz", env=env)
 
 
