@@ -1,0 +1,134 @@
+"""The rules on a live stack: real trainwatch-exporter, Pushgateway and Prometheus, and two real
+PyTorch CPU trials (examples/pytorch_loop.py): one with a slow data loader, one healthy.
+
+The rules are the committed ones rendered again by the same generator with shorter `for` and
+rate windows (overrides, not an edited copy), so the whole test takes well under a minute.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.stack import (
+    REPO,
+    Prometheus,
+    Service,
+    scrape_config,
+    start_prometheus,
+    start_pushgateway,
+    start_trainwatch_exporter,
+    wait_until,
+)
+
+sys.path.insert(0, str(REPO / "prometheus"))  # generate_rules.py and rulegen/ are scripts
+import generate_rules
+from rulegen.recording import QUANTILES, RecordNames
+
+pytest.importorskip("torch")
+
+FOR, RATE_WINDOW = "5s", "10s"
+ALERT = "TrainwatchDataloaderBound"
+EXPERIMENT = "live-rules"
+# slow sleeps 50 ms per batch in its Dataset: ~95% of each step waits for the loader.
+# healthy: the same loop without the delay; its step is the model's forward/backward.
+TRIALS = {"slow": ["--loader-delay", "0.05", "--steps", "2000"],
+          "healthy": ["--steps", "60000"]}
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[tuple[Prometheus, dict[str, subprocess.Popen[bytes]]]]:
+    rules = tmp_path / "rules"
+    generate_rules.write_rules(rules, for_=FOR, rate_window=RATE_WINDOW)
+    with start_pushgateway(tmp_path) as pgw, start_trainwatch_exporter(tmp_path) as exporter:
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(rules / "*.yml")],
+            "scrape_configs": [scrape_config("trainwatch-exporter", exporter.url),
+                               scrape_config("pushgateway", pgw.url, honor_labels=True)],
+        }
+        with start_prometheus(tmp_path, config) as prom:
+            trials = {name: start_trial(tmp_path, name, pgw, args) for name, args in TRIALS.items()}
+            try:
+                yield prom, trials
+            finally:
+                for proc in trials.values():
+                    proc.terminate()  # healthy has steps to spare: it is still running
+                    proc.wait(timeout=30)
+
+
+def start_trial(workdir: Path, name: str, pgw: Service, args: list[str]
+                ) -> subprocess.Popen[bytes]:
+    # One intra-op thread each: the two trials share a small CI machine with everything else.
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    argv = [sys.executable, str(REPO / "examples" / "pytorch_loop.py"), "--experiment", EXPERIMENT,
+            "--trial", name, "--pushgateway", pgw.url, "--push-interval", "0.5",
+            "--workers", "0", "--batch-size", "8", *args]
+    log = open(workdir / f"trial-{name}.log", "wb")  # noqa: SIM115 - the child holds it
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env=env)
+
+
+def loader_alerts(prom: Prometheus, trial: str) -> list[dict[str, Any]]:
+    return [a for a in prom.alerts()
+            if a["labels"]["alertname"] == ALERT and a["labels"].get("trial") == trial]
+
+
+def select(metric: str, **labels: str) -> str:
+    matchers = ",".join(f'{k}="{v}"' for k, v in {"experiment": EXPERIMENT, **labels}.items())
+    return f"{metric}{{{matchers}}}"
+
+
+def by_trial(prom: Prometheus, metric: str, **labels: str) -> dict[str, float]:
+    """This test's trials' values of ``metric``, keyed by the trial label."""
+    return {s["metric"]["trial"]: float(s["value"][1])
+            for s in prom.query(select(metric, **labels))}
+
+
+def test_dataloader_bound_fires_for_the_slow_trial_only_and_recording_rules_cover_both(
+        stack: tuple[Prometheus, dict[str, subprocess.Popen[bytes]]]) -> None:
+    prom, trials = stack
+    names = RecordNames(RATE_WINDOW)
+
+    def slow_firing() -> list[dict[str, Any]]:
+        for name, proc in trials.items():
+            assert proc.poll() is None, f"trial {name} exited early ({proc.returncode})"
+        return [a for a in loader_alerts(prom, "slow") if a["state"] == "firing"]
+
+    [alert] = wait_until(slow_firing, timeout=60, what=f"{ALERT} firing for trial slow",
+                         interval=0.5)
+    assert alert["labels"]["severity"] == "warning"
+    assert float(alert["value"]) > 0.9
+    assert "of its step time in dataloader_next" in alert["annotations"]["description"]
+
+    # The healthy trial's share must have been recorded for longer than `for` (plus a couple
+    # of evaluations) before its silence means anything.
+    healthy_share = select(names.phase_share, phase="dataloader_next", trial="healthy")
+    wait_until(lambda: prom.query(f"count_over_time({healthy_share}[8s]) >= 7"), timeout=30,
+        what="8 s of the healthy trial's dataloader share", interval=0.5)
+    assert loader_alerts(prom, "healthy") == [], "a healthy trial must not be dataloader-bound"
+    shares = by_trial(prom, names.phase_share, phase="dataloader_next")
+    threshold = generate_rules.load_settings().threshold(ALERT)
+    assert shares["slow"] > 0.9 and shares["healthy"] < threshold, shares
+
+    for expr in (names.steps_rate, names.samples_rate):
+        rates = by_trial(prom, expr)
+        assert rates.keys() == {"slow", "healthy"} and all(v > 0 for v in rates.values()), expr
+    assert by_trial(prom, names.samples_rate)["slow"] == pytest.approx(
+        8 * by_trial(prom, names.steps_rate)["slow"], rel=0.25)  # --batch-size 8
+    for q in QUANTILES:
+        steps = by_trial(prom, names.step_quantile, quantile=q)
+        assert steps.keys() == {"slow", "healthy"} and steps["slow"] > 0.04, (q, steps)
+        assert steps["slow"] > steps["healthy"], (q, steps)
+        train = by_trial(prom, names.phase_quantile, quantile=q, phase="train_batch")
+        assert train.keys() == {"slow", "healthy"} and all(v > 0 for v in train.values()), q
+    # Pushed series keep job="trainwatch_trial" and carry no instance label (honor_labels).
+    for series in prom.query(select("trainwatch_trial_steps_total")):
+        assert series["metric"]["job"] == "trainwatch_trial" and "instance" not in series["metric"]
+    [cpu] = prom.query(names.cpu_utilization)
+    assert 0 < float(cpu["value"][1]) <= 1
