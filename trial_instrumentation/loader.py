@@ -10,6 +10,7 @@ ends: when the next batch is requested, when the data runs out, or when the loop
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from time import perf_counter
 from typing import Any, Generic, TypeVar
@@ -40,13 +41,13 @@ def batch_size_of(batch: Any) -> int:
     shape = getattr(batch, "shape", None)
     if shape:  # a tensor or array with at least one dimension
         return int(shape[0])
-    if isinstance(batch, Mapping) and batch:
-        return _field_size(next(iter(batch.values())))
     if isinstance(batch, (list, tuple)) and batch:
         first = batch[0]
         if hasattr(first, "shape") or isinstance(first, (list, tuple, Mapping)):
             return _field_size(first)  # fields: (inputs, targets), a dict per field, ...
         return len(batch)  # a list of scalar samples
+    if isinstance(batch, Mapping) and batch:  # after list/tuple: an ABC check is slower
+        return _field_size(next(iter(batch.values())))
     return 1
 
 
@@ -82,11 +83,8 @@ class TimedLoader(Generic[T]):
         return len(self._iterable)  # type: ignore[arg-type]
 
     def _count(self, batch: T) -> int:
-        samples = self._samples
-        if isinstance(samples, int):
-            return samples
         try:
-            return int((samples or batch_size_of)(batch))
+            return int((self._samples or batch_size_of)(batch))  # type: ignore[operator]
         except Exception:  # a user's samples function must not stop training
             log.exception("trainwatch: counting samples failed; counting 0 for this batch")
             return 0
@@ -94,7 +92,11 @@ class TimedLoader(Generic[T]):
     def __iter__(self) -> Iterator[T]:
         if self._on_start is not None:
             self._on_start()
-        fetch, step, progress = self._fetch, self._step, self._progress
+        # Locals and inlined Histogram.observe: this runs once per step, keep it lean.
+        fetch, step, progress, count = self._fetch, self._step, self._progress, self._count
+        fetch_counts, fetch_bounds = fetch.counts, fetch.bounds
+        step_counts, step_bounds = step.counts, step.bounds
+        fixed = self._samples if isinstance(self._samples, int) else None
         iterator = iter(self._iterable)
         started: float | None = None
         batch_samples = 0
@@ -102,7 +104,9 @@ class TimedLoader(Generic[T]):
             while True:
                 requested = perf_counter()
                 if started is not None:
-                    step.observe(requested - started)
+                    seconds = requested - started
+                    step_counts[bisect_left(step_bounds, seconds)] += 1
+                    step.sum += seconds
                     progress.steps += 1
                     progress.samples += batch_samples
                     started = None
@@ -110,9 +114,11 @@ class TimedLoader(Generic[T]):
                     batch = next(iterator)
                 except StopIteration:
                     return
-                fetch.observe(perf_counter() - requested)
+                seconds = perf_counter() - requested
+                fetch_counts[bisect_left(fetch_bounds, seconds)] += 1
+                fetch.sum += seconds
                 started = requested
-                batch_samples = self._count(batch)
+                batch_samples = fixed if fixed is not None else count(batch)
                 yield batch
         finally:
             if started is not None:  # left by break or an exception: close the open step
