@@ -1,0 +1,74 @@
+"""Copy the rule files, dashboards and Grafana provisioning into the Helm chart.
+
+Helm's ``.Files.Get`` cannot read outside the chart directory, so the chart keeps byte-for-byte
+copies under ``helm/trainwatch/files/``; ``tests/test_helm.py`` fails when they drift. Run this
+after ``make rules`` or ``make dashboards``:
+
+    python3 helm/sync_chart_files.py          # copy, removing copies whose source is gone
+    python3 helm/sync_chart_files.py --check  # exit 1 and name the files that differ
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CHART_FILES = REPO / "helm" / "trainwatch" / "files"
+# chart folder (under files/) -> (source folder, file pattern); the one list of what is copied.
+SOURCES: dict[str, tuple[Path, str]] = {
+    "rules": (REPO / "prometheus" / "rules", "*.yml"),
+    "dashboards": (REPO / "grafana" / "dashboards", "*.json"),
+    "grafana/provisioning/dashboards": (REPO / "grafana" / "provisioning" / "dashboards", "*.yaml"),
+    "grafana/provisioning/datasources": (REPO / "grafana" / "provisioning" / "datasources",
+                                         "*.yaml"),
+}
+
+
+def expected() -> dict[Path, bytes]:
+    """Every file the chart should carry (path under files/) -> its bytes at the source."""
+    wanted: dict[Path, bytes] = {}
+    for folder, (source, pattern) in SOURCES.items():
+        for path in sorted(source.glob(pattern)):
+            wanted[Path(folder) / path.name] = path.read_bytes()
+    return wanted
+
+
+def drift() -> list[str]:
+    """Files under files/ that are missing, differ from their source, or have no source."""
+    wanted = expected()
+    present = {p.relative_to(CHART_FILES) for p in CHART_FILES.rglob("*") if p.is_file()}
+    problems = [f"{rel}: missing in the chart" for rel in sorted(wanted.keys() - present)]
+    problems += [f"{rel}: differs from its source" for rel in sorted(wanted.keys() & present)
+                 if (CHART_FILES / rel).read_bytes() != wanted[rel]]
+    problems += [f"{rel}: no source any more" for rel in sorted(present - wanted.keys())]
+    return problems
+
+
+def sync() -> None:
+    wanted = expected()
+    for rel, data in wanted.items():
+        target = CHART_FILES / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists() or target.read_bytes() != data:
+            target.write_bytes(data)
+    for path in CHART_FILES.rglob("*"):
+        if path.is_file() and path.relative_to(CHART_FILES) not in wanted:
+            path.unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only report drift")
+    args = parser.parse_args(argv)
+    if not args.check:
+        sync()
+    problems = drift()
+    for problem in problems:
+        print(f"helm/trainwatch/files/{problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

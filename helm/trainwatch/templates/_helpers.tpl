@@ -1,0 +1,116 @@
+{{/*
+Chart name, cut to 63 characters (the limit of a DNS label and of a label value).
+*/}}
+{{- define "trainwatch.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name: release-chart unless the release name already contains the chart name. Component
+names are appended to it, so it is cut short enough that "<fullname>-prometheus" still fits.
+*/}}
+{{- define "trainwatch.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "trainwatch.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels of every resource. Call with (dict "ctx" $ "component" "exporter").
+*/}}
+{{- define "trainwatch.labels" -}}
+helm.sh/chart: {{ include "trainwatch.chart" .ctx }}
+{{ include "trainwatch.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: trainwatch
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Selector labels: immutable on a Deployment/DaemonSet, so only name, instance and component.
+*/}}
+{{- define "trainwatch.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "trainwatch.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/*
+The scrape job names. The rules select job="trainwatch-exporter" (prometheus/thresholds.yaml
+`selectors`); the Pushgateway job only needs honor_labels so pushed job labels survive.
+*/}}
+{{- define "trainwatch.exporterJob" -}}trainwatch-exporter{{- end }}
+{{- define "trainwatch.pushgatewayJob" -}}pushgateway{{- end }}
+
+{{/*
+Service label that a ServiceMonitor's jobLabel reads the job name from.
+*/}}
+{{- define "trainwatch.jobLabelKey" -}}trainwatch.io/job{{- end }}
+
+{{- define "trainwatch.standalone" -}}
+{{- if eq .Values.mode "standalone" }}true{{ end }}
+{{- end }}
+
+{{- define "trainwatch.kubePrometheusStack" -}}
+{{- if eq .Values.mode "kube-prometheus-stack" }}true{{ end }}
+{{- end }}
+
+{{- define "trainwatch.exporter.serviceAccountName" -}}
+{{- if .Values.exporter.serviceAccount.create }}
+{{- default (printf "%s-exporter" (include "trainwatch.fullname" .)) .Values.exporter.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.exporter.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "trainwatch.prometheus.serviceAccountName" -}}
+{{- if .Values.prometheus.serviceAccount.create }}
+{{- default (printf "%s-prometheus" (include "trainwatch.fullname" .)) .Values.prometheus.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.prometheus.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+An image reference; call with (dict "image" .Values.x.image "ctx" $). An empty tag is the
+chart's appVersion.
+*/}}
+{{- define "trainwatch.image" -}}
+{{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion .image.tag) }}
+{{- end }}
+
+{{/*
+Relabelings that make a node's exporter target read instance=<node name> rather than
+<node IP>:<port>, in both modes, so the dashboards' host picker names nodes. The Prometheus
+form (snake_case keys) and the ServiceMonitor form (camelCase) of the same rule.
+*/}}
+{{- define "trainwatch.nodeInstanceRelabel" -}}
+- source_labels: [__meta_kubernetes_pod_node_name]
+  target_label: instance
+{{- end }}
+{{- define "trainwatch.nodeInstanceRelabeling" -}}
+- sourceLabels: [__meta_kubernetes_pod_node_name]
+  targetLabel: instance
+{{- end }}
+
+{{/*
+ConfigMap key of a Grafana provisioning file: files/grafana/provisioning/datasources/x.yaml ->
+datasources_x.yaml.
+*/}}
+{{- define "trainwatch.grafana.provisioningKey" -}}
+{{- trimPrefix "files/grafana/provisioning/" . | replace "/" "_" }}
+{{- end }}

@@ -1,0 +1,43 @@
+{{/*
+A ServiceMonitor for one component's Service. Call with (dict "ctx" $ "component" NAME
+"port" PORT_NAME "honorLabels" BOOL "nodeInstance" BOOL). The job label comes from the
+Service's trainwatch.io/job label (jobLabel), so it reads the same as in standalone mode.
+*/}}
+{{- define "trainwatch.serviceMonitor" -}}
+{{- $ctx := .ctx }}
+{{- $sm := $ctx.Values.kubePrometheusStack.serviceMonitor }}
+{{- $labels := dict "ctx" $ctx "component" .component }}
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata:
+  name: {{ include "trainwatch.fullname" $ctx }}-{{ .component }}
+  namespace: {{ $ctx.Release.Namespace }}
+  labels:
+    {{- include "trainwatch.labels" $labels | nindent 4 }}
+    {{- toYaml $ctx.Values.kubePrometheusStack.selectorLabels | nindent 4 }}
+spec:
+  jobLabel: {{ include "trainwatch.jobLabelKey" $ctx }}
+  selector:
+    matchLabels:
+      {{- include "trainwatch.selectorLabels" $labels | nindent 6 }}
+  namespaceSelector:
+    matchNames:
+      - {{ $ctx.Release.Namespace }}
+  endpoints:
+    - port: {{ .port }}
+      path: /metrics
+      {{- with $sm.interval }}
+      interval: {{ . }}
+      {{- end }}
+      {{- with $sm.scrapeTimeout }}
+      scrapeTimeout: {{ . }}
+      {{- end }}
+      honorLabels: {{ .honorLabels }}
+      {{- if .nodeInstance }}
+      relabelings:
+        {{- include "trainwatch.nodeInstanceRelabeling" $ctx | nindent 8 }}
+      {{- with $sm.exporterEndpoint }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
+      {{- end }}
+{{- end }}
