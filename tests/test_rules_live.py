@@ -33,11 +33,12 @@ from rulegen.recording import QUANTILES, RecordNames
 
 pytest.importorskip("torch")
 
-FOR, RATE_WINDOW = "5s", "10s"
+FOR_SECONDS, RATE_WINDOW = 5, "10s"
 ALERT = "TrainwatchDataloaderBound"
 EXPERIMENT = "live-rules"
-# slow sleeps 50 ms per batch in its Dataset: ~95% of each step waits for the loader.
-# healthy: the same loop without the delay; its step is the model's forward/backward.
+# slow sleeps 50 ms per batch in its Dataset: ~98% of each step waits for the loader.
+# healthy: the same loop without the delay (~14% in dataloader_next here, about 1 ms a step);
+# its steps outlast the test, which stops it.
 TRIALS = {"slow": ["--loader-delay", "0.05", "--steps", "2000"],
           "healthy": ["--steps", "60000"]}
 
@@ -45,8 +46,10 @@ TRIALS = {"slow": ["--loader-delay", "0.05", "--steps", "2000"],
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[tuple[Prometheus, dict[str, subprocess.Popen[bytes]]]]:
     rules = tmp_path / "rules"
-    generate_rules.write_rules(rules, for_=FOR, rate_window=RATE_WINDOW)
-    with start_pushgateway(tmp_path) as pgw, start_trainwatch_exporter(tmp_path) as exporter:
+    generate_rules.write_rules(rules, for_=f"{FOR_SECONDS}s", rate_window=RATE_WINDOW)
+    # Two fake GPUs (NVML faked at the pynvml boundary): busy, capped by their power limit.
+    with start_pushgateway(tmp_path) as pgw, \
+            start_trainwatch_exporter(tmp_path, fake_gpus=2) as exporter:
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(rules / "*.yml")],
@@ -70,8 +73,8 @@ def start_trial(workdir: Path, name: str, pgw: Service, args: list[str]
     argv = [sys.executable, str(REPO / "examples" / "pytorch_loop.py"), "--experiment", EXPERIMENT,
             "--trial", name, "--pushgateway", pgw.url, "--push-interval", "0.5",
             "--workers", "0", "--batch-size", "8", *args]
-    log = open(workdir / f"trial-{name}.log", "wb")  # noqa: SIM115 - the child holds it
-    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env=env)
+    with open(workdir / f"trial-{name}.log", "wb") as log:  # the child keeps its own copy
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env=env)
 
 
 def loader_alerts(prom: Prometheus, trial: str) -> list[dict[str, Any]]:
@@ -90,6 +93,14 @@ def by_trial(prom: Prometheus, metric: str, **labels: str) -> dict[str, float]:
             for s in prom.query(select(metric, **labels))}
 
 
+def wait_present_past_for(prom: Prometheus, series: str) -> None:
+    """Wait until ``series`` has had samples for longer than `for` (+3 evaluations): an alert
+    on it that was going to fire has fired by then, so its absence means something."""
+    window = FOR_SECONDS + 3
+    wait_until(lambda: prom.query(f"count_over_time({series}[{window}s]) >= {window - 1}"),
+               timeout=30, what=f"{window}s of {series}", interval=0.5)
+
+
 def test_dataloader_bound_fires_for_the_slow_trial_only_and_recording_rules_cover_both(
         stack: tuple[Prometheus, dict[str, subprocess.Popen[bytes]]]) -> None:
     prom, trials = stack
@@ -106,11 +117,8 @@ def test_dataloader_bound_fires_for_the_slow_trial_only_and_recording_rules_cove
     assert float(alert["value"]) > 0.9
     assert "of its step time in dataloader_next" in alert["annotations"]["description"]
 
-    # The healthy trial's share must have been recorded for longer than `for` (plus a couple
-    # of evaluations) before its silence means anything.
-    healthy_share = select(names.phase_share, phase="dataloader_next", trial="healthy")
-    wait_until(lambda: prom.query(f"count_over_time({healthy_share}[8s]) >= 7"), timeout=30,
-        what="8 s of the healthy trial's dataloader share", interval=0.5)
+    wait_present_past_for(prom, select(names.phase_share, phase="dataloader_next",
+                                       trial="healthy"))
     assert loader_alerts(prom, "healthy") == [], "a healthy trial must not be dataloader-bound"
     shares = by_trial(prom, names.phase_share, phase="dataloader_next")
     threshold = generate_rules.load_settings().threshold(ALERT)
@@ -132,3 +140,13 @@ def test_dataloader_bound_fires_for_the_slow_trial_only_and_recording_rules_cove
         assert series["metric"]["job"] == "trainwatch_trial" and "instance" not in series["metric"]
     [cpu] = prom.query(names.cpu_utilization)
     assert 0 < float(cpu["value"][1]) <= 1
+    gpus = prom.query(names.gpu_memory_used)
+    assert sorted(g["metric"]["gpu"] for g in gpus) == ["0", "1"], gpus
+    # sw_power_cap is active on both GPUs: benign, so no throttling alert; the collectors work.
+    power_cap = 'trainwatch_gpu_clock_event_active{reason="sw_power_cap"}'
+    wait_present_past_for(prom, power_cap)
+    assert len(prom.query(f"{power_cap} == 1")) == 2
+    quiet = {"TrainwatchGPUThrottled", "TrainwatchCollectorFailing", "TrainwatchExporterDown"}
+    assert [a["labels"] for a in prom.alerts() if a["labels"]["alertname"] in quiet] == []
+    # Everything above was read from live trials (a finished one deletes its group).
+    assert trials["healthy"].poll() is None, "healthy finished before the checks: raise --steps"
