@@ -35,13 +35,13 @@ def expected() -> dict[Path, bytes]:
     return wanted
 
 
-def drift() -> list[str]:
-    """Files under files/ that are missing, differ from their source, or have no source."""
+def drift(chart_files: Path = CHART_FILES) -> list[str]:
+    """Files under ``chart_files`` that are missing, differ from their source, or have none."""
     wanted = expected()
-    present = {p.relative_to(CHART_FILES) for p in CHART_FILES.rglob("*") if p.is_file()}
+    present = {p.relative_to(chart_files) for p in chart_files.rglob("*") if p.is_file()}
     problems = [f"{rel}: missing in the chart" for rel in sorted(wanted.keys() - present)]
     problems += [f"{rel}: differs from its source" for rel in sorted(wanted.keys() & present)
-                 if (CHART_FILES / rel).read_bytes() != wanted[rel]]
+                 if (chart_files / rel).read_bytes() != wanted[rel]]
     problems += [f"{rel}: no source any more" for rel in sorted(present - wanted.keys())]
     return problems
 

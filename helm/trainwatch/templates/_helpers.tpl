@@ -77,34 +77,12 @@ Service label that a ServiceMonitor's jobLabel reads the job name from.
 {{- end }}
 {{- end }}
 
-{{- define "trainwatch.prometheus.serviceAccountName" -}}
-{{- if .Values.prometheus.serviceAccount.create }}
-{{- default (printf "%s-prometheus" (include "trainwatch.fullname" .)) .Values.prometheus.serviceAccount.name }}
-{{- else }}
-{{- default "default" .Values.prometheus.serviceAccount.name }}
-{{- end }}
-{{- end }}
-
 {{/*
 An image reference; call with (dict "image" .Values.x.image "ctx" $). An empty tag is the
 chart's appVersion.
 */}}
 {{- define "trainwatch.image" -}}
 {{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion .image.tag) }}
-{{- end }}
-
-{{/*
-Relabelings that make a node's exporter target read instance=<node name> rather than
-<node IP>:<port>, in both modes, so the dashboards' host picker names nodes. The Prometheus
-form (snake_case keys) and the ServiceMonitor form (camelCase) of the same rule.
-*/}}
-{{- define "trainwatch.nodeInstanceRelabel" -}}
-- source_labels: [__meta_kubernetes_pod_node_name]
-  target_label: instance
-{{- end }}
-{{- define "trainwatch.nodeInstanceRelabeling" -}}
-- sourceLabels: [__meta_kubernetes_pod_node_name]
-  targetLabel: instance
 {{- end }}
 
 {{/*

@@ -1,6 +1,6 @@
 {{/*
 A ServiceMonitor for one component's Service. Call with (dict "ctx" $ "component" NAME
-"port" PORT_NAME "honorLabels" BOOL "nodeInstance" BOOL). The job label comes from the
+"port" PORT_NAME "honorLabels" BOOL "extra" ENDPOINT_FIELDS). The job label comes from the
 Service's trainwatch.io/job label (jobLabel), so it reads the same as in standalone mode.
 */}}
 {{- define "trainwatch.serviceMonitor" -}}
@@ -33,11 +33,7 @@ spec:
       scrapeTimeout: {{ . }}
       {{- end }}
       honorLabels: {{ .honorLabels }}
-      {{- if .nodeInstance }}
-      relabelings:
-        {{- include "trainwatch.nodeInstanceRelabeling" $ctx | nindent 8 }}
-      {{- with $sm.exporterEndpoint }}
+      {{- with .extra }}
       {{- toYaml . | nindent 6 }}
-      {{- end }}
       {{- end }}
 {{- end }}

@@ -1,0 +1,192 @@
+"""The Helm chart, rendered by the real helm binary and checked by real validators.
+
+``helm lint --strict`` and ``helm template`` for every ``ci/*-values.yaml``; built-in kinds
+through ``kubernetes-validate --strict``; the standalone Prometheus config through ``promtool
+check config`` and the PrometheusRule CRs through ``promtool check rules``; the chart's copies
+of the rules, dashboards and Grafana provisioning byte for byte against their sources.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from helm.sync_chart_files import CHART_FILES, drift
+from tests.stack import REPO, require_binary
+
+HELM = REPO / ".tools" / "bin" / "helm"
+CHART = REPO / "helm" / "trainwatch"
+SCENARIOS = sorted(p.name.removesuffix("-values.yaml") for p in (CHART / "ci").glob("*-values.yaml"))
+CRD_GROUP = "monitoring.coreos.com/"
+Doc = dict[str, Any]
+
+
+def helm(*args: str) -> subprocess.CompletedProcess[str]:
+    if not HELM.exists():
+        pytest.fail(f"{HELM} is missing: run `make helm-tools` (make test does it)")
+    return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=60)
+
+
+def template(*args: str, release: str = "tw") -> str:
+    """``helm template`` output; fails the test with helm's message when it does not render."""
+    result = helm("template", release, str(CHART), "--namespace", "gpu-monitoring", *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@cache
+def render(scenario: str | None = None) -> tuple[Doc, ...]:
+    """The documents of the chart with ci/<scenario>-values.yaml (None: the defaults)."""
+    args = ("-f", str(CHART / "ci" / f"{scenario}-values.yaml")) if scenario else ()
+    return tuple(d for d in yaml.safe_load_all(template(*args)) if d)
+
+
+def find(docs: tuple[Doc, ...], kind: str, suffix: str = "") -> list[Doc]:
+    return [d for d in docs if d["kind"] == kind and d["metadata"]["name"].endswith(suffix)]
+
+
+def one(docs: tuple[Doc, ...], kind: str, suffix: str = "") -> Doc:
+    found = find(docs, kind, suffix)
+    assert len(found) == 1, f"expected one {kind} *{suffix}, got {[d['metadata']['name'] for d in found]}"
+    return found[0]
+
+
+def source_bytes(folder: str, pattern: str) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted((REPO / folder).glob(pattern))}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_lint_strict(scenario: str) -> None:
+    result = helm("lint", "--strict", str(CHART), "-f", str(CHART / "ci" / f"{scenario}-values.yaml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+def test_builtin_kinds_pass_kubernetes_validate(tmp_path: Path) -> None:
+    files = []
+    for scenario in [None, *SCENARIOS]:
+        builtin = [d for d in render(scenario) if not d["apiVersion"].startswith(CRD_GROUP)]
+        path = tmp_path / f"{scenario or 'default'}.yaml"
+        path.write_text(yaml.safe_dump_all(builtin))
+        files.append(str(path))
+    validator = shutil.which("kubernetes-validate", path=str(REPO / ".venv" / "bin")) or \
+        require_binary("kubernetes-validate")
+    result = subprocess.run([validator, "--strict", "-k", "1.31.0", *files],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ERROR" not in result.stdout
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s in ("standalone", "gpu-node")])
+def test_standalone_prometheus_config_passes_promtool(scenario: str, tmp_path: Path) -> None:
+    docs = render(scenario)
+    (tmp_path / "prometheus.yml").write_text(one(docs, "ConfigMap", "-prometheus")["data"]["prometheus.yml"])
+    (tmp_path / "rules").mkdir()
+    for name, text in one(docs, "ConfigMap", "-rules")["data"].items():
+        (tmp_path / "rules" / name).write_text(text)
+    # The config's password_file, where the scenario's extra volume would put it.
+    config = yaml.safe_load((tmp_path / "prometheus.yml").read_text())
+    for job in config["scrape_configs"]:
+        if "basic_auth" in job:
+            job["basic_auth"]["password_file"] = str(tmp_path / "pass")
+            (tmp_path / "pass").write_text("secret\n")
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    result = subprocess.run([require_binary("promtool"), "check", "config",
+                             str(tmp_path / "prometheus.yml")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(source_bytes('prometheus/rules', '*.yml'))} rule files found" in result.stdout
+
+
+def test_scrape_jobs_are_the_ones_the_rules_select() -> None:
+    thresholds = yaml.safe_load((REPO / "prometheus" / "thresholds.yaml").read_text())
+    exporter_job = thresholds["selectors"]["exporter"].split('"')[1]
+    config = yaml.safe_load(one(render("standalone"), "ConfigMap", "-prometheus")["data"]["prometheus.yml"])
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert exporter_job in jobs
+    assert jobs["pushgateway"]["honor_labels"] is True
+    assert config["rule_files"] == ["rules/*.yml"]
+    # Every exporter pod is a target: the headless Service's A records, unready pods included.
+    service = one(render("standalone"), "Service", "-exporter")
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"]
+    assert jobs[exporter_job]["dns_sd_configs"] == [{
+        "names": ["tw-trainwatch-exporter.gpu-monitoring.svc.cluster.local"], "type": "A",
+        "port": service["spec"]["ports"][0]["port"]}]
+    assert jobs["pushgateway"]["static_configs"] == [
+        {"targets": ["tw-trainwatch-pushgateway.gpu-monitoring.svc.cluster.local:9091"]}]
+    # kube-prometheus-stack mode: the job label comes from the Services' jobLabel label.
+    docs = render("kube-prometheus-stack")
+    for component, job in (("exporter", exporter_job), ("pushgateway", "pushgateway")):
+        monitor = one(docs, "ServiceMonitor", f"-{component}")
+        service = one(docs, "Service", f"-{component}")
+        assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == job
+
+
+def test_servicemonitors_select_their_services() -> None:
+    docs = render("kube-prometheus-stack")
+    for component, honor in (("exporter", False), ("pushgateway", True)):
+        monitor = one(docs, "ServiceMonitor", f"-{component}")
+        service = one(docs, "Service", f"-{component}")
+        assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+        assert monitor["metadata"]["labels"]["release"] == "monitoring"
+        assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"]
+        assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["gpu-monitoring"]}
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        assert selector.items() <= service["metadata"]["labels"].items()
+        endpoint, = monitor["spec"]["endpoints"]
+        assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+        assert endpoint["honorLabels"] is honor
+        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "honorLabels",
+                                 "relabelings", "scheme", "tlsConfig", "basicAuth"}
+
+
+def test_prometheusrules_carry_the_rule_files_and_pass_promtool(tmp_path: Path) -> None:
+    sources = source_bytes("prometheus/rules", "*.yml")
+    rules = find(render("kube-prometheus-stack"), "PrometheusRule")
+    assert sorted(r["metadata"]["name"] for r in rules) == \
+        sorted(f"tw-trainwatch-{name.removesuffix('.yml')}" for name in sources)
+    for rule in rules:
+        assert rule["metadata"]["labels"]["release"] == "monitoring"
+        name = rule["metadata"]["name"].removeprefix("tw-trainwatch-") + ".yml"
+        assert rule["spec"] == yaml.safe_load(sources[name])
+        (tmp_path / name).write_text(yaml.safe_dump(rule["spec"]))
+    result = subprocess.run([require_binary("promtool"), "check", "rules",
+                             *sorted(str(p) for p in tmp_path.iterdir())],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_chart_files_are_the_sources_byte_for_byte() -> None:
+    assert drift() == [], "run `python3 helm/sync_chart_files.py` and commit helm/trainwatch/files"
+
+
+def test_drift_check_catches_a_changed_missing_or_stale_file(tmp_path: Path) -> None:
+    copy = tmp_path / "files"
+    shutil.copytree(CHART_FILES, copy)
+    (copy / "rules" / "gpu.yml").write_text((copy / "rules" / "gpu.yml").read_text() + "# edit\n")
+    (copy / "dashboards" / "fleet.json").unlink()
+    (copy / "rules" / "old.yml").write_text("groups: []\n")
+    assert drift(copy) == ["dashboards/fleet.json: missing in the chart",
+                           "rules/gpu.yml: differs from its source",
+                           "rules/old.yml: no source any more"]
+
+
+def test_rendered_configmaps_carry_the_same_bytes() -> None:
+    standalone = render("standalone")
+    assert one(standalone, "ConfigMap", "-rules")["data"] == source_bytes("prometheus/rules", "*.yml")
+    dashboards = source_bytes("grafana/dashboards", "*.json")
+    assert one(standalone, "ConfigMap", "-dashboards")["data"] == dashboards
+    assert one(render("kube-prometheus-stack"), "ConfigMap", "-dashboards")["data"] == dashboards
+    provisioning = one(standalone, "ConfigMap", "-grafana-provisioning")["data"]
+    volume, = [v for v in one(standalone, "Deployment", "-grafana")["spec"]["template"]["spec"]["volumes"]
+               if v["name"] == "provisioning"]
+    for item in volume["configMap"]["items"]:
+        source = REPO / "grafana" / "provisioning" / item["path"]
+        assert provisioning[item["key"]] == source.read_text()
+    assert len(volume["configMap"]["items"]) == len(list((REPO / "grafana" / "provisioning").glob("*/*.yaml")))
