@@ -186,5 +186,9 @@ class Trial:
         from trial_instrumentation.torch_timing import nvml_uuid
         for index, uuid in tuple(self._devices.items()):
             if uuid is None:
-                self._devices[index] = nvml_uuid(index) or ""
+                try:
+                    self._devices[index] = nvml_uuid(index) or ""
+                except Exception:  # a failing lookup must not fail every push after it
+                    log.exception("trainwatch: no UUID for CUDA device %d", index)
+                    self._devices[index] = ""
         return sorted(uuid for uuid in self._devices.values() if uuid)
