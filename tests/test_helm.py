@@ -27,10 +27,14 @@ CRD_GROUP = "monitoring.coreos.com/"
 Doc = dict[str, Any]
 
 
+def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=60)
+
+
 def helm(*args: str) -> subprocess.CompletedProcess[str]:
     if not HELM.exists():
         pytest.fail(f"{HELM} is missing: run `make helm-tools` (make test does it)")
-    return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=60)
+    return run(str(HELM), *args)
 
 
 def template(*args: str, release: str = "tw") -> str:
@@ -77,8 +81,7 @@ def test_builtin_kinds_pass_kubernetes_validate(tmp_path: Path) -> None:
         files.append(str(path))
     validator = shutil.which("kubernetes-validate", path=str(REPO / ".venv" / "bin")) or \
         require_binary("kubernetes-validate")
-    result = subprocess.run([validator, "--strict", "-k", "1.31.0", *files],
-                            capture_output=True, text=True, timeout=60)
+    result = run(validator, "--strict", "-k", "1.31.0", *files)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ERROR" not in result.stdout
 
@@ -97,9 +100,7 @@ def test_standalone_prometheus_config_passes_promtool(scenario: str, tmp_path: P
             job["basic_auth"]["password_file"] = str(tmp_path / "pass")
             (tmp_path / "pass").write_text("secret\n")
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    result = subprocess.run([require_binary("promtool"), "check", "config",
-                             str(tmp_path / "prometheus.yml")],
-                            capture_output=True, text=True, timeout=60)
+    result = run(require_binary("promtool"), "check", "config", str(tmp_path / "prometheus.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(source_bytes('prometheus/rules', '*.yml'))} rule files found" in result.stdout
 
@@ -156,9 +157,8 @@ def test_prometheusrules_carry_the_rule_files_and_pass_promtool(tmp_path: Path) 
         name = rule["metadata"]["name"].removeprefix("tw-trainwatch-") + ".yml"
         assert rule["spec"] == yaml.safe_load(sources[name])
         (tmp_path / name).write_text(yaml.safe_dump(rule["spec"]))
-    result = subprocess.run([require_binary("promtool"), "check", "rules",
-                             *sorted(str(p) for p in tmp_path.iterdir())],
-                            capture_output=True, text=True, timeout=60)
+    result = run(require_binary("promtool"), "check", "rules",
+                 *sorted(str(p) for p in tmp_path.iterdir()))
     assert result.returncode == 0, result.stdout + result.stderr
 
 

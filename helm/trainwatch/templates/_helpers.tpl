@@ -6,20 +6,27 @@ Chart name, cut to 63 characters (the limit of a DNS label and of a label value)
 {{- end }}
 
 {{/*
-Full name: release-chart unless the release name already contains the chart name. Component
-names are appended to it, so it is cut short enough that "<fullname>-prometheus" still fits.
+Full name: release-chart unless the release name already contains the chart name, cut to 63.
 */}}
 {{- define "trainwatch.fullname" -}}
 {{- if .Values.fullnameOverride }}
-{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
 {{- else }}
 {{- $name := default .Chart.Name .Values.nameOverride }}
 {{- if contains $name .Release.Name }}
-{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
 {{- else }}
-{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+Name of one component's resources, "<fullname>-<component>", cut to 63 characters again.
+Call with (list $ "exporter").
+*/}}
+{{- define "trainwatch.componentName" -}}
+{{- printf "%s-%s" (include "trainwatch.fullname" (index . 0)) (index . 1) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
 {{- define "trainwatch.chart" -}}
@@ -71,7 +78,7 @@ Service label that a ServiceMonitor's jobLabel reads the job name from.
 
 {{- define "trainwatch.exporter.serviceAccountName" -}}
 {{- if .Values.exporter.serviceAccount.create }}
-{{- default (printf "%s-exporter" (include "trainwatch.fullname" .)) .Values.exporter.serviceAccount.name }}
+{{- default (include "trainwatch.componentName" (list . "exporter")) .Values.exporter.serviceAccount.name }}
 {{- else }}
 {{- default "default" .Values.exporter.serviceAccount.name }}
 {{- end }}

@@ -10,7 +10,7 @@ Service's trainwatch.io/job label (jobLabel), so it reads the same as in standal
 apiVersion: monitoring.coreos.com/v1
 kind: ServiceMonitor
 metadata:
-  name: {{ include "trainwatch.fullname" $ctx }}-{{ .component }}
+  name: {{ include "trainwatch.componentName" (list $ctx .component) }}
   namespace: {{ $ctx.Release.Namespace }}
   labels:
     {{- include "trainwatch.labels" $labels | nindent 4 }}
