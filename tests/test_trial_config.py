@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import trial_instrumentation as ti
 from tests.test_trial_support import StatusServer
 from trial_instrumentation import names
 
-GOOD = {"experiment": "e", "trial": "t", "pushgateway": "http://127.0.0.1:9091"}
+GOOD: dict[str, Any] = {"experiment": "e", "trial": "t", "pushgateway": "http://127.0.0.1:9091"}
 
 
 @pytest.fixture(autouse=True)

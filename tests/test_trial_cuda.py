@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ SUM = "trainwatch_trial_phase_seconds_sum"
 LABELS = {"experiment": "e", "trial": "t", "rank": "0", "phase": ti.TRAIN_BATCH}
 
 
-def gpu_work(x: torch.Tensor) -> None:
+def gpu_work(x: Any) -> None:
     for _ in range(40):
         x = (x @ x) / x.shape[0]  # stays finite; ~0.1 s of GPU time for 4096x4096
 

@@ -4,6 +4,7 @@ exit is bounded."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import tracemalloc
@@ -57,7 +58,8 @@ def test_bad_gateway_leaves_step_time_alone(bad_gateway: tuple[str, StatusServer
                 totals[gateway].append(time.perf_counter() - started)
                 if gateway is not None:
                     slowest_step = max(slowest_step, *steps)
-                    wait_until(lambda t=trial: failures(t) >= 1, timeout=5, what="a failed push")
+                    wait_until(functools.partial(failures, trial), timeout=5,
+                               what="a failed push")
                 closing = time.perf_counter()
             # Exit (final push + delete) is bounded even when the gateway never answers.
             assert time.perf_counter() - closing < EXIT_TIMEOUT + 0.5

@@ -22,10 +22,13 @@ class Props:
 
 def fake_nvml(monkeypatch: pytest.MonkeyPatch, uuids: dict[str, bytes]) -> list[str]:
     asked: list[str] = []
+    def handle_by_pci_bus_id(bus: str) -> bytes:
+        asked.append(bus)
+        return uuids[bus]  # KeyError for an unknown bus, as NVMLError would be
+
     nvml = types.ModuleType("pynvml")
-    nvml.nvmlInit = lambda: None  # type: ignore[attr-defined]
-    nvml.nvmlDeviceGetHandleByPciBusId = lambda bus: asked.append(bus) or uuids[bus]  # type: ignore[attr-defined]
-    nvml.nvmlDeviceGetUUID = lambda handle: handle  # type: ignore[attr-defined]
+    nvml.__dict__.update(nvmlInit=lambda: None, nvmlDeviceGetUUID=lambda handle: handle,
+                         nvmlDeviceGetHandleByPciBusId=handle_by_pci_bus_id)
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     return asked
 

@@ -25,7 +25,8 @@ RANKS = {"0": (12, 8, 0.1, 1), "1": (15, 5, 0.0, 0)}
 ENV = {"WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}
 
 
-def example_args(pgw: Service, steps: int, batch: int, delay: float, workers: int) -> list[str]:
+def example_args(pgw: Service, steps: int, batch: int, delay: float,
+                 workers: int) -> list[object]:
     return [EXAMPLES / "pytorch_loop.py", "--steps", steps, "--batch-size", batch,
             "--loader-delay", delay, "--workers", workers, "--experiment", "live",
             "--trial", "t1", "--pushgateway", pgw.url, "--push-interval", "0.5", "--keep-group"]

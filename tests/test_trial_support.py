@@ -122,7 +122,7 @@ def pushed_value(pgw: Service, name: str, **labels: str) -> float | None:
     return found[0] if found else None
 
 
-def run_example(args: Sequence[str], env: dict[str, str] | None = None, torchrun: bool = False,
+def run_example(args: Sequence[object], env: dict[str, str] | None = None, torchrun: bool = False,
                 timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run an example script like a user would; fails the test with its output on error."""
     python = Path(sys.executable)
