@@ -88,6 +88,7 @@ class EventResolver:
         self._free: collections.deque[torch.cuda.Event] = collections.deque()
         self._poll = poll_seconds
         self._dropped = False
+        self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trainwatch-cuda-events",
                                         daemon=True)
         self._thread.start()
@@ -114,8 +115,11 @@ class EventResolver:
             time.sleep(self._poll)
         return not self._pending
 
+    def stop(self) -> None:
+        self._stopped.set()
+
     def _run(self) -> None:
-        while True:
+        while not self._stopped.is_set():
             # Streams complete in order, so only the oldest pair needs asking.
             while self._pending and self._pending[0][1].query():
                 start, end, histogram = self._pending.popleft()

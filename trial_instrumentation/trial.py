@@ -127,6 +127,7 @@ class Trial:
         self._note_device()
         if self._resolver is not None:
             self._resolver.drain(self.config.exit_timeout / 2)
+            self._resolver.stop()
         if self._pusher is not None:
             self._pusher.stop(delete=clean and self.config.delete_on_exit,
                               timeout=self.config.exit_timeout)
