@@ -10,7 +10,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter
 ARGS ?=
 
-.PHONY: run test tools helm-tools venv bench lint dashboards rules clean
+.PHONY: run test tools helm-tools venv bench lint generate rules dashboards chart-files clean
 
 run: venv
 	$(VENV)/bin/trainwatch-exporter $(ARGS)
@@ -60,16 +60,25 @@ bench: tools venv
 	$(PY) benchmarks/exporter_scrape.py
 	$(PY) benchmarks/instrumentation_overhead.py
 
-# Regenerate the committed rule files and dashboards (tests fail when they drift).
+# Regenerate the committed rule files, dashboards and the chart's copies of both (tests fail
+# when any of them drifts from prometheus/thresholds.yaml). Order matters: dashboards read the
+# thresholds, the chart copies what the other two wrote.
+generate: rules dashboards chart-files
+
 rules: venv
 	$(PY) prometheus/generate_rules.py
 
 dashboards: venv
 	$(PY) grafana/generate.py
 
+chart-files: rules dashboards
+	$(PY) helm/sync_chart_files.py
+
 lint: venv
-	$(VENV)/bin/ruff check exporter trial_instrumentation tests benchmarks examples
-	$(VENV)/bin/mypy exporter trial_instrumentation
+	$(VENV)/bin/ruff check exporter trial_instrumentation tests benchmarks examples prometheus grafana helm
+	$(VENV)/bin/mypy exporter trial_instrumentation prometheus/generate_rules.py prometheus/rulegen
+	# The pinned grafana-foundation-sdk needs Python 3.11 (typing.Self, StrEnum).
+	MYPYPATH=prometheus $(VENV)/bin/mypy --python-version 3.11 grafana
 
 clean:
 	rm -rf $(VENV) .pytest_cache
