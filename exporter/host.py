@@ -26,6 +26,11 @@ DISK_DEVICE_EXCLUDE = re.compile(r"^(ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\
 # /proc/stat modes that are disjoint; guest and guest_nice are already inside user and nice.
 CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
+# The node's name for the join to trainwatch_trial_info{nodename}; the trial reads the same
+# variable. On Kubernetes both take it from the downward API (spec.nodeName), because a pod's
+# hostname is the pod's name and node hostnames need not equal node names.
+NODENAME_ENV = "TRAINWATCH_NODENAME"
+
 
 def cpu_samples(times: Any, cpu_count: int | None) -> list[Sample]:
     """psutil.cpu_times() (seconds, all CPUs) -> samples; modes the OS lacks are left out."""
@@ -78,7 +83,7 @@ class HostCollector:
 
     def __init__(self, ps: Any, nodename: str | None = None) -> None:
         self._ps = ps
-        self._nodename = nodename or os.uname().nodename
+        self._nodename = nodename or os.environ.get(NODENAME_ENV) or os.uname().nodename
         # psutil raises its own Error tree, OSError for /proc, RuntimeError
         # (NotImplementedError) where a platform lacks a counter, and ValueError for a
         # /proc/diskstats line format it does not know.

@@ -15,8 +15,9 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from exporter.host import HostCollector, cpu_samples, disk_samples, network_samples
+from exporter.host import NODENAME_ENV, HostCollector, cpu_samples, disk_samples, network_samples
 from tests.stack import Service, http_get, start_node_exporter
+from trial_instrumentation import names as trial_names
 
 NODE_COLLECTORS = ("--collector.disable-defaults", "--collector.cpu", "--collector.meminfo",
                    "--collector.netdev", "--collector.diskstats")
@@ -123,6 +124,15 @@ def test_host_info_names_the_node(bracketed: tuple[Samples, ...]) -> None:
     _, ours, _ = bracketed
     (labels,) = ours["trainwatch_host_info"]
     assert dict(labels) == {"nodename": os.uname().nodename}
+
+
+def test_nodename_from_the_environment_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    # On Kubernetes the DaemonSet passes spec.nodeName; the trial reads the same variable.
+    assert NODENAME_ENV == trial_names.ENV_NODENAME, "both sides of the join read one variable"
+    monkeypatch.setenv(NODENAME_ENV, "gpu-node-7")
+    registry = CollectorRegistry()
+    registry.register(HostCollector(psutil))
+    assert registry.get_sample_value("trainwatch_host_info", {"nodename": "gpu-node-7"}) == 1
 
 
 def test_partitions_loop_and_loopback_are_left_out() -> None:

@@ -84,6 +84,9 @@ def test_exporter_defaults_see_the_node() -> None:
     assert pod["hostPID"] is False
     assert "runtimeClassName" not in pod
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in container["env"]
+    # The Kubernetes node name, not the pod's hostname, so trials join on nodename.
+    assert {"name": "TRAINWATCH_NODENAME",
+            "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in container["env"]
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     # The GPU is watched, never requested: a request would take it from the training pods.
     assert "nvidia.com/gpu" not in json.dumps(container.get("resources", {}))
