@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import trial_instrumentation as ti
-from tests.test_trial_support import StatusServer
+from tests.trial_support import StatusServer
 from trial_instrumentation import names
 
 GOOD: dict[str, Any] = {"experiment": "e", "trial": "t", "pushgateway": "http://127.0.0.1:9091"}

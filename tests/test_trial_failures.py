@@ -14,7 +14,7 @@ import pytest
 
 import trial_instrumentation as ti
 from tests.stack import wait_until
-from tests.test_trial_support import BlackHole, StatusServer, closed_port_url, cpu_loop
+from tests.trial_support import BlackHole, StatusServer, closed_port_url, cpu_loop
 
 FAILURES = "trainwatch_trial_push_failures_total"
 READ_TIMEOUT = 0.5

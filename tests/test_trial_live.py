@@ -15,7 +15,7 @@ import pytest
 
 import trial_instrumentation as ti
 from tests.stack import REPO, Service, scrape_config, start_prometheus, wait_until
-from tests.test_trial_support import EXAMPLES, cpu_loop, pushed_value, run_example
+from tests.trial_support import EXAMPLES, cpu_loop, pushed_value, run_example
 
 STEPS = "trainwatch_trial_steps_total"
 # rank -> (steps, batch size, loader delay, workers): rank 0 starves on data, rank 1 does not.

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 import trial_instrumentation as ti
 from tests.stack import http_get, require_binary
-from tests.test_trial_support import spin
+from tests.trial_support import spin
 from trial_instrumentation.collector import TrialCollector, TrialState
 from trial_instrumentation.loader import batch_size_of
 from trial_instrumentation.timing import Histogram, NoopPhase, Phase
