@@ -103,7 +103,7 @@ class Service:
                 self.proc.wait()
         self._log.close()
 
-    def __enter__(self: S) -> S:
+    def __enter__(self: S) -> S:  # noqa: PYI019 - typing.Self is 3.11+, the package supports 3.10
         return self
 
     def __exit__(self, *exc: object) -> None:
