@@ -1,7 +1,9 @@
 """The alerts, one function per alert group; expressions read thresholds.yaml via Settings.
 
 Every alert gets `for`, a `severity` label, `summary`, `description` (the measured value and
-what to change, from remedies.py) and a `runbook_url` into docs/runbooks.md.
+what to change, from remedies.py), a `runbook_url` into docs/runbooks.md, the plain `remedy`
+and, when it compares against one, its `threshold` (`trainwatch diagnose` reads both back from
+Prometheus, so the CLI never hard-codes a number).
 """
 
 from __future__ import annotations
@@ -37,11 +39,14 @@ class _Group:
         if not uses_threshold and setting.threshold is not None:
             raise SettingsError(f"{self.s.source}: alerts.{name}.threshold is not used by this "
                                 "yes/no alert; remove it")
-        self.rules.append({
-            "alert": name, "expr": expr, "for": setting.for_,
-            "labels": {"severity": setting.severity},
-            "annotations": {"summary": summary, "description": f"{description} {remedy}",
-                            "runbook_url": f"{RUNBOOK_URL}#{name.lower()}"}})
+        annotations = {"summary": summary, "description": f"{description} {remedy}",
+                       "runbook_url": f"{RUNBOOK_URL}#{name.lower()}", "remedy": remedy}
+        if uses_threshold:
+            # The deployed number, for readers of /api/v1/rules (trainwatch diagnose).
+            annotations["threshold"] = number(self.s.threshold(name))
+        self.rules.append({"alert": name, "expr": expr, "for": setting.for_,
+                           "labels": {"severity": setting.severity},
+                           "annotations": annotations})
 
 
 def trial_alerts(s: Settings) -> list[dict[str, Any]]:

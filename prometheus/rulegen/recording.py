@@ -1,19 +1,20 @@
 """Recording rules: per-trial phase shares and quantiles, trial GPUs, host throughput.
 
-Names follow level:metric:operations; the rate window from thresholds.yaml is part of every
-rate-derived name (``..._rate5m``), so a changed window shows in the name.
+The names (RecordNames) live in the installed package, trial_instrumentation/diagnose/records.py,
+because `trainwatch diagnose` reads the same series; the rate window from thresholds.yaml is part
+of every rate-derived name (``..._rate5m``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from rulegen.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
 from rulegen.settings import Settings
+from trial_instrumentation.diagnose.records import QUANTILES, RecordNames
 
-# Quantiles recorded for step and phase durations (label quantile="0.5" | "0.95").
-QUANTILES = ("0.5", "0.95")
+__all__ = ["QUANTILES", "RecordNames", "recording_groups"]
+
 # Host counters recorded as per-device rates: (recorded metric stem, exporter counter).
 _DEVICE_RATES = (
     ("network_receive_bytes", "trainwatch_network_receive_bytes_total"),
@@ -25,49 +26,6 @@ _DEVICE_RATES = (
 )
 # CPU modes that are not work done for the node (as node-mixin counts them).
 _NOT_BUSY_MODES = 'mode=~"idle|iowait|steal"'
-
-
-@dataclass(frozen=True)
-class RecordNames:
-    """The recorded series' names for one rate window.
-
-    Example:
-        >>> RecordNames("5m").phase_share
-        'trial_phase:trainwatch_trial_phase_seconds:share_rate5m'
-    """
-
-    window: str
-
-    @property
-    def phase_share(self) -> str:
-        return f"trial_phase:trainwatch_trial_phase_seconds:share_rate{self.window}"
-
-    @property
-    def phase_quantile(self) -> str:
-        return f"trial_phase:trainwatch_trial_phase_seconds:quantile_rate{self.window}"
-
-    @property
-    def step_quantile(self) -> str:
-        return f"trial:trainwatch_trial_step_seconds:quantile_rate{self.window}"
-
-    @property
-    def steps_rate(self) -> str:
-        return f"trial:trainwatch_trial_steps:rate{self.window}"
-
-    @property
-    def samples_rate(self) -> str:
-        return f"trial:trainwatch_trial_samples:rate{self.window}"
-
-    trial_gpu_utilization = "trial_gpu:trainwatch_gpu_utilization:ratio"
-    trial_gpu_memory_used = "trial_gpu:trainwatch_gpu_memory_used:ratio"
-    gpu_memory_used = "gpu:trainwatch_gpu_memory_used:ratio"
-
-    @property
-    def cpu_utilization(self) -> str:
-        return f"instance:trainwatch_cpu_utilization:ratio_rate{self.window}"
-
-    def device_rate(self, stem: str) -> str:
-        return f"instance_device:trainwatch_{stem}:rate{self.window}"
 
 
 def _record(name: str, expr: str, **labels: str) -> dict[str, Any]:
@@ -136,7 +94,13 @@ def _host_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
 
 def recording_groups(s: Settings) -> list[dict[str, Any]]:
     """The rule groups of rules/recording.yml (order inside a group matters: later rules read
-    earlier ones in the same evaluation)."""
+    earlier ones in the same evaluation).
+
+    Example:
+        >>> from rulegen.settings import load_settings
+        >>> [g["name"] for g in recording_groups(load_settings())]
+        ['trainwatch.trial.rules', 'trainwatch.gpu.rules', 'trainwatch.host.rules']
+    """
     n = RecordNames(s.rate_window)
     return [
         {"name": "trainwatch.trial.rules", "rules": _trial_rules(s, n)},

@@ -1,0 +1,68 @@
+"""The recording rules' names, shared by the rule generator and `trainwatch diagnose`.
+
+Names follow level:metric:operations; the rate window is part of every rate-derived name
+(``..._rate5m``), so a changed window shows in the name. The generator renders the rules under
+these names; the CLI finds the window a Prometheus was deployed with from the names it loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# Quantiles recorded for step and phase durations (label quantile="0.5" | "0.95").
+QUANTILES = ("0.5", "0.95")
+_SHARE_PREFIX = "trial_phase:trainwatch_trial_phase_seconds:share_rate"
+
+
+@dataclass(frozen=True)
+class RecordNames:
+    """The recorded series' names for one rate window.
+
+    Example:
+        >>> RecordNames("5m").phase_share
+        'trial_phase:trainwatch_trial_phase_seconds:share_rate5m'
+        >>> RecordNames.discover(["up", "trial_phase:trainwatch_trial_phase_seconds:share_rate10s"])
+        RecordNames(window='10s')
+    """
+
+    window: str
+
+    @property
+    def phase_share(self) -> str:
+        return f"{_SHARE_PREFIX}{self.window}"
+
+    @property
+    def phase_quantile(self) -> str:
+        return f"trial_phase:trainwatch_trial_phase_seconds:quantile_rate{self.window}"
+
+    @property
+    def step_quantile(self) -> str:
+        return f"trial:trainwatch_trial_step_seconds:quantile_rate{self.window}"
+
+    @property
+    def steps_rate(self) -> str:
+        return f"trial:trainwatch_trial_steps:rate{self.window}"
+
+    @property
+    def samples_rate(self) -> str:
+        return f"trial:trainwatch_trial_samples:rate{self.window}"
+
+    trial_gpu_utilization = "trial_gpu:trainwatch_gpu_utilization:ratio"
+    trial_gpu_memory_used = "trial_gpu:trainwatch_gpu_memory_used:ratio"
+    gpu_memory_used = "gpu:trainwatch_gpu_memory_used:ratio"
+
+    @property
+    def cpu_utilization(self) -> str:
+        return f"instance:trainwatch_cpu_utilization:ratio_rate{self.window}"
+
+    def device_rate(self, stem: str) -> str:
+        return f"instance_device:trainwatch_{stem}:rate{self.window}"
+
+    @classmethod
+    def discover(cls, rule_names: Iterable[str]) -> RecordNames | None:
+        """The names of the window a set of loaded recording rules uses; None when no phase
+        share rule is among them (the trainwatch rules are not loaded)."""
+        windows = sorted({n[len(_SHARE_PREFIX):] for n in rule_names
+                          if n.startswith(_SHARE_PREFIX) and len(n) > len(_SHARE_PREFIX)})
+        return cls(windows[0]) if windows else None

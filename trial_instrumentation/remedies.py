@@ -1,0 +1,76 @@
+"""What to change, once per bottleneck: the one text for alerts, dashboards and the CLI.
+
+Plain constants and no imports, so the rule generator (``prometheus/rulegen``), the dashboards
+(``grafana/``) and ``trainwatch diagnose`` all read these bytes; the rules also carry each text
+in their ``remedy`` annotation, which is what ``trainwatch diagnose`` shows for a deployed alert.
+"""
+
+DATALOADER = (
+    "Feed the GPU faster: raise DataLoader num_workers (with persistent_workers=True and a "
+    "prefetch_factor of 2-4), read from a local NVMe copy of the data instead of network "
+    "storage, put a caching data layer in front of remote data, and load asynchronously so "
+    "the next batch is ready before the step ends.")
+
+MEMORY_COPIES = (
+    "Make host<->device copies cheap: use pinned memory (DataLoader pin_memory=True) with "
+    ".to(device, non_blocking=True), create tensors on the device (torch.zeros(..., "
+    "device=device)) instead of copying them there, use torch.as_tensor rather than "
+    "torch.tensor to avoid an extra copy, and keep metrics on the device until they are "
+    "logged (every .item() waits for the GPU).")
+
+BUSY_GPU = (
+    "Make the GPU work count: torch.compile the model, use mixed precision (torch.autocast "
+    "with bfloat16/float16) so tensor cores do the matmuls, and spread the work over more "
+    "GPUs with DistributedDataParallel.")
+
+BUSY_CPU = (
+    "Spend less CPU per sample: read columnar data (Arrow/Parquet) instead of decoding rows "
+    "in Python, preload a better allocator (jemalloc or tcmalloc via LD_PRELOAD), keep "
+    "num_workers within the node's cores, and move augmentations to the GPU.")
+
+GPU_MEMORY = (
+    "Free GPU memory: lower the batch size and keep the effective batch with gradient "
+    "accumulation, use mixed precision, checkpoint activations "
+    "(torch.utils.checkpoint), and do not keep graph-holding tensors across steps "
+    "(log loss.item(), not loss).")
+
+HOST_MEMORY = (
+    "Free host memory: lower num_workers and prefetch_factor (every worker holds its own "
+    "copy of the Dataset and its prefetched batches), share large read-only data through "
+    "memory-mapped files (numpy.memmap, Arrow) instead of Python objects, and look for a "
+    "leak that grows with the step count.")
+
+UNDERUTILIZED_GPU = (
+    "Find the phase that dominates the step on the Trial profile dashboard: dataloader_next "
+    "means the data loader is too slow, to_device/from_device means memory copies; if "
+    "neither, the batch is too small or Python overhead dominates: raise the batch size and "
+    "torch.compile the model.")
+
+THROTTLED_GPU = (
+    "Check the cooling (fans, airflow, inlet temperature) and the power delivery of the node; "
+    "hw_slowdown and hw_power_brake_slowdown come from the board or the chassis, the thermal "
+    "reasons from the GPU's temperature.")
+
+STALE_TRIAL = (
+    "The trial stopped pushing without deleting its Pushgateway group: it crashed, hangs, or "
+    "cannot reach the Pushgateway. Check its process (trainwatch_trial_info has nodename and "
+    "pid) and its log; once it is gone, delete the group so the alert resolves.")
+
+PUSH_FAILING = (
+    "Check the Pushgateway URL the trial uses (TRAINWATCH_PUSHGATEWAY), the network path or "
+    "policy between the trial and the Pushgateway, and the Pushgateway's log. Training is "
+    "not slowed, but its timings reach Prometheus late or not at all.")
+
+EXPORTER_DOWN = (
+    "Check the trainwatch-exporter process (systemd unit or DaemonSet pod) on the node and "
+    "its log; while it is down, no GPU or host metrics of that node are collected and the "
+    "GPU and host alerts cannot fire there.")
+
+COLLECTOR_FAILING = (
+    "The exporter's log names the error on every scrape. For the gpu collector it is usually "
+    "NVML: a driver/library version mismatch after a driver upgrade (reload the driver or "
+    "reboot) or a container started without the NVIDIA runtime.")
+
+NO_GPU_METRICS = (
+    "No GPU series joins this trial (trainwatch_trial_gpu_info): it computes on the CPU, or "
+    "trainwatch-exporter does not run on its node.")
