@@ -1,0 +1,63 @@
+"""The `trainwatch` console script: `trainwatch diagnose` and `trainwatch trials`.
+
+    trainwatch diagnose --prometheus http://prometheus:9090 --experiment E [--trial T] [--rank R]
+    trainwatch trials --prometheus http://prometheus:9090 [--experiment E]
+
+Exit codes of diagnose: 0 no bottleneck (GPU-bound, or no GPU metrics to judge), 1 a bottleneck
+found, 2 usage or configuration error (unknown trial, Prometheus unreachable, rules not loaded,
+no timings yet). With several ranks the worst code wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from trial_instrumentation.diagnose import render
+from trial_instrumentation.diagnose.deployed import Deployment
+from trial_instrumentation.diagnose.promapi import PrometheusAPI, PrometheusError
+from trial_instrumentation.diagnose.report import UnknownTrial, gather
+from trial_instrumentation.diagnose.trials import list_trials
+from trial_instrumentation.diagnose.verdict import EXIT_OK, EXIT_USAGE
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainwatch", description="Why is a training trial slow, and what to change: "
+        "read from Prometheus.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    diagnose = commands.add_parser("diagnose", help="say what holds a trial back")
+    trials = commands.add_parser("trials", help="list the trials Prometheus knows")
+    for sub in (diagnose, trials):
+        sub.add_argument("--prometheus", required=True, metavar="URL",
+                         help="Prometheus base URL, e.g. http://prometheus:9090")
+        sub.add_argument("--format", choices=("text", "json"), default="text")
+        sub.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout, seconds")
+    diagnose.add_argument("--experiment", required=True)
+    diagnose.add_argument("--trial", help="default: every trial of the experiment")
+    diagnose.add_argument("--rank", help="default: every rank")
+    trials.add_argument("--experiment", help="only this experiment's trials")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        api = PrometheusAPI(args.prometheus, timeout=args.timeout)
+        deployment = Deployment.from_rules(api.rules(), where=f"Prometheus at {api.url}")
+        if args.command == "trials":
+            rows = list_trials(api, deployment, args.experiment)
+            print(render.trials_json(rows) if args.format == "json" else render.trials_text(rows))
+            return EXIT_OK
+        reports = gather(api, deployment, args.experiment, args.trial, args.rank)
+    except (ValueError, PrometheusError, UnknownTrial) as err:  # DeploymentError is a ValueError
+        print(f"trainwatch {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    print(render.reports_json(reports) if args.format == "json"
+          else render.reports_text(reports))
+    return max(r.verdict.exit_code for r in reports if r.verdict is not None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""What a Prometheus server was deployed with: the recording-rule window and the alerts'
+thresholds, remedies and runbooks, read from ``/api/v1/rules`` so nothing is hard-coded here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trial_instrumentation.diagnose.records import RecordNames
+
+# Alert names (thresholds.yaml / prometheus/rulegen): the CLI reads each one's threshold.
+DATALOADER_BOUND = "TrainwatchDataloaderBound"
+HOST_TO_DEVICE_BOUND = "TrainwatchHostToDeviceBound"
+CPU_SATURATED = "TrainwatchCPUSaturated"
+GPU_UNDERUTILIZED = "TrainwatchGPUUnderutilized"
+TRIAL_STALE = "TrainwatchTrialStale"
+REQUIRED_ALERTS = (DATALOADER_BOUND, HOST_TO_DEVICE_BOUND, CPU_SATURATED, GPU_UNDERUTILIZED,
+                   TRIAL_STALE)
+
+
+class DeploymentError(ValueError):
+    """The Prometheus server lacks the trainwatch rules (or carries ones too old to read)."""
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    """One loaded alerting rule's annotations that the CLI uses."""
+
+    name: str
+    threshold: float
+    remedy: str
+    runbook_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The loaded trainwatch rules.
+
+    Example:
+        >>> rules = [{"type": "recording", "name": RecordNames("5m").phase_share}] + [
+        ...     {"type": "alerting", "name": a, "annotations": {"threshold": "0.3", "remedy": "x"}}
+        ...     for a in REQUIRED_ALERTS]
+        >>> d = Deployment.from_rules(rules)
+        >>> d.names.window, d.threshold(DATALOADER_BOUND)
+        ('5m', 0.3)
+    """
+
+    names: RecordNames
+    alerts: Mapping[str, AlertRule]
+
+    def threshold(self, alert: str) -> float:
+        return self.alerts[alert].threshold
+
+    @classmethod
+    def from_rules(cls, rules: Iterable[Mapping[str, Any]], where: str = "Prometheus"
+                   ) -> Deployment:
+        rules = list(rules)
+        recorded = [r["name"] for r in rules if r.get("type") == "recording"]
+        names = RecordNames.discover(recorded)
+        if names is None:
+            raise DeploymentError(
+                f"{where} has no trainwatch recording rules loaded (no "
+                f"{RecordNames('<window>').phase_share}): load prometheus/rules/*.yml "
+                "(rule_files in prometheus.yml, or the Helm chart's PrometheusRule)")
+        loaded = {r["name"]: r for r in rules if r.get("type") == "alerting"}
+        alerts = {name: _alert_rule(name, loaded.get(name), where) for name in REQUIRED_ALERTS}
+        return cls(names=names, alerts=alerts)
+
+
+def _alert_rule(name: str, rule: Mapping[str, Any] | None, where: str) -> AlertRule:
+    if rule is None:
+        raise DeploymentError(f"{where} has no alerting rule {name} loaded: load "
+                              "prometheus/rules/*.yml")
+    annotations = rule.get("annotations") or {}
+    raw = annotations.get("threshold")
+    try:
+        threshold = float(str(raw))
+    except (TypeError, ValueError):
+        raise DeploymentError(
+            f"{where}: alert {name} has no numeric `threshold` annotation (got {raw!r}); its "
+            "rules predate `trainwatch diagnose`: deploy the current prometheus/rules") from None
+    remedy = annotations.get("remedy")
+    if not remedy:
+        raise DeploymentError(f"{where}: alert {name} has no `remedy` annotation; deploy the "
+                              "current prometheus/rules")
+    return AlertRule(name, threshold, str(remedy), annotations.get("runbook_url"))

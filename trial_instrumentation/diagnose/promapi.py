@@ -1,0 +1,69 @@
+"""A small client for Prometheus's HTTP API (stdlib only): instant queries, rules, alerts."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+Labels = dict[str, str]
+
+
+class PrometheusError(RuntimeError):
+    """Prometheus cannot be reached or answered with an error; the message says which."""
+
+
+class PrometheusAPI:
+    """Reads one Prometheus server.
+
+    Example:
+        >>> api = PrometheusAPI("http://127.0.0.1:9090/")
+        >>> api.url
+        'http://127.0.0.1:9090'
+    """
+
+    def __init__(self, url: str, timeout: float = 10.0) -> None:
+        parsed = urllib.parse.urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise ValueError(f"--prometheus: {url!r} is not an http(s) URL like "
+                             "http://prometheus:9090")
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def get(self, path: str, **params: str) -> Any:
+        """The ``data`` of ``/api/v1/<path>``; PrometheusError on any failure."""
+        url = f"{self.url}/api/v1/{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout) as resp:
+                body = resp.read()
+        except urllib.error.HTTPError as err:
+            body = err.read()  # Prometheus explains a bad query in the JSON body
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            raise PrometheusError(f"cannot reach Prometheus at {self.url}: {reason}") from None
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            raise PrometheusError(f"{url} did not answer with Prometheus API JSON "
+                                  f"(is {self.url} a Prometheus server?)") from None
+        if not isinstance(doc, dict) or doc.get("status") != "success":
+            error = doc.get("error", doc) if isinstance(doc, dict) else doc
+            raise PrometheusError(f"Prometheus {path} failed: {error}")
+        return doc.get("data")
+
+    def query(self, expr: str) -> list[tuple[Labels, float]]:
+        """An instant query's vector as (labels, value) pairs."""
+        data = self.get("query", query=expr)
+        return [(dict(s["metric"]), float(s["value"][1])) for s in data.get("result", [])]
+
+    def rules(self) -> list[dict[str, Any]]:
+        """Every loaded rule (recording and alerting), flattened out of their groups."""
+        return [rule for group in self.get("rules")["groups"] for rule in group["rules"]]
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """The pending and firing alerts."""
+        return list(self.get("alerts")["alerts"])

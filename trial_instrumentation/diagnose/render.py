@@ -1,0 +1,104 @@
+"""Text and JSON renderings of the reports; both carry the same fields."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+
+from trial_instrumentation.diagnose.report import RankReport
+from trial_instrumentation.diagnose.trials import TrialRow
+
+BAR_WIDTH = 30
+
+
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def num(value: float | None, unit: str = "", digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
+def bar(share: float) -> str:
+    return "█" * round(max(0.0, min(1.0, share)) * BAR_WIDTH)
+
+
+def report_text(r: RankReport) -> str:
+    head = (f"Trial {r.experiment}/{r.trial} rank {r.rank} on {r.nodename or '?'} "
+            f"(pid {r.pid or '?'}, world size {r.world_size or '?'}), rate window {r.window}")
+    if r.push_age_seconds is not None:
+        head += f", last push {r.push_age_seconds:.1f} s ago"
+    lines = [head]
+    lines.append(f"  step time p50 {ms(r.step_seconds.get('0.5'))}, "
+                 f"p95 {ms(r.step_seconds.get('0.95'))}; {num(r.steps_per_second)} steps/s, "
+                 f"{num(r.samples_per_second, digits=1)} samples/s")
+    lines.append("  phases (share of step time):")
+    width = max((len(p) for p, _ in r.phases), default=0)
+    lines += [f"    {phase:<{width}} {pct(share):>6}  {bar(share)}" for phase, share in r.phases]
+    if not r.phases:
+        lines.append("    (none recorded over the window)")
+    if r.gpus:
+        for g in r.gpus:
+            where = f" (GPU {g.gpu} on {g.instance})" if g.instance else " (no exporter series)"
+            lines.append(f"  GPU {g.uuid}{where}: utilization {pct(g.utilization)}, "
+                         f"memory used {pct(g.memory_used)}")
+    else:
+        lines.append("  GPUs: none reported by the trial")
+    lines.append(f"  node CPU busy: {pct(r.node_cpu)}")
+    lines += ["", *verdict_text(r)]
+    return "\n".join(lines)
+
+
+def verdict_text(r: RankReport) -> list[str]:
+    v = r.verdict
+    if v is None:
+        return []
+    head = f"VERDICT: {v.title}"
+    if v.measured is not None and v.threshold is not None:
+        head += f": {pct(v.measured)} {v.comparison} threshold {pct(v.threshold)}"
+        if v.alert:
+            head += f" ({v.alert})"
+    lines = [head, f"  what to change: {v.remedy}"]
+    if r.alerts:
+        lines.append("  alerts: " + ", ".join(f"{a.name} {a.state}" for a in r.alerts))
+    else:
+        lines.append("  alerts: none pending or firing")
+    if v.runbook_url:
+        lines.append(f"  runbook: {v.runbook_url}")
+    return lines
+
+
+def reports_text(reports: Sequence[RankReport]) -> str:
+    return "\n\n".join(report_text(r) for r in reports)
+
+
+def reports_json(reports: Sequence[RankReport]) -> str:
+    docs = []
+    for r in reports:
+        doc = dataclasses.asdict(r)
+        doc["phases"] = [{"phase": p, "share": s} for p, s in r.phases]
+        if r.verdict is not None:
+            doc["verdict"]["exit_code"] = r.verdict.exit_code
+        docs.append(doc)
+    return json.dumps({"reports": docs}, indent=2, ensure_ascii=False)
+
+
+def trials_text(rows: Sequence[TrialRow]) -> str:
+    header = ("EXPERIMENT", "TRIAL", "RANK", "NODE", "STEPS/S", "LOADER", "GPU", "PUSHED",
+              "STATE")
+    table = [header] + [
+        (r.experiment, r.trial, r.rank, r.nodename or "-", num(r.steps_per_second),
+         pct(r.dataloader_share), pct(r.gpu_utilization), num(r.push_age_seconds, " s", 1),
+         "live" if r.live else "stale") for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+                     for row in table)
+
+
+def trials_json(rows: Sequence[TrialRow]) -> str:
+    return json.dumps({"trials": [dataclasses.asdict(r) for r in rows]}, indent=2)

@@ -1,0 +1,181 @@
+"""Gather one trial's report from Prometheus: identity, throughput, phases, GPUs, node CPU,
+alerts and the verdict, one report per rank."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from trial_instrumentation import names
+from trial_instrumentation.diagnose.deployed import Deployment
+from trial_instrumentation.diagnose.promapi import Labels, PrometheusAPI
+from trial_instrumentation.diagnose.records import QUANTILES
+from trial_instrumentation.diagnose.verdict import Measurements, Verdict, decide
+
+TRIAL_LABELS = names.GROUPING_LABELS
+BY_TRIAL = f"by ({', '.join(TRIAL_LABELS)})"
+HOST_INFO = "trainwatch_host_info"
+
+
+class UnknownTrial(LookupError):
+    """No trial matches; the message lists the trials that do exist."""
+
+
+def selector(metric: str, **labels: str | None) -> str:
+    """``selector("m", trial='a"b')`` -> ``m{trial="a\\"b"}`` (None values are left out)."""
+    quoted = [f'{k}="{_escape(v)}"' for k, v in labels.items() if v is not None]
+    return f"{metric}{{{', '.join(quoted)}}}" if quoted else metric
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _rank_key(labels: Labels) -> tuple[str, str, str]:
+    return labels.get("experiment", ""), labels.get("trial", ""), labels.get("rank", "")
+
+
+@dataclass
+class Gpu:
+    uuid: str
+    instance: str | None
+    gpu: str | None
+    utilization: float | None = None
+    memory_used: float | None = None
+
+
+@dataclass
+class AlertState:
+    name: str
+    state: str
+    value: str
+
+
+@dataclass
+class RankReport:
+    """Everything `trainwatch diagnose` says about one rank of a trial."""
+
+    experiment: str
+    trial: str
+    rank: str
+    nodename: str | None
+    pid: str | None
+    world_size: str | None
+    window: str
+    step_seconds: dict[str, float] = field(default_factory=dict)  # quantile -> seconds
+    steps_per_second: float | None = None
+    samples_per_second: float | None = None
+    phases: list[tuple[str, float]] = field(default_factory=list)  # largest share first
+    gpus: list[Gpu] = field(default_factory=list)
+    node_cpu: float | None = None
+    push_age_seconds: float | None = None
+    alerts: list[AlertState] = field(default_factory=list)
+    verdict: Verdict | None = None
+
+
+def by_rank(api: PrometheusAPI, expr: str) -> dict[tuple[str, str, str], list[tuple[Labels,
+                                                                                     float]]]:
+    grouped: dict[tuple[str, str, str], list[tuple[Labels, float]]] = defaultdict(list)
+    for labels, value in api.query(expr):
+        if math.isnan(value):  # a ratio over a window without steps: no measurement
+            continue
+        grouped[_rank_key(labels)].append((labels, value))
+    return grouped
+
+
+def first_value(rows: list[tuple[Labels, float]]) -> float | None:
+    return rows[0][1] if rows else None
+
+
+def live_trials(api: PrometheusAPI, experiment: str | None = None) -> list[Labels]:
+    """trainwatch_trial_info of every trial in Prometheus (of ``experiment`` if given)."""
+    rows = api.query(selector(names.TRIAL_INFO, experiment=experiment))
+    return sorted((labels for labels, _ in rows), key=_rank_key)
+
+
+def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
+           trial: str | None = None, rank: str | None = None) -> list[RankReport]:
+    """One report per rank of ``experiment``/``trial``; every trial of the experiment when
+    ``trial`` is None, every rank when ``rank`` is None."""
+    infos = live_trials(api, experiment)
+    chosen = [i for i in infos
+              if trial in (None, i.get("trial")) and rank in (None, i.get("rank"))]
+    if not chosen:
+        raise UnknownTrial(_unknown_message(api, infos, experiment, trial, rank))
+    n, sel = deployment.names, {"experiment": experiment, "trial": trial}
+    phases = by_rank(api, selector(n.phase_share, **sel))
+    steps = by_rank(api, selector(n.step_quantile, **sel))
+    steps_rate = by_rank(api, selector(n.steps_rate, **sel))
+    samples_rate = by_rank(api, selector(n.samples_rate, **sel))
+    gpu_info = by_rank(api, selector(names.GPU_INFO, **sel))
+    gpu_util = by_rank(api, selector(n.trial_gpu_utilization, **sel))
+    gpu_mem = by_rank(api, selector(n.trial_gpu_memory_used, **sel))
+    # The dashboard's and the alert's measure: utilization averaged over the rate window.
+    gpu_avg = by_rank(api, f"avg {BY_TRIAL} (avg_over_time("
+                            f"{selector(n.trial_gpu_utilization, **sel)}[{n.window}]))")
+    on_host = f"{n.cpu_utilization} * on(instance) group_left(nodename) {HOST_INFO}"
+    cpu = by_rank(api, f"max {BY_TRIAL} ({selector(names.TRIAL_INFO, **sel)} * on(nodename) "
+                        f"group_left() max by (nodename) ({on_host}))")
+    age = by_rank(api, f"time() - max {BY_TRIAL} ({selector('push_time_seconds', **sel)})")
+    firing = api.alerts()
+    instances = {labels.get("nodename"): labels.get("instance")
+                 for labels, _ in api.query(HOST_INFO)}
+    reports = []
+    for info in chosen:
+        key = _rank_key(info)
+        r = RankReport(experiment, info.get("trial", ""), info.get("rank", ""),
+                       info.get("nodename"), info.get("pid"), info.get("world_size"), n.window)
+        r.step_seconds = {q: v for labels, v in steps[key] for q in QUANTILES
+                          if labels.get("quantile") == q}
+        r.steps_per_second = first_value(steps_rate[key])
+        r.samples_per_second = first_value(samples_rate[key])
+        shares = {labels.get("phase", ""): v for labels, v in phases[key]}
+        r.phases = sorted(shares.items(), key=lambda item: -item[1])
+        r.gpus = _gpus(gpu_info[key], gpu_util[key], gpu_mem[key])
+        r.node_cpu, r.push_age_seconds = first_value(cpu[key]), first_value(age[key])
+        r.alerts = _alerts(firing, key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
+        r.verdict = decide(Measurements(shares, r.node_cpu, first_value(gpu_avg[key])),
+                           deployment.alerts)
+        reports.append(r)
+    return reports
+
+
+def _gpus(info: list[tuple[Labels, float]], util: list[tuple[Labels, float]],
+          mem: list[tuple[Labels, float]]) -> list[Gpu]:
+    gpus = {labels["uuid"]: Gpu(labels["uuid"], None, None) for labels, _ in info}
+    for rows, attr in ((util, "utilization"), (mem, "memory_used")):
+        for labels, value in rows:
+            gpu = gpus.setdefault(labels["uuid"], Gpu(labels["uuid"], None, None))
+            gpu.instance, gpu.gpu = labels.get("instance"), labels.get("gpu")
+            setattr(gpu, attr, value)
+    return sorted(gpus.values(), key=lambda g: g.uuid)
+
+
+def _alerts(alerts: list[dict[str, Any]], key: tuple[str, str, str], uuids: set[str],
+            instance: str | None) -> list[AlertState]:
+    """Alerts about this rank, its GPUs or its node."""
+    mine = []
+    for alert in alerts:
+        labels = alert.get("labels", {})
+        if (_rank_key(labels) == key or labels.get("uuid") in uuids
+                or (instance and labels.get("instance") == instance and "trial" not in labels)):
+            mine.append(AlertState(labels.get("alertname", "?"), alert.get("state", "?"),
+                                   str(alert.get("value", ""))))
+    return sorted(mine, key=lambda a: (a.state != "firing", a.name))
+
+
+def _unknown_message(api: PrometheusAPI, infos: list[Labels], experiment: str,
+                     trial: str | None, rank: str | None) -> str:
+    wanted = f"{experiment}/{trial}" + (f" rank {rank}" if rank is not None else "")
+    if infos:
+        ranks: dict[str, list[str]] = defaultdict(list)
+        for i in infos:
+            ranks[i.get("trial", "")].append(i.get("rank", ""))
+        known = [f"{t} (rank {', '.join(sorted(r))})" for t, r in sorted(ranks.items())]
+        return (f"no trial {wanted} in Prometheus; trials of experiment {experiment}: "
+                + ", ".join(known))
+    experiments = sorted({labels.get("experiment", "") for labels in live_trials(api)})
+    listed = ", ".join(experiments) if experiments else "none (no trial has pushed metrics)"
+    return f"no experiment {experiment!r} in Prometheus; experiments: {listed}"

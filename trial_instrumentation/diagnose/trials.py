@@ -1,0 +1,43 @@
+"""`trainwatch trials`: one row per live trial rank, like the Fleet dashboard's table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trial_instrumentation import names
+from trial_instrumentation.diagnose.deployed import TRIAL_STALE, Deployment
+from trial_instrumentation.diagnose.promapi import PrometheusAPI
+from trial_instrumentation.diagnose.report import BY_TRIAL, by_rank, first_value, selector
+
+
+@dataclass
+class TrialRow:
+    experiment: str
+    trial: str
+    rank: str
+    nodename: str | None
+    steps_per_second: float | None
+    dataloader_share: float | None
+    gpu_utilization: float | None
+    push_age_seconds: float | None
+    live: bool
+
+
+def list_trials(api: PrometheusAPI, deployment: Deployment,
+                experiment: str | None = None) -> list[TrialRow]:
+    """Every trial rank with trainwatch_trial_info (of ``experiment`` if given), live ones first;
+    live means it pushed within the deployed TrainwatchTrialStale threshold."""
+    n, sel = deployment.names, {"experiment": experiment}
+    info = by_rank(api, selector(names.TRIAL_INFO, **sel))
+    steps = by_rank(api, selector(n.steps_rate, **sel))
+    loader = by_rank(api, selector(n.phase_share, phase=names.DATALOADER_NEXT, **sel))
+    gpu = by_rank(api, f"avg {BY_TRIAL} ({selector(n.trial_gpu_utilization, **sel)})")
+    age = by_rank(api, f"time() - max {BY_TRIAL} ({selector('push_time_seconds', **sel)})")
+    stale_after = deployment.threshold(TRIAL_STALE)
+    rows = []
+    for key, [(labels, _), *_] in info.items():
+        pushed = first_value(age[key])
+        rows.append(TrialRow(*key, labels.get("nodename"), first_value(steps[key]), first_value(loader[key]),
+                             first_value(gpu[key]), pushed,
+                             live=pushed is not None and pushed < stale_after))
+    return sorted(rows, key=lambda r: (not r.live, r.experiment, r.trial, r.rank))
