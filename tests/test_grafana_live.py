@@ -11,11 +11,7 @@ names in the queries are the ones Prometheus evaluates.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,15 +21,8 @@ from typing import Any
 import pytest
 
 from grafana import fleet, generate
-from tests.stack import (
-    REPO,
-    Prometheus,
-    Service,
-    free_port,
-    scrape_config,
-    start_prometheus,
-    start_pushgateway,
-)
+from tests.live_stack import live_stack
+from tests.stack import Prometheus
 
 RATE_WINDOW = "10s"  # long enough for ~10 samples at a 1s scrape, short enough to fill fast
 FOR = "1s"
@@ -111,60 +100,24 @@ class Stack:
                                         end=str(now), step="1")["result"])
 
 
-def _start_trial(workdir: Path, pushgateway: str) -> subprocess.Popen[bytes]:
-    # Long enough to outlast the queries; stopped as soon as they are done.
-    argv = [sys.executable, str(REPO / "examples" / "pytorch_loop.py"), "--steps", "3000",
-            "--loader-delay", "0.05", "--batch-size", "8", "--workers", "1",
-            "--push-interval", "0.5", "--experiment", EXPERIMENT, "--trial", TRIAL,
-            "--pushgateway", pushgateway, "--keep-group"]
-    log = open(workdir / "trial.log", "wb")  # noqa: SIM115 - the child holds it
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RANK": RANK}
-    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env=env,
-                            start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)  # its own session: the trial and its loader worker
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("grafana_live")
-    rules = workdir / "rules"
-    subprocess.run([sys.executable, str(REPO / "prometheus" / "generate_rules.py"), "--out",
-                    str(rules), "--for", FOR, "--rate-window", RATE_WINDOW], check=True,
-                   capture_output=True)
     settings = generate.load_settings().with_overrides(rate_window=RATE_WINDOW)
     dashboards = {name: json.loads(text) for name, text in generate.render(settings).items()}
-    port = free_port()
-    exporter_argv = [sys.executable, "-m", "tests.fake_nvml_exporter",
-                     f"--web.listen-address=127.0.0.1:{port}"]
-    with start_pushgateway(workdir) as pgw, Service(
-            "trainwatch_exporter", exporter_argv, port, workdir, ready_path="/healthz",
-            env={**os.environ, "PYTHONPATH": str(REPO)}) as exporter:
-        config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                  "rule_files": [str(rules / "*.yml")],
-                  "scrape_configs": [scrape_config("trainwatch-exporter", exporter.url),
-                                     scrape_config("pushgateway", pgw.url, honor_labels=True)]}
-        prom = start_prometheus(workdir, config)  # not `with`: Service.__enter__ types as Service
-        trial = _start_trial(workdir, pgw.url)
-        try:
-            # Ready when the trial's timings made it through the recording rules into a firing
-            # alert, and the host rules have two scrapes to rate over.
-            prom.wait_for_series(f'ALERTS{{alertname="TrainwatchDataloaderBound", '
-                                 f'alertstate="firing", experiment="{EXPERIMENT}"}}', 90)
-            prom.wait_for_series(f"instance:trainwatch_cpu_utilization:ratio_rate{RATE_WINDOW}", 30)
-            assert trial.poll() is None, (workdir / "trial.log").read_text()
-            yield Stack(prom, exporter.url.split("://", 1)[1], dashboards, workdir)
-        finally:
-            _stop(trial)
-            prom.stop()
+    with live_stack(workdir, rate_window=RATE_WINDOW, for_=FOR) as live:
+        # Long enough to outlast the queries; stopped as soon as they are done.
+        trial = live.start_trial(EXPERIMENT, TRIAL, "--steps", "3000", "--loader-delay", "0.05",
+                                 "--batch-size", "8", "--workers", "1", "--keep-group",
+                                 env={"RANK": RANK})
+        prom = live.prometheus
+        # Ready when the trial's timings made it through the recording rules into a firing
+        # alert, and the host rules have two scrapes to rate over.
+        prom.wait_for_series(f'ALERTS{{alertname="TrainwatchDataloaderBound", '
+                             f'alertstate="firing", experiment="{EXPERIMENT}"}}', 90)
+        prom.wait_for_series(f"instance:trainwatch_cpu_utilization:ratio_rate{RATE_WINDOW}", 30)
+        assert trial.poll() is None, live.trial_log(TRIAL)
+        yield Stack(prom, live.exporter_instance, dashboards, workdir)
 
 
 def variable_values(stack: Stack, name: str) -> dict[str, str]:

@@ -7,7 +7,6 @@ rate windows (overrides, not an edited copy), so the whole test takes well under
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,16 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.stack import (
-    REPO,
-    Prometheus,
-    Service,
-    scrape_config,
-    start_prometheus,
-    start_pushgateway,
-    start_trainwatch_exporter,
-    wait_until,
-)
+from tests.live_stack import live_stack
+from tests.stack import REPO, Prometheus, wait_until
 
 sys.path.insert(0, str(REPO / "prometheus"))  # generate_rules.py and rulegen/ are scripts
 import generate_rules
@@ -45,36 +36,11 @@ TRIALS = {"slow": ["--loader-delay", "0.05", "--steps", "2000"],
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[tuple[Prometheus, dict[str, subprocess.Popen[bytes]]]]:
-    rules = tmp_path / "rules"
-    generate_rules.write_rules(rules, for_=f"{FOR_SECONDS}s", rate_window=RATE_WINDOW)
     # Two fake GPUs (NVML faked at the pynvml boundary): busy, capped by their power limit.
-    with start_pushgateway(tmp_path) as pgw, \
-            start_trainwatch_exporter(tmp_path, fake_gpus=2) as exporter:
-        config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(rules / "*.yml")],
-            "scrape_configs": [scrape_config("trainwatch-exporter", exporter.url),
-                               scrape_config("pushgateway", pgw.url, honor_labels=True)],
-        }
-        with start_prometheus(tmp_path, config) as prom:
-            trials = {name: start_trial(tmp_path, name, pgw, args) for name, args in TRIALS.items()}
-            try:
-                yield prom, trials
-            finally:
-                for proc in trials.values():
-                    proc.terminate()  # healthy has steps to spare: it is still running
-                    proc.wait(timeout=30)
-
-
-def start_trial(workdir: Path, name: str, pgw: Service, args: list[str]
-                ) -> subprocess.Popen[bytes]:
-    # One intra-op thread each: the two trials share a small CI machine with everything else.
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    argv = [sys.executable, str(REPO / "examples" / "pytorch_loop.py"), "--experiment", EXPERIMENT,
-            "--trial", name, "--pushgateway", pgw.url, "--push-interval", "0.5",
-            "--workers", "0", "--batch-size", "8", *args]
-    with open(workdir / f"trial-{name}.log", "wb") as log:  # the child keeps its own copy
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, env=env)
+    with live_stack(tmp_path, rate_window=RATE_WINDOW, for_=f"{FOR_SECONDS}s") as live:
+        for name, args in TRIALS.items():
+            live.start_trial(EXPERIMENT, name, "--workers", "0", "--batch-size", "8", *args)
+        yield live.prometheus, live.trials  # healthy has steps to spare: the stack stops it
 
 
 def loader_alerts(prom: Prometheus, trial: str) -> list[dict[str, Any]]:

@@ -1,0 +1,103 @@
+"""A whole trainwatch stack on loopback for the live tests: the committed rules rendered again
+with short windows, the real trainwatch-exporter over the fake NVML, a real Pushgateway, a real
+Prometheus scraping both, and real PyTorch CPU trials (examples/pytorch_loop.py).
+
+    with live_stack(tmp_path, rate_window="10s", for_="5s") as stack:
+        stack.start_trial("exp", "slow", "--loader-delay", "0.05")
+        stack.prometheus.wait_for_series(...)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.stack import (
+    REPO,
+    Prometheus,
+    Service,
+    scrape_config,
+    start_prometheus,
+    start_pushgateway,
+    start_trainwatch_exporter,
+)
+
+if str(REPO / "prometheus") not in sys.path:  # generate_rules.py and rulegen/ are scripts
+    sys.path.insert(0, str(REPO / "prometheus"))
+import generate_rules
+
+EXAMPLE = REPO / "examples" / "pytorch_loop.py"
+
+
+@dataclass
+class LiveStack:
+    """The running stack; trials started here are stopped when the stack stops."""
+
+    workdir: Path
+    prometheus: Prometheus
+    pushgateway: Service
+    exporter: Service
+    trials: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def exporter_instance(self) -> str:
+        return self.exporter.url.split("://", 1)[1]
+
+    def start_trial(self, experiment: str, trial: str, *args: str,
+                    env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """examples/pytorch_loop.py pushing every 0.5 s; ``args`` add or override flags."""
+        argv = [sys.executable, str(EXAMPLE), "--experiment", experiment, "--trial", trial,
+                "--pushgateway", self.pushgateway.url, "--push-interval", "0.5", *args]
+        # One intra-op thread: trials share a small CI machine with everything else.
+        full_env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})}
+        with open(self.workdir / f"trial-{trial}.log", "wb") as log:  # the child keeps a copy
+            # Its own session, so stopping it also stops its DataLoader workers.
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
+                                    env=full_env, start_new_session=True)
+        self.trials[trial] = proc
+        return proc
+
+    def trial_log(self, trial: str) -> str:
+        return (self.workdir / f"trial-{trial}.log").read_text(errors="replace")
+
+    def stop_trials(self) -> None:
+        for proc in self.trials.values():
+            _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@contextmanager
+def live_stack(workdir: Path, *, rate_window: str, for_: str,
+               fake_gpus: int = 2) -> Iterator[LiveStack]:
+    """Start everything (1 s scrape and evaluation); stop it all, trials first, on exit."""
+    rules = workdir / "rules"
+    generate_rules.write_rules(rules, for_=for_, rate_window=rate_window)
+    with start_pushgateway(workdir) as pgw, \
+            start_trainwatch_exporter(workdir, fake_gpus=fake_gpus) as exporter:
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(rules / "*.yml")],
+            "scrape_configs": [scrape_config("trainwatch-exporter", exporter.url),
+                               scrape_config("pushgateway", pgw.url, honor_labels=True)],
+        }
+        with start_prometheus(workdir, config) as prom:
+            stack = LiveStack(workdir, prom, pgw, exporter)
+            try:
+                yield stack
+            finally:
+                stack.stop_trials()

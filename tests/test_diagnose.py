@@ -1,0 +1,201 @@
+"""`trainwatch diagnose` without a live trial: the verdict table, reading the deployed rules,
+the renderings, and the CLI's answers to bad input (exit 2, a sentence, no traceback).
+
+The live test against a real stack is test_diagnose_live.py.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.stack import REPO, Prometheus, Service, start_prometheus
+from trial_instrumentation import remedies
+from trial_instrumentation.diagnose import cli
+from trial_instrumentation.diagnose.deployed import (
+    CPU_SATURATED,
+    DATALOADER_BOUND,
+    GPU_UNDERUTILIZED,
+    HOST_TO_DEVICE_BOUND,
+    REQUIRED_ALERTS,
+    AlertRule,
+    Deployment,
+    DeploymentError,
+)
+from trial_instrumentation.diagnose.records import RecordNames
+from trial_instrumentation.diagnose.render import reports_json, reports_text
+from trial_instrumentation.diagnose.report import Gpu, RankReport, selector
+from trial_instrumentation.diagnose.verdict import Measurements, decide
+
+THRESHOLDS = yaml.safe_load((REPO / "prometheus" / "thresholds.yaml").read_text())["alerts"]
+TRAINWATCH = Path(sys.executable).parent / "trainwatch"
+
+
+def loaded_rules() -> list[dict[str, Any]]:
+    """The committed rule files as /api/v1/rules lists them (type, name, annotations)."""
+    rules = []
+    for path in sorted((REPO / "prometheus" / "rules").glob("*.yml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                if "record" in rule:
+                    rules.append({"type": "recording", "name": rule["record"]})
+                else:
+                    rules.append({"type": "alerting", "name": rule["alert"],
+                                  "annotations": rule["annotations"]})
+    return rules
+
+
+def alerts(**thresholds: float) -> dict[str, AlertRule]:
+    """Alert rules with made-up thresholds and remedies, so a test sees which one decided."""
+    return {name: AlertRule(name, thresholds[name], f"remedy of {name}", f"runbook#{name}")
+            for name in thresholds}
+
+
+DEFAULT = alerts(**{DATALOADER_BOUND: 0.3, HOST_TO_DEVICE_BOUND: 0.2, CPU_SATURATED: 0.9,
+                    GPU_UNDERUTILIZED: 0.5})
+
+# (phase shares, node CPU, GPU utilization) -> (verdict kind, measured, exit code)
+VERDICTS = [
+    ({"dataloader_next": 0.6, "train_batch": 0.4}, 0.5, 0.9, "dataloader", 0.6, 1),
+    # Exactly at the threshold is not over it (the alert compares with >).
+    ({"dataloader_next": 0.3, "train_batch": 0.7}, 0.5, 0.9, "gpu_bound", 0.9, 0),
+    # Neither copy alone crosses 20%; together they do.
+    ({"to_device": 0.15, "from_device": 0.1, "train_batch": 0.75}, 0.5, 0.9, "memory_copies",
+     0.25, 1),
+    # Two bottlenecks: the dashboard's priority order decides (data loader first).
+    ({"dataloader_next": 0.5, "to_device": 0.5}, 0.99, 0.1, "dataloader", 0.5, 1),
+    ({"train_batch": 1.0}, 0.95, 0.1, "busy_cpu", 0.95, 1),
+    ({"train_batch": 1.0}, None, 0.2, "underused_gpu", 0.2, 1),
+    ({"train_batch": 1.0}, 0.5, 0.5, "gpu_bound", 0.5, 0),
+    ({"train_batch": 1.0}, 0.5, None, "no_gpu_metrics", None, 0),
+    ({}, 0.99, 0.1, "no_timings", None, 2),
+]
+
+
+@pytest.mark.parametrize(("shares", "cpu", "gpu", "kind", "measured", "code"), VERDICTS)
+def test_verdict_table(shares: dict[str, float], cpu: float | None, gpu: float | None,
+                       kind: str, measured: float | None, code: int) -> None:
+    v = decide(Measurements(shares, node_cpu=cpu, gpu_utilization=gpu), DEFAULT)
+    assert (v.kind, v.exit_code) == (kind, code)
+    assert v.measured == (None if measured is None else pytest.approx(measured))
+    if v.bottleneck:
+        assert v.remedy == f"remedy of {v.alert}" and v.runbook_url == f"runbook#{v.alert}"
+        assert v.threshold == DEFAULT[str(v.alert)].threshold
+
+
+def test_verdict_uses_the_thresholds_it_is_given() -> None:
+    m = Measurements({"dataloader_next": 0.6, "train_batch": 0.4}, gpu_utilization=0.9)
+    assert decide(m, DEFAULT).kind == "dataloader"
+    assert decide(m, {**DEFAULT, **alerts(**{DATALOADER_BOUND: 0.7})}).kind == "gpu_bound"
+    busy = decide(Measurements({"train_batch": 1.0}, gpu_utilization=0.4),
+                  {**DEFAULT, **alerts(**{GPU_UNDERUTILIZED: 0.3})})
+    assert (busy.kind, busy.remedy, busy.threshold) == ("gpu_bound", remedies.BUSY_GPU, 0.3)
+
+
+def test_deployment_reads_thresholds_and_remedies_from_the_committed_rules() -> None:
+    d = Deployment.from_rules(loaded_rules())
+    assert d.names == RecordNames("5m")
+    for name in REQUIRED_ALERTS:
+        assert d.threshold(name) == pytest.approx(float(THRESHOLDS[name]["threshold"])), name
+    assert d.alerts[DATALOADER_BOUND].remedy == remedies.DATALOADER
+    assert d.alerts[HOST_TO_DEVICE_BOUND].runbook_url.endswith("#trainwatchhosttodevicebound")
+
+
+def test_deployment_errors_name_what_is_missing() -> None:
+    rules = loaded_rules()
+    with pytest.raises(DeploymentError, match="no trainwatch recording rules loaded"):
+        Deployment.from_rules([r for r in rules if r["type"] == "alerting"])
+    with pytest.raises(DeploymentError, match=f"no alerting rule {CPU_SATURATED} loaded"):
+        Deployment.from_rules([r for r in rules if r["name"] != CPU_SATURATED])
+    old = [{**r, "annotations": {k: v for k, v in r.get("annotations", {}).items()
+                                 if k != "threshold"}} for r in rules]
+    with pytest.raises(DeploymentError, match=f"{DATALOADER_BOUND} has no numeric `threshold`"):
+        Deployment.from_rules(old)
+
+
+def test_record_names_are_discovered_from_the_window_in_their_names() -> None:
+    assert RecordNames.discover(["up", RecordNames("10s").steps_rate]) is None
+    assert RecordNames.discover([RecordNames("10s").phase_share, "x"]) == RecordNames("10s")
+
+
+def test_selector_escapes_label_values() -> None:
+    assert selector("m", experiment='a"b\\c', trial=None) == 'm{experiment="a\\"b\\\\c"}'
+
+
+def report() -> RankReport:
+    r = RankReport("exp", "t1", "0", "node-a", "42", "2", "5m", {"0.5": 0.05, "0.95": 0.08},
+                   12.5, 100.0, [("dataloader_next", 0.6), ("train_batch", 0.4)],
+                   [Gpu("GPU-1", "node-a:9400", "0", 0.35, 0.5)], 0.4, 1.5)
+    r.verdict = decide(Measurements(dict(r.phases), r.node_cpu, 0.35), DEFAULT)
+    return r
+
+
+def test_text_and_json_carry_the_same_verdict() -> None:
+    text = reports_text([report()])
+    assert "Trial exp/t1 rank 0 on node-a (pid 42, world size 2)" in text
+    assert "p50 50.0 ms, p95 80.0 ms; 12.50 steps/s" in text
+    assert "dataloader_next  60.0%  " + "█" * 18 in text  # 60% of a 30-wide bar
+    assert "GPU GPU-1 (GPU 0 on node-a:9400): utilization 35.0%, memory used 50.0%" in text
+    assert (f"VERDICT: Data loader: 60.0% > threshold 30.0% ({DATALOADER_BOUND})" in text
+            and f"remedy of {DATALOADER_BOUND}" in text)
+    [doc] = json.loads(reports_json([report()]))["reports"]
+    assert doc["verdict"] | {"remedy": None} == {
+        "kind": "dataloader", "title": "Data loader", "bottleneck": True, "measured": 0.6,
+        "comparison": ">", "threshold": 0.3, "alert": DATALOADER_BOUND, "remedy": None,
+        "runbook_url": f"runbook#{DATALOADER_BOUND}", "exit_code": 1}
+    assert doc["phases"][0] == {"phase": "dataloader_next", "share": 0.6}
+    assert doc["gpus"][0]["uuid"] == "GPU-1" and doc["nodename"] == "node-a"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """The installed console script, as a user runs it."""
+    return subprocess.run([str(TRAINWATCH), *args], capture_output=True, text=True, timeout=30,
+                          check=False)
+
+
+def assert_usage_error(done: subprocess.CompletedProcess[str], message: str) -> None:
+    assert done.returncode == 2, done
+    assert message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert done.stdout == ""
+
+
+def test_unreachable_prometheus_is_a_sentence_not_a_traceback() -> None:
+    with socket.socket() as s:  # bound, never listening: connection refused
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+        done = run_cli("diagnose", "--prometheus", url, "--experiment", "e", "--timeout", "2")
+    assert_usage_error(done, f"cannot reach Prometheus at {url}")
+
+
+def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["diagnose", "--prometheus", "http://127.0.0.1:9"])
+    assert exit_info.value.code == 2 and "--experiment" in capsys.readouterr().err
+    assert cli.main(["trials", "--prometheus", "prometheus:9090"]) == 2
+    assert "'prometheus:9090' is not an http(s) URL" in capsys.readouterr().err
+
+
+def test_a_server_that_is_not_prometheus_is_named(pushgateway: Service) -> None:
+    done = run_cli("trials", "--prometheus", pushgateway.url)
+    assert_usage_error(done, "did not answer with Prometheus API JSON")
+
+
+@pytest.fixture
+def bare_prometheus(tmp_path: Path) -> Iterator[Prometheus]:
+    """A real Prometheus without the trainwatch rules."""
+    with start_prometheus(tmp_path, {"global": {"scrape_interval": "1s"}}) as prom:
+        yield prom
+
+
+def test_prometheus_without_the_rules_is_a_config_error(bare_prometheus: Prometheus) -> None:
+    done = run_cli("diagnose", "--prometheus", bare_prometheus.url, "--experiment", "e")
+    assert_usage_error(done, "has no trainwatch recording rules loaded")
+    assert "load prometheus/rules/*.yml" in done.stderr
