@@ -106,7 +106,7 @@ def test_deployment_reads_thresholds_and_remedies_from_the_committed_rules() -> 
     for name in REQUIRED_ALERTS:
         assert d.threshold(name) == pytest.approx(float(THRESHOLDS[name]["threshold"])), name
     assert d.alerts[DATALOADER_BOUND].remedy == remedies.DATALOADER
-    assert d.alerts[HOST_TO_DEVICE_BOUND].runbook_url.endswith("#trainwatchhosttodevicebound")
+    assert str(d.alerts[HOST_TO_DEVICE_BOUND].runbook_url).endswith("#trainwatchhosttodevicebound")
 
 
 def test_deployment_errors_name_what_is_missing() -> None:

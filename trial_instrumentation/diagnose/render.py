@@ -39,7 +39,8 @@ def report_text(r: RankReport) -> str:
                  f"{num(r.samples_per_second, digits=1)} samples/s")
     lines.append("  phases (share of step time):")
     width = max((len(p) for p, _ in r.phases), default=0)
-    lines += [f"    {phase:<{width}} {pct(share):>6}  {bar(share)}" for phase, share in r.phases]
+    lines += [f"    {phase:<{width}} {pct(share):>6}  {bar(share)}".rstrip()
+              for phase, share in r.phases]
     if not r.phases:
         lines.append("    (none recorded over the window)")
     if r.gpus:

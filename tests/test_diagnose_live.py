@@ -1,0 +1,112 @@
+"""`trainwatch diagnose` and `trainwatch trials` against a live stack (tests/live_stack.py):
+a data-loader-bound PyTorch trial and a healthy one, run at the same time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.live_stack import LiveStack, live_stack
+from trial_instrumentation import remedies
+from trial_instrumentation.diagnose.records import RecordNames
+
+pytest.importorskip("torch")
+
+RATE_WINDOW, FOR = "10s", "3s"
+EXPERIMENT = "live-diagnose"
+NAMES = RecordNames(RATE_WINDOW)
+TRAINWATCH = Path(sys.executable).parent / "trainwatch"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    with live_stack(tmp_path_factory.mktemp("diagnose_live"), rate_window=RATE_WINDOW,
+                    for_=FOR) as live:
+        common = ("--workers", "0", "--batch-size", "8")
+        live.start_trial(EXPERIMENT, "slow", *common, "--loader-delay", "0.05", "--steps", "2000")
+        live.start_trial(EXPERIMENT, "healthy", *common, "--steps", "60000")
+        prom = live.prometheus
+        # The slow trial's alert has fired, and the healthy trial has a window of shares.
+        prom.wait_for_series(f'ALERTS{{alertname="TrainwatchDataloaderBound", '
+                             f'alertstate="firing", experiment="{EXPERIMENT}"}}', 60)
+        prom.wait_for_series(f'count_over_time({NAMES.phase_share}{{trial="healthy"}}[5s]) >= 4',
+                             30)
+        for name, proc in live.trials.items():
+            assert proc.poll() is None, live.trial_log(name)
+        yield live
+
+
+def trainwatch(stack: LiveStack, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(TRAINWATCH), *args, "--prometheus", stack.prometheus.url],
+                          capture_output=True, text=True, timeout=30, check=False)
+
+
+def diagnose(stack: LiveStack, trial: str) -> tuple[int, dict[str, Any]]:
+    done = trainwatch(stack, "diagnose", "--experiment", EXPERIMENT, "--trial", trial,
+                      "--format", "json")
+    assert done.stderr == "", done.stderr
+    [report] = json.loads(done.stdout)["reports"]
+    return done.returncode, report
+
+
+def loader_share(stack: LiveStack, trial: str) -> float:
+    [series] = stack.prometheus.query(
+        f'{NAMES.phase_share}{{experiment="{EXPERIMENT}", trial="{trial}", '
+        f'phase="dataloader_next"}}')
+    return float(series["value"][1])
+
+
+def test_diagnose_names_the_data_loader_of_the_slow_trial_only(stack: LiveStack) -> None:
+    code, slow = diagnose(stack, "slow")
+    verdict = slow["verdict"]
+    assert (code, verdict["kind"], verdict["alert"]) == (1, "dataloader",
+                                                         "TrainwatchDataloaderBound")
+    # The deployed threshold (from the rule's annotation), and the number Prometheus records.
+    assert verdict["threshold"] == 0.3 and verdict["remedy"] == remedies.DATALOADER
+    assert verdict["measured"] == pytest.approx(loader_share(stack, "slow"), abs=0.02)
+    assert verdict["measured"] > 0.9
+    assert {"name": "TrainwatchDataloaderBound", "state": "firing"}.items() <= \
+        slow["alerts"][0].items()
+    assert slow["phases"][0]["phase"] == "dataloader_next"
+    assert slow["steps_per_second"] > 0 and slow["step_seconds"]["0.5"] > 0.04
+    assert slow["world_size"] == "1" and slow["nodename"]
+
+    code, healthy = diagnose(stack, "healthy")
+    assert healthy["verdict"]["kind"] not in ("dataloader", "no_timings"), healthy["verdict"]
+    assert loader_share(stack, "healthy") < 0.3
+    assert not [a for a in healthy["alerts"] if a["name"] == "TrainwatchDataloaderBound"]
+    assert code == healthy["verdict"]["exit_code"]
+
+
+def test_text_report_says_what_to_change(stack: LiveStack) -> None:
+    done = trainwatch(stack, "diagnose", "--experiment", EXPERIMENT, "--trial", "slow")
+    assert done.returncode == 1, done.stderr
+    assert "VERDICT: Data loader:" in done.stdout and remedies.DATALOADER in done.stdout
+    assert "TrainwatchDataloaderBound firing" in done.stdout
+    assert "#trainwatchdataloaderbound" in done.stdout
+
+
+def test_unknown_trial_lists_the_live_ones(stack: LiveStack) -> None:
+    done = trainwatch(stack, "diagnose", "--experiment", EXPERIMENT, "--trial", "nope")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"no trial {EXPERIMENT}/nope" in done.stderr
+    assert "healthy (rank 0)" in done.stderr and "slow (rank 0)" in done.stderr
+
+
+def test_trials_lists_both_with_their_loader_share(stack: LiveStack) -> None:
+    done = trainwatch(stack, "trials", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    rows = {r["trial"]: r for r in json.loads(done.stdout)["trials"]}
+    assert rows.keys() == {"slow", "healthy"}
+    assert all(r["live"] and r["steps_per_second"] > 0 for r in rows.values())
+    assert rows["slow"]["dataloader_share"] > 0.9 > rows["healthy"]["dataloader_share"]
+    text = trainwatch(stack, "trials").stdout.splitlines()
+    assert text[0].split() == ["EXPERIMENT", "TRIAL", "RANK", "NODE", "STEPS/S", "LOADER", "GPU",
+                               "PUSHED", "STATE"]
+    assert [line.split()[1] for line in text[1:]] == ["healthy", "slow"]
