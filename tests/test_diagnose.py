@@ -199,3 +199,11 @@ def test_prometheus_without_the_rules_is_a_config_error(bare_prometheus: Prometh
     done = run_cli("diagnose", "--prometheus", bare_prometheus.url, "--experiment", "e")
     assert_usage_error(done, "has no trainwatch recording rules loaded")
     assert "load prometheus/rules/*.yml" in done.stderr
+
+
+def test_the_training_hot_path_never_loads_the_cli() -> None:
+    probe = ("import sys, trial_instrumentation; "
+             "print(sorted(m for m in sys.modules if 'diagnose' in m or m == 'requests'))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=30, check=True, cwd=REPO)
+    assert done.stdout.strip() == "[]"
