@@ -12,8 +12,9 @@ A setting ``section_name`` is the YAML key ``section: {name: ...}`` and the flag
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -32,11 +33,21 @@ class ConfigError(Exception):
 
 
 def _setting(default: Any, kind: type, help_text: str, flag: bool = True,
-             choices: tuple[str, ...] = ()) -> Any:
-    meta = {"kind": kind, "help": help_text, "flag": flag, "choices": choices}
+             choices: tuple[str, ...] = (), validate: Callable[[Any], object] | None = None) -> Any:
+    # ``validate`` raises ConfigError for a value of the right type that is still wrong; it runs
+    # per key in check(), so an error from a config file names the file too.
+    meta = {"kind": kind, "help": help_text, "flag": flag, "choices": choices,
+            "validate": validate}
     if isinstance(default, dict):
         return field(default_factory=dict, metadata=meta)
     return field(default=default, metadata=meta)
+
+
+def _finite_non_negative(key: str) -> Callable[[float], None]:
+    def validate(value: float) -> None:
+        if not 0 <= value < math.inf:  # also rejects NaN
+            raise ConfigError(f"{key} must be a finite number >= 0, not {value!r}")
+    return validate
 
 
 def _default_collectors() -> dict[str, bool]:
@@ -48,7 +59,8 @@ class Settings:
     """Everything the exporter can be told; see the README's configuration section."""
 
     web_listen_address: str = _setting(DEFAULT_LISTEN_ADDRESS, str, "HOST:PORT to serve on "
-                                       "(empty HOST: all interfaces)")
+                                       "(empty HOST: all interfaces)",
+                                       validate=lambda v: parse_listen_address(v))
     web_tls_cert_file: str | None = _setting(None, str, "serve HTTPS with this PEM certificate")
     web_tls_key_file: str | None = _setting(None, str, "PEM private key for the certificate")
     web_basic_auth_users: Mapping[str, str] = _setting(
@@ -56,12 +68,13 @@ class Settings:
     gpu_pcie_throughput: bool = _setting(True, bool, "read PCIe throughput (NVML samples 20 ms "
                                          "per direction per GPU at every scrape)")
     gpu_nvml_retry_seconds: float = _setting(60.0, float, "while NVML is missing, try to load "
-                                             "it again at most this often")
+                                             "it again at most this often",
+                                             validate=_finite_non_negative(
+                                                 "gpu.nvml_retry_seconds"))
     log_level: str = _setting("info", str, "log verbosity", choices=LOG_LEVELS)
     collectors: Mapping[str, bool] = field(default_factory=_default_collectors)
 
     def __post_init__(self) -> None:
-        parse_listen_address(self.web_listen_address)
         if (self.web_tls_cert_file is None) != (self.web_tls_key_file is None):
             raise ConfigError("web.tls_cert_file and web.tls_key_file must be given together")
 
@@ -108,6 +121,9 @@ def check(key: str, value: Any) -> Any:
     choices = OPTIONS[key].metadata["choices"] if key in OPTIONS else ()
     if choices and value not in choices:
         raise ConfigError(f"{key} must be one of {', '.join(choices)}, not {value!r}")
+    validate = OPTIONS[key].metadata["validate"] if key in OPTIONS else None
+    if validate is not None:
+        validate(value)
     if key == "web.basic_auth_users":
         for user, encoded in value.items():
             try:
@@ -125,6 +141,8 @@ def load_file(path: str) -> dict[str, Any]:
         doc = yaml.safe_load(Path(path).read_text())
     except OSError as err:
         raise ConfigError(f"config file {path}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {path}: not UTF-8 text (byte {err.start})") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"config file {path}: invalid YAML{_where(err)}") from None
     if doc is None:

@@ -32,10 +32,12 @@ def write(tmp_path: Path, text: str) -> str:
     (["--no-collector.nope"], "unknown collector 'nope'"),
     (["--web.listen-address=nonsense"], "invalid listen address 'nonsense'"),
     (["--web.listen-address=127.0.0.1:99999"], "invalid listen address '127.0.0.1:99999'"),
-    (["--web.listen-address=no.such.host.invalid:10910"],
-     "cannot listen on 'no.such.host.invalid:10910'"),
+    # TEST-NET-1 is on no local interface: bind fails at once, without DNS or packets.
+    (["--web.listen-address=192.0.2.1:10910"], "cannot listen on '192.0.2.1:10910'"),
     (["--log.level=loud"], "--log.level"),
     (["--gpu.nvml-retry-seconds=soon"], "--gpu.nvml-retry-seconds"),
+    (["--gpu.nvml-retry-seconds=-1"], "gpu.nvml_retry_seconds must be a finite number >= 0"),
+    (["--gpu.nvml-retry-seconds=nan"], "gpu.nvml_retry_seconds must be a finite number >= 0"),
     (["--web.tls-cert-file", str(CERT)], "must be given together"),
     (["--web.listen-address=127.0.0.1:0", "--web.tls-cert-file=/nope.crt",
       "--web.tls-key-file=/nope.key"], "cannot load TLS certificate '/nope.crt'"),
@@ -63,6 +65,7 @@ def test_bad_flags_exit_2_naming_the_problem(capsys: pytest.CaptureFixture[str],
     ("web:\n  basic_auth_users:\n    prometheus: plaintext\n",
      "web.basic_auth_users.prometheus: expected pbkdf2_sha256$"),
     ("log:\n  level: loud\n", "log.level must be one of debug, info, warn, error"),
+    ("gpu:\n  nvml_retry_seconds: -5\n", "gpu.nvml_retry_seconds must be a finite number >= 0"),
 ])
 def test_bad_config_files_exit_2_naming_file_and_key(capsys: pytest.CaptureFixture[str],
                                                      tmp_path: Path, text: str,
@@ -71,9 +74,17 @@ def test_bad_config_files_exit_2_naming_file_and_key(capsys: pytest.CaptureFixtu
     code, err = run_main(capsys, "--config", path)
     assert code == 2
     assert expected in err
-    if "listen address" not in expected:
-        assert f"config file {path}" in err
+    assert f"config file {path}" in err
     assert err.count("\n") == 1
+
+
+def test_a_config_file_that_is_not_text_exits_2(capsys: pytest.CaptureFixture[str],
+                                                tmp_path: Path) -> None:
+    path = tmp_path / "trainwatch.yml"
+    path.write_bytes(b"web:\n  listen_address: '\xff\xfe'\n")
+    code, err = run_main(capsys, "--config", str(path))
+    assert code == 2
+    assert f"config file {path}: not UTF-8 text" in err and err.count("\n") == 1
 
 
 def test_a_port_in_use_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
