@@ -133,7 +133,8 @@ def start_trainwatch_exporter(workdir: Path, *extra: str, fake_gpus: int | None 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if fake_gpus is not None:
         env["TRAINWATCH_FAKE_GPUS"] = str(fake_gpus)
-    return Service("trainwatch_exporter", argv, port, workdir, ready_path="/healthz", env=env)
+    name = "trainwatch_exporter" if fake_gpus is None else "fake_gpu_exporter"
+    return Service(name, argv, port, workdir, ready_path="/healthz", env=env)
 
 
 class Prometheus(Service):

@@ -37,23 +37,14 @@ UPDATE_GOLDEN = os.environ.get("TRAINWATCH_UPDATE_GOLDEN") == "1"
 JOB = "trainwatch-exporter"
 
 
-def start_fake_gpu_exporter(workdir: Path, *flags: str, gpus: int = 2) -> Service:
-    """The real exporter main over tests.fake_nvml (see tests/fake_nvml_exporter.py)."""
-    port = free_port()
-    argv = [sys.executable, "-m", "tests.fake_nvml_exporter",
-            f"--web.listen-address=127.0.0.1:{port}", *flags]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TRAINWATCH_FAKE_GPUS": str(gpus)}
-    return Service("fake_gpu_exporter", argv, port, workdir, ready_path="/healthz", env=env)
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, Service,
                                                                       Prometheus]]:
     """The real exporter (no GPU here), the fake-GPU one, and Prometheus scraping both."""
     workdir = tmp_path_factory.mktemp("e2e")
     with start_trainwatch_exporter(workdir) as real, \
-            start_fake_gpu_exporter(workdir, "--no-collector.host",
-                                    "--collector.gpu_process") as fake:
+            start_trainwatch_exporter(workdir, "--no-collector.host", "--collector.gpu_process",
+                                      fake_gpus=2) as fake:
         job = scrape_config(JOB, real.url)
         job["static_configs"][0]["targets"].append(fake.url.split("://", 1)[1])
         prom = start_prometheus(workdir, {"scrape_configs": [job]})
