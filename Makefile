@@ -50,6 +50,9 @@ $(HELM):
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
+	@# Debian's python3 has no venv/ensurepip until python3-venv is installed.
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3-venv; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==$(TORCH_VERSION)
