@@ -150,21 +150,35 @@ def test_names_fit_in_63_characters() -> None:
 
 @pytest.mark.parametrize("mode", ["standalone", "kube-prometheus-stack"])
 def test_notes_render(mode: str, tmp_path: Path) -> None:
-    # helm template skips NOTES.txt: render it through a copy of the chart as a ConfigMap.
-    import shutil
-
-    chart = tmp_path / "trainwatch"
-    shutil.copytree(CHART, chart)
-    (chart / "notes.txt").write_text((chart / "templates" / "NOTES.txt").read_text())
-    (chart / "templates" / "notes-probe.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
-        'data: {notes: {{ tpl (.Files.Get "notes.txt") . | toJson }}}\n')
-    result = helm("template", "tw", str(chart), "--set", f"mode={mode}",
-                  "--show-only", "templates/notes-probe.yaml")
-    assert result.returncode == 0, result.stderr
-    notes = yaml.safe_load(result.stdout)["data"]["notes"]
+    notes = render_notes(tmp_path, "--set", f"mode={mode}")
     assert "tw-trainwatch-pushgateway" in notes
     if mode == "standalone":
         assert "port-forward svc/tw-trainwatch-grafana 3000" in notes
     else:
         assert '{"release":"kube-prometheus-stack"}' in notes
+
+
+def test_notes_warn_about_gpu_less_nodes_only_without_a_node_selector(tmp_path: Path) -> None:
+    warning = "raises TrainwatchCollectorFailing"
+    assert warning in render_notes(tmp_path)
+    gpu_only = render_notes(tmp_path, "--set-string",
+                            "exporter.nodeSelector.nvidia\\.com/gpu\\.present=true")
+    assert warning not in gpu_only and "nvidia.com/gpu.present" in gpu_only
+
+
+def render_notes(tmp_path: Path, *flags: str) -> str:
+    # helm template skips NOTES.txt: render it through a copy of the chart as a ConfigMap.
+    import shutil
+
+    chart = tmp_path / "trainwatch"
+    if chart.exists():
+        shutil.rmtree(chart)
+    shutil.copytree(CHART, chart)
+    (chart / "notes.txt").write_text((chart / "templates" / "NOTES.txt").read_text())
+    (chart / "templates" / "notes-probe.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+        'data: {notes: {{ tpl (.Files.Get "notes.txt") . | toJson }}}\n')
+    result = helm("template", "tw", str(chart), *flags,
+                  "--show-only", "templates/notes-probe.yaml")
+    assert result.returncode == 0, result.stderr
+    return str(yaml.safe_load(result.stdout)["data"]["notes"])
