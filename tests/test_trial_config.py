@@ -16,8 +16,8 @@ GOOD: dict[str, Any] = {"experiment": "e", "trial": "t", "pushgateway": "http://
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in vars(names).values():
-        if isinstance(var, str) and (var.startswith("TRAINWATCH_") or var in ("RANK",
-                                                                                "WORLD_SIZE")):
+        if isinstance(var, str) and (var.startswith("TRAINWATCH_") or var in (
+                names.ENV_RANK, names.ENV_WORLD_SIZE, names.ENV_LOCAL_RANK)):
             monkeypatch.delenv(var, raising=False)
 
 
@@ -34,6 +34,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     ({"experiment": None}, "experiment is required.*TRAINWATCH_EXPERIMENT"),
     ({"rank": 2, "world_size": 2}, "rank 2 is not below world size 2"),
     ({"rank": -1}, "rank="),
+    ({"local_rank": -1}, "local_rank="),
     ({"timing_mode": "gpu"}, "timing_mode=.*cuda_events"),
     ({"buckets": [1.0, 0.5]}, "buckets=.*increasing"),
     ({"buckets": []}, "buckets=.*empty"),
@@ -54,6 +55,7 @@ def test_bad_argument_raises_at_creation(override: dict[str, object], message: s
     (names.ENV_TRIAL, "x/y"),
     (names.ENV_RANK, "one"),
     (names.ENV_WORLD_SIZE, "0"),
+    (names.ENV_LOCAL_RANK, "gpu1"),
     (names.ENV_PULL_PORT, "70000"),
     (names.ENV_TIMING_MODE, "cuda"),
 ])
@@ -71,14 +73,14 @@ def test_environment_configures_everything(monkeypatch: pytest.MonkeyPatch) -> N
     env = {names.ENV_PUSHGATEWAY: "https://gw.example:9091/prefix/", names.ENV_EXPERIMENT: "e",
            names.ENV_TRIAL: "t7", names.ENV_PUSH_INTERVAL: "2.5",
            names.ENV_DELETE_ON_EXIT: "0", "RANK": "3", "WORLD_SIZE": "4",
-           names.ENV_NODENAME: "node-a"}
+           names.ENV_LOCAL_RANK: "1", names.ENV_NODENAME: "node-a"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     config = ti.Trial.from_env().config
     assert (config.pushgateway, config.push_interval, config.delete_on_exit) == \
         ("https://gw.example:9091/prefix", 2.5, False)
     assert config.grouping_key == {"experiment": "e", "trial": "t7", "rank": "3"}
-    assert (config.world_size, config.nodename) == (4, "node-a")
+    assert (config.world_size, config.local_rank, config.nodename) == (4, 1, "node-a")
     # An argument wins over its variable.
     assert ti.Trial(trial="t8", push_interval=1).config.trial == "t8"
 
@@ -87,6 +89,7 @@ def test_unset_environment_is_a_no_op_trial() -> None:
     trial = ti.Trial(experiment="e", trial="t")
     assert not trial.enabled
     assert trial.config.push_interval == 10.0 and trial.config.delete_on_exit
+    assert trial.config.local_rank is None  # not under torchrun
 
 
 def test_basic_auth_is_sent_and_the_password_never_printed() -> None:

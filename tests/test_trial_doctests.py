@@ -7,11 +7,14 @@ import importlib
 
 import pytest
 
-MODULES = ["__init__", "collector", "config", "loader", "pusher", "timing", "transport", "trial"]
+MODULES = ["__init__", "collector", "config", "gpus", "loader", "pusher", "timing", "torch_devices",
+           "transport", "trial"]
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name: str) -> None:
+    if name.startswith("torch_"):
+        pytest.importorskip("torch")
     module = importlib.import_module("trial_instrumentation" if name == "__init__"
                                      else f"trial_instrumentation.{name}")
     result = doctest.testmod(module)

@@ -31,6 +31,7 @@ class TrialConfig:
     trial: str
     rank: int
     world_size: int
+    local_rank: int | None
     nodename: str
     push_interval: float
     delete_on_exit: bool
@@ -129,11 +130,11 @@ def _timing_mode(value: str) -> str:
 
 def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
             experiment: str | None = None, trial: str | None = None, rank: int | None = None,
-            world_size: int | None = None, push_interval: float | None = None,
-            delete_on_exit: bool | None = None, timing_mode: str | None = None,
-            buckets: Iterable[float] | None = None, username: str | None = None,
-            password: str | None = None, connect_timeout: float = 2.0,
-            read_timeout: float = 5.0, exit_timeout: float = 10.0,
+            world_size: int | None = None, local_rank: int | None = None,
+            push_interval: float | None = None, delete_on_exit: bool | None = None,
+            timing_mode: str | None = None, buckets: Iterable[float] | None = None,
+            username: str | None = None, password: str | None = None,
+            connect_timeout: float = 2.0, read_timeout: float = 5.0, exit_timeout: float = 10.0,
             env: Mapping[str, str] | None = None) -> TrialConfig:
     """Validate the arguments of :class:`~trial_instrumentation.Trial`, filling gaps from env."""
     src = _Source(os.environ if env is None else env)
@@ -163,6 +164,8 @@ def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
         pushgateway=gateway, pull_port=port,
         experiment=labels["experiment"], trial=labels["trial"],
         rank=rank_value, world_size=world,
+        local_rank=src.get(local_rank, "local_rank", names.ENV_LOCAL_RANK, _int_at_least(0),
+                           None)[0],
         nodename=src.get(None, "nodename", names.ENV_NODENAME, str, os.uname().nodename)[0],
         push_interval=src.get(push_interval, "push_interval", names.ENV_PUSH_INTERVAL,
                               _positive, 10.0)[0],

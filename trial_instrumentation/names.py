@@ -53,6 +53,8 @@ ENV_PASSWORD = "TRAINWATCH_PUSHGATEWAY_PASSWORD"
 # The host the trial runs on, for the join to trainwatch_host_info{nodename}. On Kubernetes set
 # it from the downward API (spec.nodeName): a pod's own hostname is the pod name.
 ENV_NODENAME = "TRAINWATCH_NODENAME"
-# torchrun's variables.
+# torchrun's variables. LOCAL_RANK picks the GPU a rank reports when nothing better is known
+# (see torch_devices.training_devices).
 ENV_RANK = "RANK"
 ENV_WORLD_SIZE = "WORLD_SIZE"
+ENV_LOCAL_RANK = "LOCAL_RANK"

@@ -1,4 +1,5 @@
-"""PyTorch integration: CUDA timing modes and GPU identity. Imported only when torch is used.
+"""PyTorch integration: CUDA timing modes. Imported only when torch is used (GPU identity:
+:mod:`trial_instrumentation.torch_devices`).
 
 * ``cuda_sync``: ``torch.cuda.synchronize()`` when a phase opens and before it closes, like
   Determined's ``sync_timings``: the phase gets the GPU time of its own kernels, and the
@@ -15,8 +16,7 @@ import collections
 import logging
 import threading
 import time
-import uuid as uuidlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -31,37 +31,6 @@ MAX_PENDING = 10_000  # unresolved phases; beyond it, phases go untimed rather t
 
 def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
-
-
-def current_cuda_device() -> int | None:
-    """The training thread's CUDA device, once CUDA is in use; ``None`` before that."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        return int(torch.cuda.current_device())
-    return None
-
-
-def nvml_uuid(index: int) -> str | None:
-    """The NVML UUID (``GPU-xxxxxxxx-...``) of torch device ``index``, as the exporter shows it."""
-    props = torch.cuda.get_device_properties(index)
-    raw = getattr(getattr(props, "uuid", None), "bytes", None)
-    if isinstance(raw, bytes) and len(raw) == 16:
-        return f"GPU-{uuidlib.UUID(bytes=raw)}"
-    return _uuid_by_pci_bus_id(props)
-
-
-def _uuid_by_pci_bus_id(props: object) -> str | None:
-    """For torch builds whose device properties carry no UUID: ask NVML by PCI bus id."""
-    try:
-        import pynvml
-
-        p: Any = props
-        bus_id = f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
-        pynvml.nvmlInit()
-        uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByPciBusId(bus_id))
-        return uuid.decode() if isinstance(uuid, bytes) else str(uuid)
-    except Exception as exc:  # noqa: BLE001 - ImportError, AttributeError, any pynvml.NVMLError
-        log.warning("trainwatch: no NVML UUID for CUDA device %s: %s", props, exc)
-        return None
 
 
 class SyncPhase(Phase):

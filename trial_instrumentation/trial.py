@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -13,6 +12,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from trial_instrumentation import config as configuration
 from trial_instrumentation import names
 from trial_instrumentation.collector import TrialCollector, TrialState
+from trial_instrumentation.gpus import TrainingGpus
 from trial_instrumentation.loader import TimedLoader
 from trial_instrumentation.pusher import Pusher
 from trial_instrumentation.timing import Histogram, NoopPhase, Phase
@@ -22,14 +22,15 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+MAX_LOGGED_BAD_NAMES = 10  # distinct bad phase names logged; a name made per step stays quiet
 PhaseFactory = Callable[[str, Histogram], Phase]
 
 
 class Trial:
     """One training process's timings, pushed to a Pushgateway (or served for a PodMonitor).
 
-    Arguments left out come from ``TRAINWATCH_*`` (and torchrun's ``RANK`` / ``WORLD_SIZE``);
-    with neither a Pushgateway nor a pull port, every method is a cheap no-op. Bad settings
+    Arguments left out come from ``TRAINWATCH_*`` (and torchrun's ``RANK``, ``WORLD_SIZE``,
+    ``LOCAL_RANK``); with neither a Pushgateway nor a pull port, every method is a cheap no-op. Bad settings
     raise ``ValueError`` here, naming the argument or variable, never later.
 
     >>> with Trial(experiment="resnet", trial="lr-0.1") as trial:   # no gateway: a no-op
@@ -41,7 +42,8 @@ class Trial:
     def __init__(self, experiment: str | None = None, trial: str | None = None,
                  pushgateway: str | None = None, push_interval: float | None = None, *,
                  pull_port: int | None = None, rank: int | None = None,
-                 world_size: int | None = None, delete_on_exit: bool | None = None,
+                 world_size: int | None = None, local_rank: int | None = None,
+                 delete_on_exit: bool | None = None,
                  timing_mode: str | None = None, buckets: Iterable[float] | None = None,
                  username: str | None = None, password: str | None = None,
                  connect_timeout: float = 2.0, read_timeout: float = 5.0,
@@ -49,17 +51,19 @@ class Trial:
         self.config = configuration.resolve(
             experiment=experiment, trial=trial, pushgateway=pushgateway,
             push_interval=push_interval, pull_port=pull_port, rank=rank, world_size=world_size,
+            local_rank=local_rank,
             delete_on_exit=delete_on_exit, timing_mode=timing_mode, buckets=buckets,
             username=username, password=password, connect_timeout=connect_timeout,
             read_timeout=read_timeout, exit_timeout=exit_timeout)
         cfg = self.config
         #: The trial's private registry; register your own collectors here to push them too.
         self.registry = CollectorRegistry()
+        self._gpus = TrainingGpus(cfg.local_rank)
         self._state = TrialState(cfg.buckets, {"nodename": cfg.nodename, "pid": str(os.getpid()),
                                                "world_size": str(cfg.world_size)},
-                                 gpu_uuids=self._gpu_uuids)
+                                 gpu_uuids=self._gpus.uuids)
         self._phases: dict[str, Phase | NoopPhase] = {}
-        self._devices: dict[int, str | None] = {}  # CUDA index -> NVML UUID, resolved lazily
+        self._bad_names: set[str] = set()
         self._resolver: Any = None
         self._pusher: Pusher | None = None
         self._server: Any = None
@@ -85,10 +89,13 @@ class Trial:
         return None if self._server is None else int(self._server.server_port)
 
     def phase(self, name: str) -> Phase | NoopPhase:
-        """The timer of phase ``name``: ``with trial.phase("train_batch"): ...``."""
+        """The timer of phase ``name``: ``with trial.phase("train_batch"): ...``.
+
+        A name that is not a non-empty string is logged (once) and timed by a no-op: a typo
+        must not stop a run hours in."""
         try:
             return self._phases[name]
-        except KeyError:
+        except (KeyError, TypeError):  # TypeError: an unhashable name, refused in _add_phase
             return self._add_phase(name)
 
     def timed(self, name: str) -> Phase | NoopPhase:
@@ -102,7 +109,7 @@ class Trial:
         if not self.enabled:
             return iterable
         return TimedLoader(iterable, self._state.phase_histogram(names.DATALOADER_NEXT),
-                           self._state.step, self._state.progress, samples, self._note_device)
+                           self._state.step, self._state.progress, samples, self._gpus.note)
 
     def start(self) -> Self:
         """Start pushing (or serving); ``with Trial(...)`` calls it."""
@@ -115,7 +122,7 @@ class Trial:
                 self._server, _ = start_http_server(cfg.pull_port, registry=self.registry)
             except OSError as exc:  # a taken port must not stop training
                 log.error("trainwatch: cannot serve /metrics on port %s: %s", cfg.pull_port, exc)
-        self._note_device()
+        self._gpus.note()
         return self
 
     def close(self, clean: bool = True) -> None:
@@ -124,7 +131,7 @@ class Trial:
         if self._closed:
             return
         self._closed = True
-        self._note_device()
+        self._gpus.note()
         if self._resolver is not None:
             self._resolver.drain(self.config.exit_timeout / 2)
             self._resolver.stop()
@@ -144,7 +151,7 @@ class Trial:
 
     def _add_phase(self, name: str) -> Phase | NoopPhase:
         if not isinstance(name, str) or not name:
-            raise ValueError(f"a phase name must be a non-empty string, got {name!r}")
+            return self._bad_phase(name)
         histogram = self._state.phase_histogram(name)
         if self._make_phase is None:
             timer: Phase | NoopPhase = NoopPhase(name)
@@ -171,25 +178,10 @@ class Trial:
         self._resolver = resolver = torch_timing.EventResolver()
         return lambda name, histogram: torch_timing.EventPhase(name, histogram, resolver)
 
-    def _note_device(self) -> None:
-        """Remember the CUDA device the training thread uses (called on the training thread:
-        the current device is per thread)."""
-        if "torch" not in sys.modules:
-            return  # torch never imported by the script: no GPU in use, nothing to import
-        from trial_instrumentation.torch_timing import current_cuda_device
-        index = current_cuda_device()
-        if index is not None:
-            self._devices.setdefault(index, None)
-
-    def _gpu_uuids(self) -> list[str]:
-        if not self._devices:
-            return []
-        from trial_instrumentation.torch_timing import nvml_uuid
-        for index, uuid in tuple(self._devices.items()):
-            if uuid is None:
-                try:
-                    self._devices[index] = nvml_uuid(index) or ""
-                except Exception:  # a failing lookup must not fail every push after it
-                    log.exception("trainwatch: no UUID for CUDA device %d", index)
-                    self._devices[index] = ""
-        return sorted(uuid for uuid in self._devices.values() if uuid)
+    def _bad_phase(self, name: object) -> NoopPhase:
+        shown = repr(name)
+        if shown not in self._bad_names and len(self._bad_names) < MAX_LOGGED_BAD_NAMES:
+            self._bad_names.add(shown)
+            log.error("trainwatch: phase name %s is not a non-empty string; that phase is "
+                      "not timed", shown)
+        return NoopPhase(shown)
