@@ -17,6 +17,7 @@ from rulegen.settings import Settings
 GPU_INFO = "trainwatch_gpu_info"
 HOST_INFO = "trainwatch_host_info"
 TRIAL_INFO = "trainwatch_trial_info"
+TRIAL_GPU_INFO = "trainwatch_trial_gpu_info"
 BY_TRIAL = f"by ({', '.join(TRIAL_LABELS)})"
 
 # Legends: a hardware series names its host and its GPU, a trial series its rank and node.

@@ -9,15 +9,30 @@ from grafana import verdict
 from grafana.board import dashboard, query_variable
 from grafana.layout import Layout
 from grafana.panels import Panel, Query, stat, table, timeseries
-from grafana.promql import BY_TRIAL, GPU_LEGEND, TRIAL_INFO, TRIAL_LEGEND, Promql, parens
+from grafana.promql import (
+    BY_TRIAL,
+    GPU_LEGEND,
+    TRIAL_GPU_INFO,
+    TRIAL_INFO,
+    TRIAL_LEGEND,
+    Promql,
+    parens,
+)
 from grafana.sections import add_host_panels, gpu_ratio
 
 UID = "trainwatch-trial-profile"
 # Variable names; the Fleet table's links set them as var-<name>.
 EXPERIMENT, TRIAL, RANK = "experiment", "trial", "rank"
 MATCHERS = (f'{EXPERIMENT}=~"${EXPERIMENT}"', f'{TRIAL}=~"${TRIAL}"', f'{RANK}=~"${RANK}"')
-FIRING_ALERTS = (f'ALERTS{{alertstate="firing", {EXPERIMENT}=~"${EXPERIMENT}", '
-                 f'{TRIAL}=~"${TRIAL}"}}')
+FIRING = 'ALERTS{alertstate="firing"}'
+
+
+def firing_alerts(q: Promql) -> str:
+    """Firing alerts about the selected trials, their GPUs (uuid) and their nodes (instance)."""
+    trial_gpus = q.trial(TRIAL_GPU_INFO, *MATCHERS)
+    return (f'ALERTS{{alertstate="firing", {EXPERIMENT}=~"${EXPERIMENT}", {TRIAL}=~"${TRIAL}"}}'
+            f" or ({FIRING} and on(uuid) {trial_gpus})"
+            f" or ({FIRING} and on(instance) ({q.trial_nodes(*MATCHERS)}))")
 
 
 def _share_against(q: Promql, title: str, phases: str, alert: str) -> Panel:
@@ -42,8 +57,9 @@ def build(q: Promql) -> db.Dashboard:
     layout.add(stat("Bottleneck", "none", [
         Query(q.with_nodename(verdict.expression(outcomes)), TRIAL_LEGEND),
     ], description=verdict.description(outcomes), mappings=verdict.mappings(outcomes)), 12, 7)
-    layout.add(table("Firing alerts", [Query(FIRING_ALERTS)],
-                     description="Alerts firing now for the selected experiment and trial.",
+    layout.add(table("Firing alerts", [Query(firing_alerts(q))],
+                     description="Alerts firing now for the selected trials, for the GPUs they "
+                                 "use and for the nodes they run on.",
                      hide=["Value", "alertstate"]), 12, 7)
     layout.row("Steps")
     layout.add(timeseries("Step time", "s", [

@@ -17,9 +17,6 @@ from rulegen.promql import number, select
 from grafana.panels import Mapping
 from grafana.promql import BY_TRIAL, Promql
 
-NO_GPU_METRICS = ("No GPU series joins this trial (trainwatch_trial_gpu_info): it computes on "
-                  "the CPU, or trainwatch-exporter does not run on its node.")
-
 
 @dataclass(frozen=True)
 class Verdict:
@@ -60,7 +57,7 @@ def verdicts(q: Promql, matchers: Sequence[str]) -> list[Verdict]:
         Verdict(5, "GPU-bound", "green", gpu, remedies.BUSY_GPU),
         # Any trial that reports phases at all gets a verdict, GPU metrics or not.
         Verdict(6, "No GPU metrics", "blue", f"sum {BY_TRIAL} "
-                f"({select(n.phase_share, *matchers)})", NO_GPU_METRICS),
+                f"({select(n.phase_share, *matchers)})", remedies.NO_GPU_METRICS),
     ]
 
 

@@ -19,6 +19,7 @@ pytest.importorskip("grafana_foundation_sdk", reason="grafana-foundation-sdk nee
 
 from grafana import fleet, generate, trial_profile
 from grafana.generate import DEFAULT_THRESHOLDS, load_settings
+from tests.stack import require_binary
 
 REPO = Path(__file__).resolve().parent.parent
 DASHBOARDS = REPO / "grafana" / "dashboards"
@@ -174,11 +175,50 @@ def test_verdict_maps_every_code_its_query_yields_to_words() -> None:
     assert all(o["text"] for o in options.values())
 
 
-def test_firing_alerts_panel_queries_the_trial_alerts() -> None:
+# The trial's own alert, one on its GPU and one on its node are shown; alerts of another trial,
+# GPU or node, and pending ones, are not. Checked by promtool evaluating the panel's query.
+OURS = [
+    ('ALERTS{alertname="TrainwatchDataloaderBound", alertstate="firing", experiment="e", '
+    'trial="t", rank="0", severity="warning"}'),
+    ('ALERTS{alertname="TrainwatchGPUThrottled", alertstate="firing", instance="n1:10910", '
+    'gpu="0", uuid="GPU-a", reason="hw_slowdown"}'),
+    'ALERTS{alertname="TrainwatchHostMemoryLow", alertstate="firing", instance="n1:10910"}',
+]
+NOT_OURS = [
+    ('ALERTS{alertname="TrainwatchDataloaderBound", alertstate="firing", experiment="e", '
+    'trial="other", rank="0"}'),
+    ('ALERTS{alertname="TrainwatchGPUThrottled", alertstate="firing", instance="n2:10910", '
+    'gpu="0", uuid="GPU-b", reason="hw_slowdown"}'),
+    'ALERTS{alertname="TrainwatchHostMemoryLow", alertstate="firing", instance="n2:10910"}',
+    ('ALERTS{alertname="TrainwatchHostMemoryLow", alertstate="pending", instance="n1:10910", '
+    'severity="warning"}'),
+]
+JOIN_SERIES = [
+    ('trainwatch_trial_gpu_info{job="trainwatch_trial", experiment="e", trial="t", rank="0", '
+    'uuid="GPU-a"}'),
+    ('trainwatch_trial_info{job="trainwatch_trial", experiment="e", trial="t", rank="0", '
+    'nodename="n1", pid="1", world_size="1"}'),
+    'trainwatch_host_info{job="trainwatch-exporter", instance="n1:10910", nodename="n1"}',
+    'trainwatch_host_info{job="trainwatch-exporter", instance="n2:10910", nodename="n2"}',
+]
+
+
+def test_firing_alerts_panel_shows_the_trials_own_gpu_and_node_alerts(tmp_path: Path) -> None:
     alerts = next(p for p in panels(committed()["trial-profile.json"])
                   if p["title"] == "Firing alerts")
-    assert alerts["targets"][0]["expr"] == (
-        'ALERTS{alertstate="firing", experiment=~"$experiment", trial=~"$trial"}')
+    expr = (alerts["targets"][0]["expr"].replace("$experiment", "e").replace("$trial", "t")
+            .replace("$rank", ".*"))
+    case = {"rule_files": [], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": s, "values": "1"} for s in OURS + NOT_OURS + JOIN_SERIES],
+        "promql_expr_test": [{"expr": expr, "eval_time": "0m",
+                              "exp_samples": [{"labels": s, "value": 1} for s in OURS]}],
+    }]}
+    path = tmp_path / "firing_alerts_test.yml"
+    path.write_text(yaml.safe_dump(case, sort_keys=False))
+    result = subprocess.run([require_binary("promtool"), "test", "rules", str(path)],
+                            capture_output=True, text=True, check=False, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_fleet_table_links_to_trial_profile_with_the_rows_labels() -> None:
