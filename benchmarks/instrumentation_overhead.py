@@ -4,8 +4,14 @@ Histogram.time(), and the slowdown of a 1 ms CPU training step with six timed ph
     .venv/bin/python benchmarks/instrumentation_overhead.py [--check]
 
 Targets (issue 3): a phase costs at most 0.5x Histogram.time(); a 1 ms step with six timed
-phases is slowed by at most 0.5%; pushes never run on the training thread (the slowest step
-stays near 1 ms while pushes hang on a black-holed gateway). ``--check`` exits 1 on a miss.
+phases is slowed by at most 0.5%, judged on the MEASURED end-to-end figure (interleaved rounds
+of the step with and without the timings, median of per-round ratios); pushes never run on
+the training thread (the slowest step stays near 1 ms while pushes hang on a black-holed
+gateway). ``--check`` exits 1 on a miss.
+
+The slowdown computed from the per-phase cost (a tight timeit loop: hot caches) is printed
+next to the measured one and is always lower: in a real loop each timing runs after 1 ms of
+other work, with colder caches.
 """
 
 from __future__ import annotations
@@ -26,10 +32,9 @@ HISTOGRAM_TIME = "prometheus_client: with Histogram.time()"
 LOADER = "trainwatch: trial.loader(), per step"
 
 
-def phase_costs(number: int = 20_000, repeat: int = 25) -> dict[str, float]:
-    """Nanoseconds per enter+exit. The cases run interleaved, ``repeat`` rounds of ``number``,
-    and each keeps its best round: on a shared machine that finds the same quiet moments
-    for all of them."""
+def phase_rounds(number: int = 20_000, repeat: int = 25) -> dict[str, list[float]]:
+    """Nanoseconds per enter+exit (per step for the loader) in each of ``repeat`` rounds of
+    ``number``; the cases run interleaved, so round ``i`` of every case saw the same load."""
     histogram = Histogram("bench_seconds", "bench", registry=CollectorRegistry(),
                           buckets=ti.DEFAULT_BUCKETS)
     trial = ti.Trial(experiment="bench", trial="t", pull_port=0)  # enabled, never served
@@ -52,12 +57,24 @@ def phase_costs(number: int = 20_000, repeat: int = 25) -> dict[str, float]:
              "plain": "for _ in items: pass"}
     timers = {name: (timeit.Timer(stmt, globals=scope), number) for name, stmt in cases.items()}
     timers.update({name: (timeit.Timer(stmt, globals=scope), 1) for name, stmt in loops.items()})
-    best = dict.fromkeys(timers, float("inf"))
+    rounds: dict[str, list[float]] = {name: [] for name in timers}
     for _ in range(repeat):
         for name, (timer, runs) in timers.items():
-            best[name] = min(best[name], timer.timeit(runs) / number * 1e9)
-    best[LOADER] -= best.pop("plain")
-    return best
+            rounds[name].append(timer.timeit(runs) / number * 1e9)
+    plain = rounds.pop("plain")
+    rounds[LOADER] = [loop - bare for loop, bare in zip(rounds[LOADER], plain)]
+    return rounds
+
+
+def phase_costs(rounds: dict[str, list[float]]) -> dict[str, float]:
+    """Each case's best round: on a shared machine, its quietest moment."""
+    return {name: min(values) for name, values in rounds.items()}
+
+
+def paired_ratio(rounds: dict[str, list[float]], case: str, reference: str) -> float:
+    """Median over rounds of ``case / reference`` in the same round: load that hits a round
+    hits both, and a round where it hit only one side is outvoted."""
+    return statistics.median(a / b for a, b in zip(rounds[case], rounds[reference]))
 
 
 def spin(seconds: float) -> None:
@@ -94,18 +111,24 @@ def bare_loop(steps: int) -> list[float]:
     return durations
 
 
-def step_slowdown(steps: int = 200, repeat: int = 21) -> float:
-    """Measured slowdown of the 1 ms step, as a fraction: the median over back-to-back pairs
-    of runs (bare, instrumented), so each pair sees the same load on a shared machine."""
+def step_slowdown(steps: int = 50, rounds: int = 201) -> float:
+    """Measured slowdown of the 1 ms step, as a fraction: the median over ``rounds`` A/B
+    rounds of ``steps`` steps each, bare and instrumented back to back, the order swapped
+    every round (so neither side always runs first). Short rounds, many of them: a stall on a
+    shared machine spoils a few rounds and the median outvotes them."""
     trial = ti.Trial(experiment="bench", trial="t", pull_port=0)
+    instrumented_loop(trial, steps)  # warm: phases created, code paths specialised
     ratios = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        bare_loop(steps)
-        bare = time.perf_counter() - started
-        started = time.perf_counter()
-        instrumented_loop(trial, steps)
-        ratios.append((time.perf_counter() - started) / bare)
+    for round_ in range(rounds):
+        seconds = {}
+        for side in ("bare", "timed") if round_ % 2 else ("timed", "bare"):
+            started = time.perf_counter()
+            if side == "bare":
+                bare_loop(steps)
+            else:
+                instrumented_loop(trial, steps)
+            seconds[side] = time.perf_counter() - started
+        ratios.append(seconds["timed"] / seconds["bare"])
     return statistics.median(ratios) - 1
 
 
@@ -127,25 +150,27 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     args = parser.parse_args()
-    costs = phase_costs()
+    rounds = phase_rounds()
+    costs = phase_costs(rounds)
     width = max(map(len, costs))
     print(f"{'one timed phase (enter + exit)':<{width}}  ns")
     for name, ns in costs.items():
         print(f"{name:<{width}}  {ns:7.0f}")
-    ratio = costs[PHASE] / costs[HISTOGRAM_TIME]
+    ratio = paired_ratio(rounds, PHASE, HISTOGRAM_TIME)
     # Six timings: dataloader_next (in the loader's cost) and five phases.
-    per_step = (5 * costs[PHASE] + costs[LOADER]) / (STEP_SECONDS * 1e9)
+    computed = (5 * costs[PHASE] + costs[LOADER]) / (STEP_SECONDS * 1e9)
     slowdown = step_slowdown()
     median, slowest, failed = loop_while_pushes_hang()
     misses = []
     print(f"\ntrial.phase / Histogram.time(): {ratio:.2f}x (target <= 0.5x)")
-    print(f"1 ms step, six phases: {per_step:.2%} from the per-phase cost, "
-          f"{slowdown:+.2%} measured end to end (noisy on a shared machine) (target <= 0.5%)")
+    print(f"1 ms step, six timings: {slowdown:+.2%} measured end to end (median of 201 "
+          f"interleaved A/B rounds; the target, <= 0.5%, is judged on this figure); "
+          f"{computed:.2%} computed from the hot-loop per-phase cost")
     print(f"black-holed gateway, push every 50 ms: median step {median * 1e3:.3f} ms, "
           f"slowest {slowest * 1e3:.3f} ms, {failed:.0f} failed pushes (read timeout 200 ms)")
     if ratio > 0.5:
         misses.append("phase cost")
-    if per_step > 0.005:
+    if slowdown > 0.005:
         misses.append("step slowdown")
     if slowest >= 0.2:
         misses.append("a push blocked the training thread")

@@ -20,9 +20,11 @@ def load_benchmark() -> ModuleType:
 
 def test_phase_costs_well_under_histogram_time() -> None:
     bench = load_benchmark()
-    costs = bench.phase_costs(number=5_000, repeat=9)
-    # 0.75x, not the 0.5x target: a shared 2-core CI machine is noisy; a phase that took a
-    # lock and looked up labels like prometheus_client would still be caught.
-    assert costs[bench.PHASE] <= 0.75 * costs[bench.HISTOGRAM_TIME], costs
-    assert costs["trainwatch: unconfigured trial.phase(name)"] < costs[bench.PHASE], costs
-    assert costs[bench.LOADER] < costs[bench.HISTOGRAM_TIME], costs
+    rounds = bench.phase_rounds(number=5_000, repeat=9)
+    # Medians of same-round ratios: a stall outvoted, not a flake. 0.75x, not the 0.5x target
+    # (measured ~0.3x); a phase that took a lock and looked up labels like prometheus_client
+    # would still be caught.
+    assert bench.paired_ratio(rounds, bench.PHASE, bench.HISTOGRAM_TIME) <= 0.75, rounds
+    assert bench.paired_ratio(rounds, "trainwatch: unconfigured trial.phase(name)",
+                              bench.PHASE) < 1, rounds
+    assert bench.paired_ratio(rounds, bench.LOADER, bench.HISTOGRAM_TIME) < 1, rounds
