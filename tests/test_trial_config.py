@@ -41,6 +41,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     ({"username": "u"}, "username and a password"),
     ({"pull_port": 9999}, "not both"),
     ({"read_timeout": 0}, "read_timeout="),
+    ({"gpu_uuids": ["0"]}, "gpu_uuids=.*NVML UUIDs"),
+    ({"gpu_uuids": "GPU-ab12,cuda:1"}, "gpu_uuids=.*cuda:1"),
 ])
 def test_bad_argument_raises_at_creation(override: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -58,6 +60,7 @@ def test_bad_argument_raises_at_creation(override: dict[str, object], message: s
     (names.ENV_LOCAL_RANK, "gpu1"),
     (names.ENV_PULL_PORT, "70000"),
     (names.ENV_TIMING_MODE, "cuda"),
+    (names.ENV_GPU_UUIDS, "0,1"),
 ])
 def test_bad_environment_names_the_variable(monkeypatch: pytest.MonkeyPatch, var: str,
                                             value: str) -> None:
@@ -73,7 +76,8 @@ def test_environment_configures_everything(monkeypatch: pytest.MonkeyPatch) -> N
     env = {names.ENV_PUSHGATEWAY: "https://gw.example:9091/prefix/", names.ENV_EXPERIMENT: "e",
            names.ENV_TRIAL: "t7", names.ENV_PUSH_INTERVAL: "2.5",
            names.ENV_DELETE_ON_EXIT: "0", "RANK": "3", "WORLD_SIZE": "4",
-           names.ENV_LOCAL_RANK: "1", names.ENV_NODENAME: "node-a"}
+           names.ENV_LOCAL_RANK: "1", names.ENV_NODENAME: "node-a",
+           names.ENV_GPU_UUIDS: "GPU-bb, GPU-aa,,MIG-cc"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     config = ti.Trial.from_env().config
@@ -81,6 +85,7 @@ def test_environment_configures_everything(monkeypatch: pytest.MonkeyPatch) -> N
         ("https://gw.example:9091/prefix", 2.5, False)
     assert config.grouping_key == {"experiment": "e", "trial": "t7", "rank": "3"}
     assert (config.world_size, config.local_rank, config.nodename) == (4, 1, "node-a")
+    assert config.gpu_uuids == ("GPU-aa", "GPU-bb", "MIG-cc")
     # An argument wins over its variable.
     assert ti.Trial(trial="t8", push_interval=1).config.trial == "t8"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from trial_instrumentation.timing import validate_buckets
 V = TypeVar("V")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+# NVML's UUID form: GPU-<hex and dashes>, or MIG-<...> for a MIG instance.
+_NVML_UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]+$")
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class TrialConfig:
     rank: int
     world_size: int
     local_rank: int | None
+    gpu_uuids: tuple[str, ...]  # given by the user; empty: detect through torch
     nodename: str
     push_interval: float
     delete_on_exit: bool
@@ -122,6 +126,15 @@ def _label(value: str) -> str:
     return text
 
 
+def _gpu_uuids(value: str | Iterable[str]) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    uuids = tuple(sorted({str(item).strip() for item in items} - {""}))
+    if bad := [u for u in uuids if not _NVML_UUID.match(u)]:
+        raise ValueError(f"expected NVML UUIDs like GPU-8c9b1f3e-..., "
+                         f"as nvidia-smi -L prints them, not {bad}")
+    return uuids
+
+
 def _timing_mode(value: str) -> str:
     if value not in names.TIMING_MODES:
         raise ValueError(f"expected one of {list(names.TIMING_MODES)}")
@@ -131,7 +144,7 @@ def _timing_mode(value: str) -> str:
 def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
             experiment: str | None = None, trial: str | None = None, rank: int | None = None,
             world_size: int | None = None, local_rank: int | None = None,
-            push_interval: float | None = None, delete_on_exit: bool | None = None,
+            gpu_uuids: str | Iterable[str] | None = None, push_interval: float | None = None, delete_on_exit: bool | None = None,
             timing_mode: str | None = None, buckets: Iterable[float] | None = None,
             username: str | None = None, password: str | None = None,
             connect_timeout: float = 2.0, read_timeout: float = 5.0, exit_timeout: float = 10.0,
@@ -166,6 +179,8 @@ def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
         rank=rank_value, world_size=world,
         local_rank=src.get(local_rank, "local_rank", names.ENV_LOCAL_RANK, _int_at_least(0),
                            None)[0],
+        gpu_uuids=src.get(gpu_uuids, "gpu_uuids", names.ENV_GPU_UUIDS, _gpu_uuids,
+                          tuple[str, ...]())[0],
         nodename=src.get(None, "nodename", names.ENV_NODENAME, str, os.uname().nodename)[0],
         push_interval=src.get(push_interval, "push_interval", names.ENV_PUSH_INTERVAL,
                               _positive, 10.0)[0],

@@ -20,17 +20,20 @@ class TrainingGpus:
     >>> gpus.note()      # torch not imported, or CUDA not in use: nothing noted
     >>> gpus.uuids()
     []
+    >>> TrainingGpus(local_rank=None, given=("GPU-1234abcd",)).uuids()
+    ['GPU-1234abcd']
     """
 
-    def __init__(self, local_rank: int | None) -> None:
+    def __init__(self, local_rank: int | None, given: tuple[str, ...] = ()) -> None:
         self._local_rank = local_rank
+        self._given = given  # TRAINWATCH_GPU_UUIDS: reported as they are, nothing detected
         self._observed: set[int] = set()  # devices where training allocated memory
         self._guess: int | None = None  # LOCAL_RANK or the current device, until one is seen
         self._uuids: dict[int, str] = {}  # CUDA index -> NVML UUID, "" when unknown
 
     def note(self) -> None:
         """Record the devices training uses now (call on the training thread)."""
-        if "torch" not in sys.modules:
+        if self._given or "torch" not in sys.modules:
             return  # torch never imported by the script: no GPU in use, nothing to import
         try:
             from trial_instrumentation.torch_devices import training_devices
@@ -49,7 +52,9 @@ class TrainingGpus:
         return observed or (() if self._guess is None else (self._guess,))
 
     def uuids(self) -> list[str]:
-        """The NVML UUIDs of :meth:`indices` (called on the pusher thread)."""
+        """The NVML UUIDs of :meth:`indices` (called on the pusher thread), or the given ones."""
+        if self._given:
+            return list(self._given)
         indices = self.indices()
         for index in indices:
             if index not in self._uuids:

@@ -53,6 +53,9 @@ ENV_PASSWORD = "TRAINWATCH_PUSHGATEWAY_PASSWORD"
 # The host the trial runs on, for the join to trainwatch_host_info{nodename}. On Kubernetes set
 # it from the downward API (spec.nodeName): a pod's own hostname is the pod name.
 ENV_NODENAME = "TRAINWATCH_NODENAME"
+# The GPUs the trial uses, as NVML UUIDs, comma-separated; replaces detection through torch.
+# For other frameworks (JAX, TensorFlow) or a scheduler that knows the allocation.
+ENV_GPU_UUIDS = "TRAINWATCH_GPU_UUIDS"
 # torchrun's variables. LOCAL_RANK picks the GPU a rank reports when nothing better is known
 # (see torch_devices.training_devices).
 ENV_RANK = "RANK"

@@ -43,6 +43,7 @@ class Trial:
                  pushgateway: str | None = None, push_interval: float | None = None, *,
                  pull_port: int | None = None, rank: int | None = None,
                  world_size: int | None = None, local_rank: int | None = None,
+                 gpu_uuids: str | Iterable[str] | None = None,
                  delete_on_exit: bool | None = None,
                  timing_mode: str | None = None, buckets: Iterable[float] | None = None,
                  username: str | None = None, password: str | None = None,
@@ -51,14 +52,14 @@ class Trial:
         self.config = configuration.resolve(
             experiment=experiment, trial=trial, pushgateway=pushgateway,
             push_interval=push_interval, pull_port=pull_port, rank=rank, world_size=world_size,
-            local_rank=local_rank,
+            local_rank=local_rank, gpu_uuids=gpu_uuids,
             delete_on_exit=delete_on_exit, timing_mode=timing_mode, buckets=buckets,
             username=username, password=password, connect_timeout=connect_timeout,
             read_timeout=read_timeout, exit_timeout=exit_timeout)
         cfg = self.config
         #: The trial's private registry; register your own collectors here to push them too.
         self.registry = CollectorRegistry()
-        self._gpus = TrainingGpus(cfg.local_rank)
+        self._gpus = TrainingGpus(cfg.local_rank, given=cfg.gpu_uuids)
         self._state = TrialState(cfg.buckets, {"nodename": cfg.nodename, "pid": str(os.getpid()),
                                                "world_size": str(cfg.world_size)},
                                  gpu_uuids=self._gpus.uuids)
