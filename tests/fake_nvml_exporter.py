@@ -5,25 +5,35 @@
 Runs ``exporter.cli.main`` unchanged, with ``tests.fake_nvml.FakeNvml`` injected at the pynvml
 boundary: ``TRAINWATCH_FAKE_GPUS`` GPUs (default 2), GPU ``N`` having the stable UUID
 ``GPU-00000000-0000-0000-0000-00000000000N`` (N in hex, from 0) and the deterministic readings
-of ``FakeGpu.deterministic(N)``. Run it from the repository root (or with it on PYTHONPATH).
+of ``FakeGpu.deterministic(N)``, except that the GPUs listed in ``TRAINWATCH_FAKE_IDLE_GPUS``
+read 5% utilization. Run it from the repository root (or with it on PYTHONPATH).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 
 from exporter.cli import main
 from tests.fake_nvml import FakeNvml
 
 FAKE_GPUS_ENV = "TRAINWATCH_FAKE_GPUS"
+# Comma-separated indices of GPUs that read as idle (5% utilization) instead of busy.
+IDLE_GPUS_ENV = "TRAINWATCH_FAKE_IDLE_GPUS"
+IDLE_PERCENT = 5
 
 
 def fake_nvml_from_env() -> FakeNvml:
     raw = os.environ.get(FAKE_GPUS_ENV, "2")
-    if not raw.isdigit():
-        raise SystemExit(f"{FAKE_GPUS_ENV} must be a GPU count, not {raw!r}")
-    return FakeNvml.with_gpus(int(raw))
+    idle = os.environ.get(IDLE_GPUS_ENV, "").replace(",", " ").split()
+    if not raw.isdigit() or not all(i.isdigit() for i in idle):
+        raise SystemExit(f"{FAKE_GPUS_ENV} must be a GPU count and {IDLE_GPUS_ENV} a list of "
+                         f"indices, not {raw!r} and {idle!r}")
+    nvml = FakeNvml.with_gpus(int(raw))
+    for index in map(int, idle):
+        nvml.gpus[index] = replace(nvml.gpus[index], gpu_util=IDLE_PERCENT)
+    return nvml
 
 
 if __name__ == "__main__":

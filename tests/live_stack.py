@@ -81,14 +81,20 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
+# The exporter's fake GPUs: GPU 0 busy (50%), GPU 1 idle (5%), so a trial that claims both
+# (TRAINWATCH_GPU_UUIDS) has one GPU below TrainwatchGPUUnderutilized's threshold.
+FAKE_GPUS = 2
+IDLE_GPU = 1
+
+
 @contextmanager
-def live_stack(workdir: Path, *, rate_window: str, for_: str,
-               fake_gpus: int = 2) -> Iterator[LiveStack]:
+def live_stack(workdir: Path, *, rate_window: str, for_: str) -> Iterator[LiveStack]:
     """Start everything (1 s scrape and evaluation); stop it all, trials first, on exit."""
     rules = workdir / "rules"
     generate_rules.write_rules(rules, for_=for_, rate_window=rate_window)
     with start_pushgateway(workdir) as pgw, \
-            start_trainwatch_exporter(workdir, fake_gpus=fake_gpus) as exporter:
+            start_trainwatch_exporter(workdir, fake_gpus=FAKE_GPUS,
+                                      idle_gpus=(IDLE_GPU,)) as exporter:
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(rules / "*.yml")],

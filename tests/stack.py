@@ -125,14 +125,17 @@ def start_node_exporter(workdir: Path, *extra: str) -> Service:
     return Service("node_exporter", argv, port, workdir, ready_path="/metrics")
 
 
-def start_trainwatch_exporter(workdir: Path, *extra: str, fake_gpus: int | None = None) -> Service:
-    """The real exporter; with ``fake_gpus`` it runs over tests/fake_nvml.py's fake NVML."""
+def start_trainwatch_exporter(workdir: Path, *extra: str, fake_gpus: int | None = None,
+                              idle_gpus: Sequence[int] = ()) -> Service:
+    """The real exporter; with ``fake_gpus`` it runs over tests/fake_nvml.py's fake NVML, the
+    GPUs in ``idle_gpus`` reading as idle (tests/fake_nvml_exporter.py)."""
     port = free_port()
     module = "exporter" if fake_gpus is None else "tests.fake_nvml_exporter"
     argv = [sys.executable, "-m", module, f"--web.listen-address=127.0.0.1:{port}", *extra]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if fake_gpus is not None:
         env["TRAINWATCH_FAKE_GPUS"] = str(fake_gpus)
+        env["TRAINWATCH_FAKE_IDLE_GPUS"] = ",".join(map(str, idle_gpus))
     name = "trainwatch_exporter" if fake_gpus is None else "fake_gpu_exporter"
     return Service(name, argv, port, workdir, ready_path="/healthz", env=env)
 
