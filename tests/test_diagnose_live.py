@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.live_stack import LiveStack, live_stack
+from tests.fake_nvml import fake_uuid
+from tests.fake_nvml_exporter import IDLE_PERCENT
+from tests.live_stack import IDLE_GPU, LiveStack, live_stack
 from trial_instrumentation import remedies
 from trial_instrumentation.diagnose.records import RecordNames
 
@@ -22,6 +24,7 @@ RATE_WINDOW, FOR = "10s", "3s"
 EXPERIMENT = "live-diagnose"
 NAMES = RecordNames(RATE_WINDOW)
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"
+BUSY_GPU = 0  # FakeGpu.deterministic(0): 50% utilization, 10 GiB of 80 GiB used
 
 
 @pytest.fixture(scope="module")
@@ -29,14 +32,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     with live_stack(tmp_path_factory.mktemp("diagnose_live"), rate_window=RATE_WINDOW,
                     for_=FOR) as live:
         common = ("--workers", "0", "--batch-size", "8")
-        live.start_trial(EXPERIMENT, "slow", *common, "--loader-delay", "0.05", "--steps", "2000")
-        live.start_trial(EXPERIMENT, "healthy", *common, "--steps", "60000")
+        # Each claims one fake GPU: the slow trial the idle one, the healthy trial the busy one.
+        live.start_trial(EXPERIMENT, "slow", *common, "--loader-delay", "0.05", "--steps", "2000",
+                         env={"TRAINWATCH_GPU_UUIDS": fake_uuid(IDLE_GPU)})
+        live.start_trial(EXPERIMENT, "healthy", *common, "--steps", "60000",
+                         env={"TRAINWATCH_GPU_UUIDS": fake_uuid(BUSY_GPU)})
         prom = live.prometheus
         # The slow trial's alert has fired, and the healthy trial has a window of shares.
         prom.wait_for_series(f'ALERTS{{alertname="TrainwatchDataloaderBound", '
                              f'alertstate="firing", experiment="{EXPERIMENT}"}}', 60)
         prom.wait_for_series(f'count_over_time({NAMES.phase_share}{{trial="healthy"}}[5s]) >= 4',
                              30)
+        prom.wait_for_series(f"count({NAMES.trial_gpu_utilization}) == 2", 30)
         for name, proc in live.trials.items():
             assert proc.poll() is None, live.trial_log(name)
         yield live
@@ -84,6 +91,16 @@ def test_diagnose_names_the_data_loader_of_the_slow_trial_only(stack: LiveStack)
     assert code == healthy["verdict"]["exit_code"]
 
 
+def test_reports_show_exactly_each_trials_gpu(stack: LiveStack) -> None:
+    _, slow = diagnose(stack, "slow")
+    _, healthy = diagnose(stack, "healthy")
+    assert [(g["uuid"], g["gpu"], g["utilization"]) for g in slow["gpus"]] == \
+        [(fake_uuid(IDLE_GPU), str(IDLE_GPU), pytest.approx(IDLE_PERCENT / 100))]
+    assert [(g["uuid"], g["utilization"], g["memory_used"]) for g in healthy["gpus"]] == \
+        [(fake_uuid(BUSY_GPU), pytest.approx(0.5), pytest.approx(10 / 80))]
+    assert all(g["instance"] == stack.exporter_instance for g in slow["gpus"] + healthy["gpus"])
+
+
 def test_text_report_says_what_to_change(stack: LiveStack) -> None:
     done = trainwatch(stack, "diagnose", "--experiment", EXPERIMENT, "--trial", "slow")
     assert done.returncode == 1, done.stderr
@@ -106,6 +123,8 @@ def test_trials_lists_both_with_their_loader_share(stack: LiveStack) -> None:
     assert rows.keys() == {"slow", "healthy"}
     assert all(r["live"] and r["steps_per_second"] > 0 for r in rows.values())
     assert rows["slow"]["dataloader_share"] > 0.9 > rows["healthy"]["dataloader_share"]
+    assert rows["slow"]["gpu_utilization"] == pytest.approx(IDLE_PERCENT / 100)
+    assert rows["healthy"]["gpu_utilization"] == pytest.approx(0.5)
     text = trainwatch(stack, "trials").stdout.splitlines()
     assert text[0].split() == ["EXPERIMENT", "TRIAL", "RANK", "NODE", "STEPS/S", "LOADER", "GPU",
                                "PUSHED", "STATE"]
