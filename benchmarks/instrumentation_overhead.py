@@ -111,25 +111,50 @@ def bare_loop(steps: int) -> list[float]:
     return durations
 
 
-def step_slowdown(steps: int = 50, rounds: int = 201) -> float:
-    """Measured slowdown of the 1 ms step, as a fraction: the median over ``rounds`` A/B
-    rounds of ``steps`` steps each, bare and instrumented back to back, the order swapped
-    every round (so neither side always runs first). Short rounds, many of them: a stall on a
-    shared machine spoils a few rounds and the median outvotes them."""
+class _Nothing:
+    """A context manager that does nothing: what any ``with`` costs in Python."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def floor_loop(steps: int) -> None:
+    """The step with five ``with`` blocks that time nothing: the pure-Python floor."""
+    nothing = _Nothing()
+    for _ in range(steps):
+        with nothing:
+            pass
+        with nothing:
+            spin(STEP_SECONDS)
+        for _name in (ti.STEP_LR_SCHEDULERS, ti.FROM_DEVICE, ti.REDUCE_METRICS):
+            with nothing:
+                pass
+
+
+def step_slowdown(steps: int = 50, rounds: int = 201) -> tuple[float, float]:
+    """Measured slowdown of the 1 ms step with the six timings, and with five ``with`` blocks
+    that do nothing (the floor), as fractions: the medians over ``rounds`` rounds of
+    ``steps`` steps each, the three loops back to back in an order rotated every round (so
+    none always runs first). Short rounds, many of them: a stall on a shared machine spoils a
+    few rounds and the median outvotes them."""
     trial = ti.Trial(experiment="bench", trial="t", pull_port=0)
     instrumented_loop(trial, steps)  # warm: phases created, code paths specialised
-    ratios = []
+    loops = {"bare": bare_loop, "timed": lambda n: instrumented_loop(trial, n),
+             "floor": floor_loop}
+    order = list(loops)
+    timed, floor = [], []
     for round_ in range(rounds):
         seconds = {}
-        for side in ("bare", "timed") if round_ % 2 else ("timed", "bare"):
+        for side in order[round_ % 3:] + order[:round_ % 3]:
             started = time.perf_counter()
-            if side == "bare":
-                bare_loop(steps)
-            else:
-                instrumented_loop(trial, steps)
+            loops[side](steps)
             seconds[side] = time.perf_counter() - started
-        ratios.append(seconds["timed"] / seconds["bare"])
-    return statistics.median(ratios) - 1
+        timed.append(seconds["timed"] / seconds["bare"])
+        floor.append(seconds["floor"] / seconds["bare"])
+    return statistics.median(timed) - 1, statistics.median(floor) - 1
 
 
 def loop_while_pushes_hang(steps: int = 1000) -> tuple[float, float, float]:
@@ -159,13 +184,14 @@ def main() -> int:
     ratio = paired_ratio(rounds, PHASE, HISTOGRAM_TIME)
     # Six timings: dataloader_next (in the loader's cost) and five phases.
     computed = (5 * costs[PHASE] + costs[LOADER]) / (STEP_SECONDS * 1e9)
-    slowdown = step_slowdown()
+    slowdown, floor = step_slowdown()
     median, slowest, failed = loop_while_pushes_hang()
     misses = []
     print(f"\ntrial.phase / Histogram.time(): {ratio:.2f}x (target <= 0.5x)")
     print(f"1 ms step, six timings: {slowdown:+.2%} measured end to end (median of 201 "
           f"interleaved A/B rounds; the target, <= 0.5%, is judged on this figure); "
-          f"{computed:.2%} computed from the hot-loop per-phase cost")
+          f"{computed:.2%} computed from the hot-loop per-phase cost; five `with` blocks that "
+          f"do nothing cost {floor:+.2%} measured the same way (the pure-Python floor)")
     print(f"black-holed gateway, push every 50 ms: median step {median * 1e3:.3f} ms, "
           f"slowest {slowest * 1e3:.3f} ms, {failed:.0f} failed pushes (read timeout 200 ms)")
     if ratio > 0.5:
