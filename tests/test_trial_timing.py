@@ -234,3 +234,18 @@ def test_bad_phase_names_made_per_step_stop_logging(caplog: pytest.LogCaptureFix
             with trial.phase(step):  # type: ignore[arg-type]
                 pass
     assert len(caplog.records) == MAX_LOGGED_BAD_NAMES
+
+
+def test_phase_buckets_like_bisect_when_durations_jump(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The phase tries its previous bucket first; every duration must still land where
+    Histogram.observe (a plain bisect) puts it, on a bound or either side of one."""
+    from trial_instrumentation import timing
+    durations = [0.1, 0.1, 0.1000001, 1.0, 0.1, 0.05, 7.0, 7.0, 1.0, 0.0]
+    clock = iter(itertools.chain.from_iterable((0.0, d) for d in durations))
+    monkeypatch.setattr(timing, "perf_counter", lambda: next(clock))
+    phase, reference = Phase("p", Histogram((0.1, 1.0))), Histogram((0.1, 1.0))
+    for seconds in durations:
+        with phase:
+            pass
+        reference.observe(seconds)
+    assert phase.histogram.counts == reference.counts == [5, 3, 2]
