@@ -249,3 +249,24 @@ def test_phase_buckets_like_bisect_when_durations_jump(monkeypatch: pytest.Monke
             pass
         reference.observe(seconds)
     assert phase.histogram.counts == reference.counts == [5, 3, 2]
+
+
+def test_loader_buckets_like_bisect_when_durations_jump(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader also tries each histogram's previous bucket first (see the phase test)."""
+    from trial_instrumentation import loader
+    fetches = [0.25, 0.5, 0.25, 0.125, 2.0, 1.0]  # dyadic: the clock's sums stay exact
+    steps = [1.0, 1.0, 0.25, 4.0, 2.0, 1.0]
+    ticks, start = [0.0], 0.0
+    for fetched, stepped in zip(fetches, steps):
+        ticks += [start + fetched, start + stepped]
+        start += stepped
+    monkeypatch.setattr(loader, "perf_counter", iter(ticks).__next__)
+    fetch, step = Histogram((0.25, 1.0)), Histogram((0.25, 1.0))
+    for _ in loader.TimedLoader(range(len(steps)), fetch, step, loader.Progress(), samples=1):
+        pass
+    for histogram, durations in ((fetch, fetches), (step, steps)):
+        reference = Histogram((0.25, 1.0))
+        for seconds in durations:
+            reference.observe(seconds)
+        assert histogram.counts == reference.counts
+    assert (fetch.counts, step.counts) == ([3, 2, 1], [1, 3, 2])
