@@ -92,7 +92,7 @@ def _decode(header: str | None) -> tuple[str, bytes] | None:
         return None
     try:
         raw = base64.b64decode(header[len("Basic "):], validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or a non-ASCII character (headers arrive as Latin-1)
         return None
     user, sep, password = raw.partition(b":")
     if not sep:

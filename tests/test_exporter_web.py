@@ -1,9 +1,13 @@
-"""The HTTP layer in-process: a collector bug answers 500 and serving goes on."""
+"""The HTTP layer in-process: a collector bug answers 500 and serving goes on; a malformed
+``Authorization`` header answers 401."""
 
 from __future__ import annotations
 
+import http.client
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
@@ -11,6 +15,7 @@ from prometheus_client.core import Metric
 from exporter.collector import ScrapeCollector
 from exporter.config import merge
 from exporter.web import make_server
+from exporter.webauth import hash_password
 from tests.stack import http_get
 
 
@@ -24,15 +29,26 @@ class Buggy:
         return iter(())
 
 
+@contextmanager
+def serving(registry: CollectorRegistry, **file: Any) -> Iterator[int]:
+    """``make_server`` on a free loopback port, served on a thread; yields the port."""
+    settings = merge(file=file, flags={"web.listen_address": "127.0.0.1:0"})
+    server = make_server(settings, registry)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_collector_bug_answers_500_and_the_exporter_keeps_serving() -> None:
     buggy = Buggy()
     registry = CollectorRegistry()
     registry.register(ScrapeCollector({"buggy": buggy}, version="test"))
-    server = make_server(merge(file={}, flags={"web.listen_address": "127.0.0.1:0"}), registry)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(registry) as port:
+        url = f"http://127.0.0.1:{port}"
         status, body = http_get(url + "/metrics")
         assert (status, body) == (500, b"scrape failed; see the exporter's log\n")
         assert http_get(url + "/healthz") == (200, b"ok\n")
@@ -40,6 +56,16 @@ def test_a_collector_bug_answers_500_and_the_exporter_keeps_serving() -> None:
         status, body = http_get(url + "/metrics")
         assert status == 200
         assert b'trainwatch_scrape_collector_success{collector="buggy"} 1.0' in body
-    finally:
-        server.shutdown()
-        server.server_close()
+
+
+def test_a_non_ascii_authorization_header_answers_401() -> None:
+    users = {"prometheus": hash_password("s3cret", iterations=1000)}
+    with serving(CollectorRegistry(), **{"web.basic_auth_users": users}) as port:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            # Header values travel as Latin-1: base64 with a non-ASCII character in it.
+            conn.request("GET", "/metrics", headers={"Authorization": "Basic cHJvbWV0aGV1czpz\xe9"})
+            response = conn.getresponse()
+            assert (response.status, response.read()) == (401, b"unauthorized\n")
+        finally:
+            conn.close()
