@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from trial_instrumentation.names import GROUPING_LABELS
+
 # A trial's identity: the Pushgateway grouping key of trial_instrumentation.
-TRIAL_LABELS = ("experiment", "trial", "rank")
+TRIAL_LABELS = GROUPING_LABELS
 # A GPU's identity on the exporter side (instance comes from the scrape target).
 GPU_LABELS = ("instance", "gpu", "uuid")
 
