@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from grafana_foundation_sdk.builders import dashboard as db
-from rulegen.promql import TRIAL_LABELS, live_trials, number, select
+from rulegen.promql import TRIAL_LABELS, by, live_trials, number, select
 
 from grafana import trial_profile
 from grafana.board import dashboard, query_variable
@@ -34,7 +34,7 @@ def build(q: Promql) -> db.Dashboard:
         Query(f"sum {BY_TRIAL} ({loader_share})"),
         Query(f"avg {BY_TRIAL} ({select(n.trial_gpu_utilization, EXPERIMENT)})"),
         Query(f"max {BY_TRIAL} (time() - {q.trial('push_time_seconds', EXPERIMENT)})"),
-        Query(f"max by ({', '.join(TRIAL_LABELS)}, nodename) "
+        Query(f"max {by(*TRIAL_LABELS, 'nodename')} "
               f"({q.trial(TRIAL_INFO, EXPERIMENT)})"),
     ], description=f"Every trial with a Pushgateway group, one row per rank; click a row for "
                    f"its Trial profile. A last push older than {number(stale_after)} s "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rulegen.promql import TRIAL_LABELS, select
+from rulegen.promql import TRIAL_LABELS, by, select
 from rulegen.recording import RecordNames
 from rulegen.settings import Settings
 
@@ -18,7 +18,7 @@ GPU_INFO = "trainwatch_gpu_info"
 HOST_INFO = "trainwatch_host_info"
 TRIAL_INFO = "trainwatch_trial_info"
 TRIAL_GPU_INFO = "trainwatch_trial_gpu_info"
-BY_TRIAL = f"by ({', '.join(TRIAL_LABELS)})"
+BY_TRIAL = by(*TRIAL_LABELS)
 
 # Legends: a hardware series names its host and its GPU, a trial series its rank and node.
 GPU_LEGEND = "{{instance}} GPU {{gpu}} {{name}}"
