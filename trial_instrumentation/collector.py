@@ -92,10 +92,13 @@ class TrialCollector(Collector):
         yield phase
         step = self._family(HistogramMetricFamily, names.STEP_SECONDS,
                             "Time of one whole training iteration, data loading included.")
-        step.add_metric(values, *cumulative_buckets(state.step))  # type: ignore[attr-defined]
+        step_buckets, step_sum = cumulative_buckets(state.step)
+        step.add_metric(values, step_buckets, step_sum)  # type: ignore[attr-defined]
         yield step
+        # A finished step is one step observation: the steps counter is the +Inf bucket, from
+        # the same snapshot, so it always equals trainwatch_trial_step_seconds_count.
         for metric, doc, value in (
-                (names.STEPS, "Training steps finished.", state.progress.steps),
+                (names.STEPS, "Training steps finished.", step_buckets[-1][1]),
                 (names.SAMPLES, "Training samples in finished steps.", state.progress.samples),
                 (names.PUSH_FAILURES, "Pushes to the Pushgateway that failed.",
                  state.push_failures)):

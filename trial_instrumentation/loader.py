@@ -22,12 +22,13 @@ log = logging.getLogger(__name__)
 
 
 class Progress:
-    """Steps and samples finished so far (plain ints: one writer, the training thread)."""
+    """Samples in finished steps (a plain int: one writer, the training thread). Steps are
+    not counted here: every finished step is one observation of the step histogram, whose
+    count is ``trainwatch_trial_steps_total``."""
 
-    __slots__ = ("samples", "steps")
+    __slots__ = ("samples",)
 
     def __init__(self) -> None:
-        self.steps = 0
         self.samples = 0
 
 
@@ -65,7 +66,7 @@ class TimedLoader(Generic[T]):
     >>> fetch, step, progress = Histogram(DEFAULT_BUCKETS), Histogram(DEFAULT_BUCKETS), Progress()
     >>> for batch in TimedLoader([[1, 2], [3, 4]], fetch, step, progress):
     ...     pass
-    >>> progress.steps, progress.samples, sum(fetch.counts)
+    >>> sum(step.counts), progress.samples, sum(fetch.counts)
     (2, 4, 2)
     """
 
@@ -112,7 +113,6 @@ class TimedLoader(Generic[T]):
                 yield batch
             except GeneratorExit:  # left by break or an exception: close the open step
                 step.observe(perf_counter() - requested)
-                progress.steps += 1
                 progress.samples += batch_samples
                 raise
             ended = perf_counter()
@@ -121,6 +121,5 @@ class TimedLoader(Generic[T]):
                 step_bucket = bisect_left(step_bounds, seconds)
             step_counts[step_bucket] += 1
             step.sum += seconds
-            progress.steps += 1
             progress.samples += batch_samples
             requested = ended
