@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from grafana_foundation_sdk.builders import dashboard as db
-from rulegen.promql import TRIAL_LABELS, by, live_trials, number, select
+from rulegen.alerts import underutilized_trial_gpus
+from rulegen.promql import TRIAL_LABELS, by, number, select
 
 from grafana import trial_profile
 from grafana.board import dashboard, query_variable
@@ -51,11 +52,8 @@ def build(q: Promql) -> db.Dashboard:
         "trainwatch_gpu_utilization_ratio"), description="Every GPU of every node."), 12, 8)
     layout.add(gpu_ratio(q, "GPU memory used across nodes", n.gpu_memory_used,
                          description="Used / total memory of every GPU of every node."), 12, 8)
-    idle = (f"avg_over_time({select(n.trial_gpu_utilization, EXPERIMENT)}[{s.rate_window}]) "
-            f"< {number(idle_below)}")
-    live = live_trials(s.selector("trial"), stale_after)
     layout.add(table("GPUs allocated to trials but idle", [
-        Query(q.with_gpu_name(f"{idle} and on({', '.join(TRIAL_LABELS)}) ({live})")),
+        Query(q.with_gpu_name(underutilized_trial_gpus(s, EXPERIMENT))),
     ], description=f"GPUs of live trials averaging under {number(idle_below)} utilization "
                    f"over {s.rate_window} (TrainwatchGPUUnderutilized).",
         columns=[Column("Utilization", "percentunit")]), 24, 8)

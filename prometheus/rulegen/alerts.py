@@ -80,13 +80,21 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
     return g.rules
 
 
+def underutilized_trial_gpus(s: Settings, *trial_matchers: str) -> str:
+    """The GPUs of live trials (those ``trial_matchers`` pick) averaging under
+    TrainwatchGPUUnderutilized's threshold over the rate window: the alert's condition, and
+    the Fleet dashboard's idle-GPU table, so the two never disagree."""
+    n = RecordNames(s.rate_window)
+    live = live_trials(s.selector("trial"), s.threshold("TrainwatchTrialStale"))
+    return (f"avg_over_time({select(n.trial_gpu_utilization, *trial_matchers)}[{s.rate_window}])"
+            f" < {number(s.threshold('TrainwatchGPUUnderutilized'))}\n"
+            f"and {on(*TRIAL_LABELS)}\n{live}")
+
+
 def gpu_alerts(s: Settings) -> list[dict[str, Any]]:
     g, n, exporter = _Group(s), RecordNames(s.rate_window), s.selector("exporter")
     t = s.threshold("TrainwatchGPUUnderutilized")
-    live = live_trials(s.selector("trial"), s.threshold("TrainwatchTrialStale"))
-    g.add("TrainwatchGPUUnderutilized",
-          f"avg_over_time({n.trial_gpu_utilization}[{s.rate_window}]) < {number(t)}\n"
-          f"and {on(*TRIAL_LABELS)}\n{live}",
+    g.add("TrainwatchGPUUnderutilized", underutilized_trial_gpus(s),
           "A live trial leaves its GPU idle.",
           f"{_GPU}, used by trial {_TRIAL_ID}, averaged {{{{ $value | humanizePercentage }}}} "
           f"utilization over {s.rate_window} (threshold {_pct(t)}).", remedies.UNDERUTILIZED_GPU)
