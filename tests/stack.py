@@ -32,9 +32,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class GiveUp(Exception):
+    """Raised by a ``wait_until`` probe when waiting longer cannot help (the process died)."""
+
+
 def wait_until(probe: Callable[[], T | None], timeout: float = 20.0, what: str = "condition",
                interval: float = 0.05) -> T:
-    """Poll ``probe`` until it returns something truthy; raise TimeoutError naming ``what``."""
+    """Poll ``probe`` until it returns something truthy; raise TimeoutError naming ``what``.
+
+    Any exception from ``probe`` counts as "not yet", except ``GiveUp``, which ends the wait."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
     while time.monotonic() < deadline:
@@ -42,6 +48,8 @@ def wait_until(probe: Callable[[], T | None], timeout: float = 20.0, what: str =
             value = probe()
             if value:
                 return value
+        except GiveUp:
+            raise
         except Exception as exc:  # noqa: BLE001 - a probe may fail until the thing is up
             last_exc = exc
         time.sleep(interval)
@@ -76,21 +84,27 @@ class Service:
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(list(argv), stdout=self._log, stderr=subprocess.STDOUT,
                                      cwd=workdir, env=env, start_new_session=True)
+        ready = self._ready(ready_path)
+
+        def running_and_ready() -> bool:
+            if self.proc.poll() is not None:
+                raise GiveUp(f"exited with {self.proc.returncode}")
+            return ready()
+
         try:
-            wait_until(self._ready(ready_path), timeout=timeout, what=f"{name} on {self.url}")
-        except TimeoutError:
+            wait_until(running_and_ready, timeout=timeout, what=f"{name} on {self.url}")
+        except (TimeoutError, GiveUp) as err:
             self.stop()
-            raise RuntimeError(f"{name} did not become ready; log:\n{self.log()}") from None
+            reason = str(err) if isinstance(err, GiveUp) else "did not become ready"
+            raise RuntimeError(f"{name} {reason}; log:\n{self.log()}") from None
 
     def _ready(self, path: str) -> Callable[[], bool]:
-        def probe() -> bool:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log()}")
-            return http_get(self.url + path, timeout=1.0)[0] == 200
-        return probe
+        """A probe true once ``path`` answers 200; subclasses change how it is asked."""
+        return lambda: http_get(self.url + path, timeout=1.0)[0] == 200
 
     def log(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def stop(self) -> None:

@@ -126,13 +126,7 @@ class TlsService(Service):
 
     def _ready(self, path: str) -> Callable[[], bool]:
         self.url = self.url.replace("http://", "https://")
-
-        def probe() -> bool:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.log()}")
-            with urllib.request.urlopen(self.url + path, timeout=1, context=self.context) as r:
-                return bool(r.status == 200)
-        return probe
+        return lambda: fetch(self.url + path) == 200
 
 
 def fetch(url: str, auth: str | None = None) -> int:
