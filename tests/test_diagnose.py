@@ -7,7 +7,6 @@ The live test against a real stack is test_diagnose_live.py.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import pytest
 import yaml
 
 from tests.stack import REPO, Prometheus, Service, start_prometheus
+from tests.trial_support import closed_port_url
 from trial_instrumentation import remedies
 from trial_instrumentation.diagnose import cli
 from trial_instrumentation.diagnose.deployed import (
@@ -168,10 +168,8 @@ def assert_usage_error(done: subprocess.CompletedProcess[str], message: str) -> 
 
 
 def test_unreachable_prometheus_is_a_sentence_not_a_traceback() -> None:
-    with socket.socket() as s:  # bound, never listening: connection refused
-        s.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{s.getsockname()[1]}"
-        done = run_cli("diagnose", "--prometheus", url, "--experiment", "e", "--timeout", "2")
+    url = closed_port_url()
+    done = run_cli("diagnose", "--prometheus", url, "--experiment", "e", "--timeout", "2")
     assert_usage_error(done, f"cannot reach Prometheus at {url}")
 
 

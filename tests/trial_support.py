@@ -16,7 +16,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 import trial_instrumentation as ti
-from tests.stack import REPO, Service, http_get
+from tests.stack import REPO, Service, free_port, http_get
 
 EXAMPLES = REPO / "examples"
 
@@ -79,9 +79,7 @@ class StatusServer:
 
 def closed_port_url() -> str:
     """A loopback URL where nothing listens (the gateway is down)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 def spin(seconds: float) -> None:
