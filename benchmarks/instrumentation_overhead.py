@@ -17,14 +17,18 @@ other work, with colder caches.
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
+import sys
 import time
 import timeit
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Histogram
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script
+
 import trial_instrumentation as ti
+from tests.trial_support import BlackHole, spin
 
 STEP_SECONDS = 0.001
 PHASE = "trainwatch: with trial.phase(name)"
@@ -75,12 +79,6 @@ def paired_ratio(rounds: dict[str, list[float]], case: str, reference: str) -> f
     """Median over rounds of ``case / reference`` in the same round: load that hits a round
     hits both, and a round where it hit only one side is outvoted."""
     return statistics.median(a / b for a, b in zip(rounds[case], rounds[reference]))
-
-
-def spin(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
 
 
 def instrumented_loop(trial: ti.Trial, steps: int) -> list[float]:
@@ -160,13 +158,15 @@ def step_slowdown(steps: int = 50, rounds: int = 201) -> tuple[float, float]:
 def loop_while_pushes_hang(steps: int = 1000) -> tuple[float, float, float]:
     """(median step, slowest step, failed pushes) with a gateway that accepts and never
     answers, pushing every 50 ms: a push on the training thread would show in the max."""
-    with socket.create_server(("127.0.0.1", 0)) as hole:
-        url = f"http://127.0.0.1:{hole.getsockname()[1]}"
-        trial = ti.Trial(experiment="bench", trial="t", pushgateway=url, push_interval=0.05,
-                         read_timeout=0.2, exit_timeout=0.5)
+    hole = BlackHole()
+    try:
+        trial = ti.Trial(experiment="bench", trial="t", pushgateway=hole.url,
+                         push_interval=0.05, read_timeout=0.2, exit_timeout=0.5)
         with trial:
             durations = instrumented_loop(trial, steps)
         failed = trial.registry.get_sample_value("trainwatch_trial_push_failures_total") or 0
+    finally:
+        hole.close()
     return statistics.median(durations), max(durations), failed
 
 
