@@ -19,9 +19,9 @@ pytest.importorskip("grafana_foundation_sdk", reason="grafana-foundation-sdk nee
 
 from grafana import fleet, generate, trial_profile
 from grafana.generate import DEFAULT_THRESHOLDS, load_settings
-from tests.stack import require_binary
+from tests.stack import REPO
+from tests.test_rules import promtool
 
-REPO = Path(__file__).resolve().parent.parent
 DASHBOARDS = REPO / "grafana" / "dashboards"
 EXPECTED_UIDS = {"node-gpu.json": "trainwatch-node-gpu",
                  "trial-profile.json": "trainwatch-trial-profile",
@@ -216,9 +216,7 @@ def test_firing_alerts_panel_shows_the_trials_own_gpu_and_node_alerts(tmp_path: 
     }]}
     path = tmp_path / "firing_alerts_test.yml"
     path.write_text(yaml.safe_dump(case, sort_keys=False))
-    result = subprocess.run([require_binary("promtool"), "test", "rules", str(path)],
-                            capture_output=True, text=True, check=False, timeout=60)
-    assert result.returncode == 0, result.stdout + result.stderr
+    promtool("test", "rules", path)
 
 
 def test_fleet_table_links_to_trial_profile_with_the_rows_labels() -> None:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.stack import REPO
+
 PROVISIONING = REPO / "grafana" / "provisioning"
 # Where the dashboards folder is mounted in the container (README's docker run).
 MOUNTED_DASHBOARDS = "/var/lib/grafana/dashboards/trainwatch"
