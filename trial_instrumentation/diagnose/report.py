@@ -29,6 +29,11 @@ def selector(metric: str, **labels: str | None) -> str:
     return f"{metric}{{{', '.join(quoted)}}}" if quoted else metric
 
 
+def push_age(**labels: str | None) -> str:
+    """Seconds since each matching rank last pushed (the Pushgateway's push_time_seconds)."""
+    return f"time() - max {BY_TRIAL} ({selector('push_time_seconds', **labels)})"
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -118,7 +123,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     on_host = f"{n.cpu_utilization} * on(instance) group_left(nodename) {HOST_INFO}"
     cpu = by_rank(api, f"max {BY_TRIAL} ({selector(names.TRIAL_INFO, **sel)} * on(nodename) "
                         f"group_left() max by (nodename) ({on_host}))")
-    age = by_rank(api, f"time() - max {BY_TRIAL} ({selector('push_time_seconds', **sel)})")
+    age = by_rank(api, push_age(**sel))
     firing = api.alerts()
     instances = {labels.get("nodename"): labels.get("instance")
                  for labels, _ in api.query(HOST_INFO)}

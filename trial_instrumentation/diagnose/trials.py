@@ -7,7 +7,13 @@ from dataclasses import dataclass
 from trial_instrumentation import names
 from trial_instrumentation.diagnose.deployed import TRIAL_STALE, Deployment
 from trial_instrumentation.diagnose.promapi import PrometheusAPI
-from trial_instrumentation.diagnose.report import BY_TRIAL, by_rank, first_value, selector
+from trial_instrumentation.diagnose.report import (
+    BY_TRIAL,
+    by_rank,
+    first_value,
+    push_age,
+    selector,
+)
 
 
 @dataclass
@@ -32,7 +38,7 @@ def list_trials(api: PrometheusAPI, deployment: Deployment,
     steps = by_rank(api, selector(n.steps_rate, **sel))
     loader = by_rank(api, selector(n.phase_share, phase=names.DATALOADER_NEXT, **sel))
     gpu = by_rank(api, f"avg {BY_TRIAL} ({selector(n.trial_gpu_utilization, **sel)})")
-    age = by_rank(api, f"time() - max {BY_TRIAL} ({selector('push_time_seconds', **sel)})")
+    age = by_rank(api, push_age(**sel))
     stale_after = deployment.threshold(TRIAL_STALE)
     rows = []
     for key, [(labels, _), *_] in info.items():
