@@ -148,8 +148,11 @@ def start_trainwatch_exporter(workdir: Path, *extra: str, fake_gpus: int | None 
     argv = [sys.executable, "-m", module, f"--web.listen-address=127.0.0.1:{port}", *extra]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if fake_gpus is not None:
-        env["TRAINWATCH_FAKE_GPUS"] = str(fake_gpus)
-        env["TRAINWATCH_FAKE_IDLE_GPUS"] = ",".join(map(str, idle_gpus))
+        # Here, not at the top: it loads the exporter and pynvml, which most tests never need.
+        from tests.fake_nvml_exporter import FAKE_GPUS_ENV, IDLE_GPUS_ENV
+
+        env[FAKE_GPUS_ENV] = str(fake_gpus)
+        env[IDLE_GPUS_ENV] = ",".join(map(str, idle_gpus))
     name = "trainwatch_exporter" if fake_gpus is None else "fake_gpu_exporter"
     return Service(name, argv, port, workdir, ready_path="/healthz", env=env)
 
