@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import http.client
-import os
 import statistics
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script
 
-from tests.stack import REPO, Service, free_port, start_node_exporter
+from tests.stack import Service, start_node_exporter, start_trainwatch_exporter
 
 
 @dataclass
@@ -64,14 +63,6 @@ class Target:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def start_trainwatch(workdir: Path, gpus: int) -> Service:
-    port = free_port()
-    argv = [sys.executable, "-m", "tests.fake_nvml_exporter",
-            f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TRAINWATCH_FAKE_GPUS": str(gpus)}
-    return Service("trainwatch_exporter", argv, port, workdir, ready_path="/healthz", env=env)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=500)
@@ -80,7 +71,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, \
             start_node_exporter(Path(tmp)) as node, \
-            start_trainwatch(Path(tmp), args.gpus) as ours:
+            start_trainwatch_exporter(Path(tmp), "--log.level=warn",
+                                      fake_gpus=args.gpus) as ours:
         targets = [Target("trainwatch-exporter", ours), Target("node_exporter", node)]
         for _ in range(args.warmup):
             for target in targets:
