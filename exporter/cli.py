@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from exporter import __version__
 from exporter.collectors import COLLECTORS, build_registry
-from exporter.config import ConfigError, Settings, key_of, load_file, merge
+from exporter.config import ConfigError, Settings, key_of, load_file, merge, unknown_collector
 
 PROG = "trainwatch-exporter"
 log = logging.getLogger("exporter")
@@ -65,8 +65,7 @@ def parse_settings(argv: Sequence[str]) -> Settings:
     for arg in unknown:
         name = arg.split("=", 1)[0].removeprefix("--no-").removeprefix("--")
         if name.startswith("collector."):
-            raise ConfigError(f"unknown collector {name.split('.', 1)[1]!r} "
-                              f"(known: {', '.join(sorted(COLLECTORS))})")
+            raise unknown_collector(name.split(".", 1)[1])
         raise ConfigError(f"unknown argument {arg!r}; see {PROG} --help")
     flags: dict[str, Any] = vars(namespace)
     path = flags.pop("config", None)

@@ -101,12 +101,15 @@ def parse_listen_address(address: str) -> tuple[str, int]:
     return match["host"].strip("[]"), int(match["port"])
 
 
+def unknown_collector(name: str) -> ConfigError:
+    return ConfigError(f"unknown collector {name!r} (known: {', '.join(sorted(COLLECTORS))})")
+
+
 def check(key: str, value: Any) -> Any:
     """``value`` if it suits setting ``key``, else ``ConfigError`` naming the key."""
     if key.startswith("collector."):
         if key.split(".", 1)[1] not in COLLECTORS:
-            raise ConfigError(f"unknown collector {key.split('.', 1)[1]!r} "
-                              f"(known: {', '.join(sorted(COLLECTORS))})")
+            raise unknown_collector(key.split(".", 1)[1])
         kind: type = bool
     elif key in OPTIONS:
         kind = OPTIONS[key].metadata["kind"]
