@@ -47,7 +47,7 @@ class LiveStack:
 
     @property
     def exporter_instance(self) -> str:
-        return self.exporter.url.split("://", 1)[1]
+        return self.exporter.instance
 
     def start_trial(self, experiment: str, trial: str, *args: str,
                     env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

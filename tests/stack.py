@@ -79,7 +79,8 @@ class Service:
                  timeout: float = 20.0) -> None:
         self.name = name
         self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+        self.instance = f"127.0.0.1:{port}"  # Prometheus's target address and instance label
+        self.url = f"http://{self.instance}"
         self.log_path = workdir / f"{name}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(list(argv), stdout=self._log, stderr=subprocess.STDOUT,

@@ -46,7 +46,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, S
             start_trainwatch_exporter(workdir, "--no-collector.host", "--collector.gpu_process",
                                       fake_gpus=2) as fake:
         job = scrape_config(JOB, real.url)
-        job["static_configs"][0]["targets"].append(fake.url.split("://", 1)[1])
+        job["static_configs"][0]["targets"].append(fake.instance)
         prom = start_prometheus(workdir, {"scrape_configs": [job]})
         try:
             yield real, fake, prom
@@ -54,29 +54,25 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, S
             prom.stop()
 
 
-def instance(service: Service) -> str:
-    return service.url.split("://", 1)[1]
-
-
 def test_prometheus_scrapes_both_exporters(stack: tuple[Service, Service, Prometheus]) -> None:
     real, fake, prom = stack
     up = prom.wait_for_series(f'count(up{{job="{JOB}"}} == 1) == 2')
     assert up
     targets = {t["labels"]["instance"]: t["health"] for t in prom.targets()}
-    assert targets == {instance(real): "up", instance(fake): "up"}
+    assert targets == {real.instance: "up", fake.instance: "up"}
 
 
 def test_series_are_queryable(stack: tuple[Service, Service, Prometheus]) -> None:
     real, fake, prom = stack
     idle = prom.wait_for_series(f'trainwatch_cpu_seconds_total{{mode="idle",job="{JOB}"}}')
-    assert idle[0]["metric"]["instance"] == instance(real)
+    assert idle[0]["metric"]["instance"] == real.instance
     assert float(idle[0]["value"][1]) > 0
     util = prom.wait_for_series("trainwatch_gpu_utilization_ratio")
     assert sorted(float(s["value"][1]) for s in util) == [0.5, 0.51]
-    assert {s["metric"]["instance"] for s in util} == {instance(fake)}
+    assert {s["metric"]["instance"] for s in util} == {fake.instance}
     success = prom.wait_for_series('trainwatch_scrape_collector_success{collector="gpu"}')
     by_instance = {s["metric"]["instance"]: s["value"][1] for s in success}
-    assert by_instance == {instance(real): "0", instance(fake): "1"}  # no GPU here: 0, served
+    assert by_instance == {real.instance: "0", fake.instance: "1"}  # no GPU here: 0, served
     memory = prom.wait_for_series("trainwatch_memory_available_bytes")
     assert float(memory[0]["value"][1]) > 2**20
 
