@@ -78,8 +78,10 @@ def test_diagnose_names_the_data_loader_of_the_slow_trial_only(stack: LiveStack)
     assert verdict["threshold"] == 0.3 and verdict["remedy"] == remedies.DATALOADER
     assert verdict["measured"] == pytest.approx(loader_share(stack, "slow"), abs=0.02)
     assert verdict["measured"] > 0.9
-    assert {"name": "TrainwatchDataloaderBound", "state": "firing"}.items() <= \
-        slow["alerts"][0].items()
+    # Among the rank's alerts, not necessarily first: on a busy 2-core machine the node's
+    # TrainwatchCPUSaturated fires too, and it sorts before it.
+    assert ("TrainwatchDataloaderBound", "firing") in \
+        [(a["name"], a["state"]) for a in slow["alerts"]], slow["alerts"]
     assert slow["phases"][0]["phase"] == "dataloader_next"
     assert slow["steps_per_second"] > 0 and slow["step_seconds"]["0.5"] > 0.04
     assert slow["world_size"] == "1" and slow["nodename"]
