@@ -57,6 +57,7 @@ class EventResolver:
         self._free: collections.deque[torch.cuda.Event] = collections.deque()
         self._poll = poll_seconds
         self._dropped = False
+        self._failed = False  # a CUDA error while resolving: stop timing, never raise
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trainwatch-cuda-events",
                                         daemon=True)
@@ -69,6 +70,8 @@ class EventResolver:
             return torch.cuda.Event(enable_timing=True)
 
     def submit(self, start: torch.cuda.Event, end: torch.cuda.Event, histogram: Histogram) -> None:
+        if self._failed:
+            return
         if len(self._pending) >= MAX_PENDING:
             if not self._dropped:
                 self._dropped = True
@@ -88,13 +91,19 @@ class EventResolver:
         self._stopped.set()
 
     def _run(self) -> None:
-        while not self._stopped.is_set():
-            # Streams complete in order, so only the oldest pair needs asking.
-            while self._pending and self._pending[0][1].query():
-                start, end, histogram = self._pending.popleft()
-                histogram.observe(start.elapsed_time(end) / 1000.0)  # ms -> s
-                self._free.extend((start, end))
-            time.sleep(self._poll)
+        try:
+            while not self._stopped.is_set():
+                # Streams complete in order, so only the oldest pair needs asking.
+                while self._pending and self._pending[0][1].query():
+                    start, end, histogram = self._pending.popleft()
+                    histogram.observe(start.elapsed_time(end) / 1000.0)  # ms -> s
+                    self._free.extend((start, end))
+                time.sleep(self._poll)
+        except Exception:  # a CUDA error is sticky: every later query would fail the same way
+            self._failed = True
+            self._pending.clear()
+            log.exception("trainwatch: resolving CUDA event timings failed; cuda_events phases "
+                          "are no longer timed (training goes on)")
 
 
 class EventPhase(Phase):
