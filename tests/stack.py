@@ -71,6 +71,15 @@ def require_binary(name: str) -> str:
     return path
 
 
+def promtool(*args: str | Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The real promtool; the test fails, showing its output, unless it exits 0."""
+    proc = subprocess.run([require_binary("promtool"), *map(str, args)], input=stdin,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, \
+        f"promtool {' '.join(map(str, args))} failed:\n{proc.stdout}{proc.stderr}"
+    return proc
+
+
 class Service:
     """A real process listening on 127.0.0.1:port; stopped (and its log kept) on ``stop()``."""
 

@@ -19,8 +19,7 @@ pytest.importorskip("grafana_foundation_sdk", reason="grafana-foundation-sdk nee
 
 from grafana import fleet, generate, trial_profile
 from grafana.generate import DEFAULT_THRESHOLDS, load_settings
-from tests.stack import REPO
-from tests.test_rules import promtool
+from tests.stack import REPO, promtool
 
 DASHBOARDS = REPO / "grafana" / "dashboards"
 EXPECTED_UIDS = {"node-gpu.json": "trainwatch-node-gpu",

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from helm.sync_chart_files import CHART_FILES, drift
-from tests.stack import REPO, require_binary
+from tests.stack import REPO, promtool, require_binary
 
 HELM = REPO / ".tools" / "bin" / "helm"
 CHART = REPO / "helm" / "trainwatch"
@@ -100,8 +100,7 @@ def test_standalone_prometheus_config_passes_promtool(scenario: str, tmp_path: P
             job["basic_auth"]["password_file"] = str(tmp_path / "pass")
             (tmp_path / "pass").write_text("secret\n")
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    result = run(require_binary("promtool"), "check", "config", str(tmp_path / "prometheus.yml"))
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = promtool("check", "config", tmp_path / "prometheus.yml")
     assert f"{len(source_bytes('prometheus/rules', '*.yml'))} rule files found" in result.stdout
 
 
@@ -157,9 +156,7 @@ def test_prometheusrules_carry_the_rule_files_and_pass_promtool(tmp_path: Path) 
         name = rule["metadata"]["name"].removeprefix("tw-trainwatch-") + ".yml"
         assert rule["spec"] == yaml.safe_load(sources[name])
         (tmp_path / name).write_text(yaml.safe_dump(rule["spec"]))
-    result = run(require_binary("promtool"), "check", "rules",
-                 *sorted(str(p) for p in tmp_path.iterdir()))
-    assert result.returncode == 0, result.stdout + result.stderr
+    promtool("check", "rules", *sorted(tmp_path.iterdir()))
 
 
 def test_chart_files_are_the_sources_byte_for_byte() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.stack import REPO, require_binary
+from tests.stack import REPO, promtool
 
 PROM_DIR = REPO / "prometheus"
 sys.path.insert(0, str(PROM_DIR))  # generate_rules.py and rulegen/ are scripts, not a package
@@ -26,14 +26,6 @@ from rulegen.alerts import ALERT_GROUPS
 
 RUNBOOKS = REPO / "docs" / "runbooks.md"
 PROMTOOL_TESTS = sorted((PROM_DIR / "tests").glob("*.yml"))
-
-
-def promtool(*args: str | Path) -> str:
-    proc = subprocess.run([require_binary("promtool"), *map(str, args)], check=False,
-                          capture_output=True, text=True, timeout=60)
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"promtool {' '.join(map(str, args))} failed:\n{output}"
-    return output
 
 
 def alert_rules(rules_dir: Path) -> dict[str, dict[str, Any]]:
@@ -46,7 +38,7 @@ def alert_rules(rules_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def test_prometheus_yml_passes_promtool_check_config() -> None:
-    out = promtool("check", "config", PROM_DIR / "prometheus.yml")
+    out = promtool("check", "config", PROM_DIR / "prometheus.yml").stdout
     assert "SUCCESS: 5 rule files found" in out
 
 
@@ -70,7 +62,7 @@ def test_rule_files_pass_promtool_check_rules() -> None:
 
 @pytest.mark.parametrize("test_file", PROMTOOL_TESTS, ids=lambda p: p.name)
 def test_promtool_test_rules(test_file: Path) -> None:
-    assert "SUCCESS" in promtool("test", "rules", test_file)
+    assert "SUCCESS" in promtool("test", "rules", test_file).stdout
 
 
 def test_every_alert_group_has_a_promtool_file_testing_each_alert_fire_and_stay_silent() -> None:

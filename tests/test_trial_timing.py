@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import subprocess
 import threading
 import tracemalloc
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
 
 import trial_instrumentation as ti
-from tests.stack import http_get, require_binary
+from tests.stack import http_get, promtool
 from tests.trial_support import spin
 from trial_instrumentation.collector import TrialCollector, TrialState
 from trial_instrumentation.loader import batch_size_of
@@ -125,9 +124,7 @@ def test_rendered_metrics_pass_promtool() -> None:
             with trial.phase(name):
                 pass
     text = generate_latest(trial.registry)
-    checked = subprocess.run([require_binary("promtool"), "check", "metrics"], input=text,
-                             capture_output=True, check=False)
-    assert checked.returncode == 0, checked.stderr.decode() + checked.stdout.decode()
+    promtool("check", "metrics", stdin=text.decode())
     for phase in ti.STANDARD_PHASES:
         assert value(trial, PHASE_COUNT, phase=phase) == 3
     assert value(trial, "trainwatch_trial_push_failures_total") == 0
