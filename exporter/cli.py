@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None, *, nvml: Any | None = None) -> int:
     host, port = server.server_address[:2]
     scheme = "https" if settings.web_tls_cert_file else "http"
     log.info("%s %s serving %s://%s:%s/metrics (collectors: %s)", PROG, __version__, scheme,
-             host, port, ", ".join(n for n, on in settings.collectors.items() if on))
+             host, port, ", ".join(settings.enabled_collectors))
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -87,8 +87,8 @@ COLLECTORS: dict[str, CollectorEntry] = {
 def build_registry(settings: Settings, nvml: Any | None = None) -> CollectorRegistry:
     """A fresh registry serving the enabled collectors, wrapped for success/duration metrics."""
     sources = Sources(settings, nvml)
-    enabled = {name: entry.build(sources) for name, entry in COLLECTORS.items()
-               if settings.collectors.get(name, entry.default)}
+    # merge() fills in every collector of the table, so each enabled name has an entry.
+    enabled = {name: COLLECTORS[name].build(sources) for name in settings.enabled_collectors}
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ScrapeCollector(enabled, __version__))
     return registry

@@ -74,6 +74,11 @@ class Settings:
     log_level: str = _setting("info", str, "log verbosity", choices=LOG_LEVELS)
     collectors: Mapping[str, bool] = field(default_factory=_default_collectors)
 
+    @property
+    def enabled_collectors(self) -> tuple[str, ...]:
+        """Names of the collectors to run, in the collector table's order."""
+        return tuple(name for name, on in self.collectors.items() if on)
+
     def __post_init__(self) -> None:
         if (self.web_tls_cert_file is None) != (self.web_tls_key_file is None):
             raise ConfigError("web.tls_cert_file and web.tls_key_file must be given together")

@@ -117,7 +117,7 @@ def _gzip(body: bytes) -> bytes:
 
 
 def landing_page(settings: Settings) -> bytes:
-    enabled = ", ".join(name for name, on in settings.collectors.items() if on) or "none"
+    enabled = ", ".join(settings.enabled_collectors) or "none"
     return (f"<!doctype html><html><head><title>trainwatch-exporter</title></head><body>"
             f"<h1>trainwatch-exporter {html.escape(__version__)}</h1>"
             f"<p>GPU and host metrics for training jobs. Collectors: {html.escape(enabled)}.</p>"
