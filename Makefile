@@ -78,8 +78,8 @@ chart-files: rules dashboards
 	$(PY) helm/sync_chart_files.py
 
 lint: venv
-	$(VENV)/bin/ruff check exporter trial_instrumentation tests benchmarks examples prometheus grafana helm
-	$(VENV)/bin/mypy exporter trial_instrumentation prometheus/generate_rules.py prometheus/rulegen
+	$(VENV)/bin/ruff check exporter trial_instrumentation trainwatch tests benchmarks examples prometheus grafana helm
+	$(VENV)/bin/mypy exporter trial_instrumentation trainwatch prometheus/generate_rules.py prometheus/rulegen
 	# The pinned grafana-foundation-sdk needs Python 3.11 (typing.Self, StrEnum).
 	MYPYPATH=prometheus $(VENV)/bin/mypy --python-version 3.11 grafana
 

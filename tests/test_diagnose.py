@@ -19,8 +19,8 @@ import yaml
 from tests.stack import REPO, Prometheus, Service, start_prometheus
 from tests.trial_support import closed_port_url
 from trial_instrumentation import remedies
-from trial_instrumentation.diagnose import cli
-from trial_instrumentation.diagnose.deployed import (
+from trainwatch import cli
+from trainwatch.diagnose.deployed import (
     CPU_SATURATED,
     DATALOADER_BOUND,
     GPU_UNDERUTILIZED,
@@ -30,10 +30,10 @@ from trial_instrumentation.diagnose.deployed import (
     Deployment,
     DeploymentError,
 )
-from trial_instrumentation.diagnose.records import RecordNames
-from trial_instrumentation.diagnose.render import reports_json, reports_text
-from trial_instrumentation.diagnose.report import Gpu, RankReport, selector
-from trial_instrumentation.diagnose.verdict import Measurements, decide
+from trainwatch.diagnose.records import RecordNames
+from trainwatch.diagnose.render import reports_json, reports_text
+from trainwatch.diagnose.report import Gpu, RankReport, selector
+from trainwatch.diagnose.verdict import Measurements, decide
 
 THRESHOLDS = yaml.safe_load((REPO / "prometheus" / "thresholds.yaml").read_text())["alerts"]
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"
@@ -199,9 +199,3 @@ def test_prometheus_without_the_rules_is_a_config_error(bare_prometheus: Prometh
     assert "load prometheus/rules/*.yml" in done.stderr
 
 
-def test_the_training_hot_path_never_loads_the_cli() -> None:
-    probe = ("import sys, trial_instrumentation; "
-             "print(sorted(m for m in sys.modules if 'diagnose' in m or m == 'requests'))")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=30, check=True, cwd=REPO)
-    assert done.stdout.strip() == "[]"

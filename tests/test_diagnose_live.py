@@ -16,7 +16,7 @@ from tests.fake_nvml import fake_uuid
 from tests.fake_nvml_exporter import IDLE_PERCENT
 from tests.live_stack import IDLE_GPU, LiveStack, live_stack
 from trial_instrumentation import remedies
-from trial_instrumentation.diagnose.records import RecordNames
+from trainwatch.diagnose.records import RecordNames
 
 pytest.importorskip("torch")
 

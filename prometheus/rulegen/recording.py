@@ -1,6 +1,6 @@
 """Recording rules: per-trial phase shares and quantiles, trial GPUs, host throughput.
 
-The names (RecordNames) live in the installed package, trial_instrumentation/diagnose/records.py,
+The names (RecordNames) live in the installed package, trainwatch/diagnose/records.py,
 because `trainwatch diagnose` reads the same series; the rate window from thresholds.yaml is part
 of every rate-derived name (``..._rate5m``).
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 from rulegen.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
 from rulegen.settings import Settings
-from trial_instrumentation.diagnose.records import QUANTILES, RecordNames
+from trainwatch.diagnose.records import QUANTILES, RecordNames
 
 __all__ = ["QUANTILES", "RecordNames", "recording_groups"]
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trial_instrumentation import names
-from trial_instrumentation.diagnose.deployed import Deployment
-from trial_instrumentation.diagnose.promapi import Labels, PrometheusAPI
-from trial_instrumentation.diagnose.records import QUANTILES
-from trial_instrumentation.diagnose.verdict import Measurements, Verdict, decide
+from trainwatch.diagnose.deployed import Deployment
+from trainwatch.promapi import Labels, PrometheusAPI
+from trainwatch.diagnose.records import QUANTILES
+from trainwatch.diagnose.verdict import Measurements, Verdict, decide
 
 TRIAL_LABELS = names.GROUPING_LABELS
 BY_TRIAL = f"by ({', '.join(TRIAL_LABELS)})"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trial_instrumentation import names
-from trial_instrumentation.diagnose.deployed import TRIAL_STALE, Deployment
-from trial_instrumentation.diagnose.promapi import PrometheusAPI
-from trial_instrumentation.diagnose.report import (
+from trainwatch.diagnose.deployed import TRIAL_STALE, Deployment
+from trainwatch.promapi import PrometheusAPI
+from trainwatch.diagnose.report import (
     BY_TRIAL,
     by_rank,
     first_value,

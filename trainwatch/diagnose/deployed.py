@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trial_instrumentation.diagnose.records import RecordNames
+from trainwatch.diagnose.records import RecordNames
 
 # Alert names (thresholds.yaml / prometheus/rulegen): the CLI reads each one's threshold.
 DATALOADER_BOUND = "TrainwatchDataloaderBound"

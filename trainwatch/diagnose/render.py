@@ -6,8 +6,8 @@ import dataclasses
 import json
 from collections.abc import Sequence
 
-from trial_instrumentation.diagnose.report import RankReport
-from trial_instrumentation.diagnose.trials import TrialRow
+from trainwatch.diagnose.report import RankReport
+from trainwatch.diagnose.trials import TrialRow
 
 BAR_WIDTH = 30
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trial_instrumentation import names, remedies
-from trial_instrumentation.diagnose.deployed import (
+from trainwatch.diagnose.deployed import (
     CPU_SATURATED,
     DATALOADER_BOUND,
     GPU_UNDERUTILIZED,

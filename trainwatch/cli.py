@@ -14,12 +14,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from trial_instrumentation.diagnose import render
-from trial_instrumentation.diagnose.deployed import Deployment
-from trial_instrumentation.diagnose.promapi import PrometheusAPI, PrometheusError
-from trial_instrumentation.diagnose.report import UnknownTrial, gather
-from trial_instrumentation.diagnose.trials import list_trials
-from trial_instrumentation.diagnose.verdict import EXIT_OK, EXIT_USAGE
+from trainwatch.diagnose import render
+from trainwatch.diagnose.deployed import Deployment
+from trainwatch.promapi import PrometheusAPI, PrometheusError
+from trainwatch.diagnose.report import UnknownTrial, gather
+from trainwatch.diagnose.trials import list_trials
+from trainwatch.diagnose.verdict import EXIT_OK, EXIT_USAGE
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -1,0 +1,45 @@
+"""DESIGN.md's import boundaries, checked in a fresh interpreter each (sys.modules is shared
+within pytest, so an in-process check would see whatever another test imported)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.stack import REPO
+
+
+def loaded_after(statement: str) -> list[str]:
+    probe = (f"import sys, json; {statement}; "
+             "print(json.dumps(sorted(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, check=True, cwd=REPO)
+    return json.loads(done.stdout)
+
+
+def ours(modules: list[str], package: str) -> list[str]:
+    return [m for m in modules if m == package or m.startswith(package + ".")]
+
+
+def test_a_training_script_loads_nothing_of_the_operator_cli_or_the_exporter() -> None:
+    modules = loaded_after("import trial_instrumentation")
+    assert "trial_instrumentation" in modules
+    assert ours(modules, "trainwatch") == []
+    assert ours(modules, "exporter") == []
+    assert "requests" not in modules
+
+
+@pytest.mark.parametrize("module", ["trainwatch.cli"])
+def test_the_operator_cli_never_imports_the_exporter(module: str) -> None:
+    modules = loaded_after(f"import {module}")
+    assert module in modules
+    assert ours(modules, "exporter") == []
+
+
+def test_the_exporter_never_imports_the_training_library_or_the_cli() -> None:
+    modules = loaded_after("import exporter.cli")
+    assert ours(modules, "trial_instrumentation") == []
+    assert ours(modules, "trainwatch") == []
