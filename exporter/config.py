@@ -16,10 +16,10 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any
 
 from exporter.collectors import COLLECTORS
+from exporter.configfile import UnsafeYAML, cut, parse_yaml, read_text, shown
 from exporter.webauth import parse_hash
 
 # Outside 9100-9999, which the Prometheus wiki's default-port list has fully handed out.
@@ -46,7 +46,7 @@ def _setting(default: Any, kind: type, help_text: str, flag: bool = True,
 def _finite_non_negative(key: str) -> Callable[[float], None]:
     def validate(value: float) -> None:
         if not 0 <= value < math.inf:  # also rejects NaN
-            raise ConfigError(f"{key} must be a finite number >= 0, not {value!r}")
+            raise ConfigError(f"{key} must be a finite number >= 0, not {shown(value)}")
     return validate
 
 
@@ -101,13 +101,13 @@ def parse_listen_address(address: str) -> tuple[str, int]:
     """
     match = _LISTEN.match(address)
     if not match or int(match["port"]) > 65535:
-        raise ConfigError(f"invalid listen address {address!r}: expected HOST:PORT, "
+        raise ConfigError(f"invalid listen address {shown(address)}: expected HOST:PORT, "
                           "e.g. ':10910' or '127.0.0.1:10910'")
     return match["host"].strip("[]"), int(match["port"])
 
 
 def unknown_collector(name: str) -> ConfigError:
-    return ConfigError(f"unknown collector {name!r} (known: {', '.join(sorted(COLLECTORS))})")
+    return ConfigError(f"unknown collector {shown(name)} (known: {', '.join(sorted(COLLECTORS))})")
 
 
 def check(key: str, value: Any) -> Any:
@@ -119,16 +119,16 @@ def check(key: str, value: Any) -> Any:
     elif key in OPTIONS:
         kind = OPTIONS[key].metadata["kind"]
     else:
-        raise ConfigError(f"unknown key {key!r} (known: {', '.join(sorted(OPTIONS))}, "
+        raise ConfigError(f"unknown key {shown(key)} (known: {', '.join(sorted(OPTIONS))}, "
                           "collector.NAME)")
     ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         ok, value = True, float(value)
     if not ok:
-        raise ConfigError(f"{key} must be a {kind.__name__}, not {value!r}")
+        raise ConfigError(f"{key} must be a {kind.__name__}, not {shown(value)}")
     choices = OPTIONS[key].metadata["choices"] if key in OPTIONS else ()
     if choices and value not in choices:
-        raise ConfigError(f"{key} must be one of {', '.join(choices)}, not {value!r}")
+        raise ConfigError(f"{key} must be one of {', '.join(choices)}, not {shown(value)}")
     validate = OPTIONS[key].metadata["validate"] if key in OPTIONS else None
     if validate is not None:
         validate(value)
@@ -137,7 +137,7 @@ def check(key: str, value: Any) -> Any:
             try:
                 parse_hash(str(encoded))
             except ValueError as err:
-                raise ConfigError(f"web.basic_auth_users.{user}: {err}") from None
+                raise ConfigError(f"web.basic_auth_users.{cut(str(user))}: {err}") from None
     return value
 
 
@@ -146,11 +146,15 @@ def load_file(path: str) -> dict[str, Any]:
     import yaml  # only with --config: keeps the exporter's startup and memory light
 
     try:
-        doc = yaml.safe_load(Path(path).read_text())
+        doc = parse_yaml(read_text(path))
     except OSError as err:
         raise ConfigError(f"config file {path}: {err.strerror or err}") from None
     except UnicodeDecodeError as err:
         raise ConfigError(f"config file {path}: not UTF-8 text (byte {err.start})") from None
+    except UnsafeYAML as err:
+        raise ConfigError(f"config file {path}: refused: {err}") from None
+    except ValueError as err:  # from read_text: not a regular file, too big
+        raise ConfigError(f"config file {path}: {err}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"config file {path}: invalid YAML{_where(err)}") from None
     if doc is None:
@@ -162,9 +166,10 @@ def load_file(path: str) -> dict[str, Any]:
     try:
         for section, body in doc.items():
             if section not in SECTIONS:
-                raise ConfigError(f"unknown key {section!r} (sections: {', '.join(SECTIONS)})")
+                raise ConfigError(f"unknown key {shown(section)} "
+                                  f"(sections: {', '.join(SECTIONS)})")
             if not isinstance(body, dict):
-                raise ConfigError(f"{section} must be a mapping, not {body!r}")
+                raise ConfigError(f"{section} must be a mapping, not {shown(body)}")
             for name, value in body.items():
                 flat[f"{section}.{name}"] = check(f"{section}.{name}", value)
     except ConfigError as err:

@@ -22,6 +22,9 @@ from collections.abc import Mapping
 
 SCHEME = "pbkdf2_sha256"
 DEFAULT_ITERATIONS = 600_000  # OWASP 2023 for PBKDF2-HMAC-SHA256
+# Every failed login pays this many rounds (~0.4 s per million here): a bound keeps one bad
+# config from making each attempt cost minutes, and hashlib overflows past 2**31 - 1.
+MAX_ITERATIONS = 2_000_000
 
 
 def hash_password(password: str, iterations: int = DEFAULT_ITERATIONS,
@@ -45,6 +48,9 @@ def parse_hash(encoded: str) -> tuple[int, bytes, bytes]:
     scheme, iterations, salt, digest = parts
     if not iterations.isdigit() or int(iterations) < 1 or not salt:
         raise ValueError(f"bad iterations or salt in {scheme} hash")
+    if int(iterations) > MAX_ITERATIONS:
+        raise ValueError(f"{int(iterations)} iterations is over the limit of {MAX_ITERATIONS} "
+                         f"(the default, {DEFAULT_ITERATIONS}, is strong)")
     try:
         raw = base64.b64decode(digest, validate=True)
     except binascii.Error:

@@ -20,7 +20,7 @@ from exporter.exposition import render
 from tests.fake_nvml import FakeNvml
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-MODULES = ["collector", "collectors", "config", "exposition", "gpu", "gpu_process", "host",
+MODULES = ["collector", "collectors", "config", "configfile", "exposition", "gpu", "gpu_process", "host",
            "metrics", "nvml", "web", "webauth", "cli"]
 
 
