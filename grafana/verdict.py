@@ -3,7 +3,9 @@
 The expression is an ``or`` chain of conditions in priority order; each yields a constant code
 and ``or`` keeps the first that holds for a (experiment, trial, rank), so a rank gets exactly
 one code. The thresholds are the alerts' (thresholds.yaml), so the verdict and the alerts
-never disagree about what counts as bound.
+never disagree about what counts as bound; the checks, their order and their titles are
+`trainwatch diagnose`'s table (trainwatch/diagnose/verdict.py CHECKS), so the panel and the
+CLI name the same bottleneck.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from rulegen.promql import number, select
 
 from grafana.panels import Mapping
 from grafana.promql import BY_TRIAL, Promql
+from trainwatch.diagnose.verdict import CHECKS
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,15 @@ class Verdict:
     remedy: str
 
 
+# The dashboard's colour and remedy for each check of the CLI's table.
+_LOOK = {
+    "dataloader": ("red", remedies.DATALOADER),
+    "memory_copies": ("orange", remedies.MEMORY_COPIES),
+    "busy_cpu": ("orange", remedies.BUSY_CPU),
+    "underused_gpu": ("yellow", remedies.UNDERUTILIZED_GPU),
+}
+
+
 def verdicts(q: Promql, matchers: Sequence[str]) -> list[Verdict]:
     """The outcomes in priority order, for the trials picked by ``matchers``."""
     s, n = q.settings, q.names
@@ -36,27 +48,27 @@ def verdicts(q: Promql, matchers: Sequence[str]) -> list[Verdict]:
     def share(phases: str) -> str:
         return f"sum {BY_TRIAL} ({select(n.phase_share, *matchers, phases)})"
 
-    def over(alert: str) -> str:
-        return f"> {number(s.threshold(alert))}"
-
     gpu = (f"avg {BY_TRIAL} (avg_over_time("
            f"{select(n.trial_gpu_utilization, *matchers)}[{s.rate_window}]))")
-    cpu = q.per_trial(n.cpu_utilization, *matchers)
+    # PromQL for each measurement the CLI's checks name (trainwatch diagnose's Measurements).
+    measured = {
+        "dataloader_share": share(s.selector("dataloader_phase")),
+        "host_to_device_share": share(s.selector("host_to_device_phases")),
+        "node_cpu": q.per_trial(n.cpu_utilization, *matchers),
+        "gpu_utilization": gpu,
+    }
+    outcomes = []
+    for code, (kind, title, alert, measurement, above) in enumerate(CHECKS, start=1):
+        color, remedy = _LOOK[kind]
+        condition = (f"{measured[measurement]} {'>' if above else '<'} "
+                     f"{number(s.threshold(alert))}")
+        outcomes.append(Verdict(code, title, color, condition, remedy))
+    code = len(outcomes)
     return [
-        Verdict(1, "Data loader", "red",
-                f"{share(s.selector('dataloader_phase'))} {over('TrainwatchDataloaderBound')}",
-                remedies.DATALOADER),
-        Verdict(2, "Host↔device copies", "orange",
-                f"{share(s.selector('host_to_device_phases'))} "
-                f"{over('TrainwatchHostToDeviceBound')}", remedies.MEMORY_COPIES),
-        Verdict(3, "Node CPUs saturated", "orange", f"{cpu} {over('TrainwatchCPUSaturated')}",
-                remedies.BUSY_CPU),
-        Verdict(4, "GPU underused", "yellow",
-                f"{gpu} < {number(s.threshold('TrainwatchGPUUnderutilized'))}",
-                remedies.UNDERUTILIZED_GPU),
-        Verdict(5, "GPU-bound", "green", gpu, remedies.BUSY_GPU),
+        *outcomes,
+        Verdict(code + 1, "GPU-bound", "green", gpu, remedies.BUSY_GPU),
         # Any trial that reports phases at all gets a verdict, GPU metrics or not.
-        Verdict(6, "No GPU metrics", "blue", f"sum {BY_TRIAL} "
+        Verdict(code + 2, "No GPU metrics", "blue", f"sum {BY_TRIAL} "
                 f"({select(n.phase_share, *matchers)})", remedies.NO_GPU_METRICS),
     ]
 

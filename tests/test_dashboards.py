@@ -218,6 +218,71 @@ def test_firing_alerts_panel_shows_the_trials_own_gpu_and_node_alerts(tmp_path: 
     promtool("test", "rules", path)
 
 
+# Ranks of trial "t" crossing several thresholds at once (default thresholds: loader 30%,
+# copies 20%, node CPU 90%, GPU under 50%): rank -> (phase shares, node, GPU utilization).
+# Nodes n1 (CPU 95%) and n2 (CPU 50%).
+VERDICT_RANKS: dict[str, tuple[dict[str, float], str, float | None]] = {
+    "0": ({"dataloader_next": 0.4, "to_device": 0.25, "train_batch": 0.35}, "n1", 0.1),
+    "1": ({"dataloader_next": 0.1, "to_device": 0.15, "from_device": 0.1}, "n1", 0.1),
+    "2": ({"dataloader_next": 0.1, "to_device": 0.05, "train_batch": 0.85}, "n1", 0.1),
+    "3": ({"train_batch": 0.9}, "n2", 0.1),
+    "4": ({"train_batch": 0.9}, "n2", 0.9),
+    "5": ({"train_batch": 0.9}, "n2", None),
+}
+NODE_CPU = {"n1": 0.95, "n2": 0.5}
+
+
+def test_bottleneck_panel_and_trainwatch_diagnose_name_the_same_bottleneck(
+        tmp_path: Path) -> None:
+    """The panel's query, run by promtool, against the CLI's decide() on the same numbers."""
+    from trainwatch.diagnose.deployed import AlertRule
+    from trainwatch.diagnose.verdict import Measurements, decide
+
+    settings = load_settings()
+    bottleneck = next(p for p in panels(committed()["trial-profile.json"])
+                      if p["title"] == "Bottleneck")
+    expr = (bottleneck["targets"][0]["expr"].replace("$experiment", "e").replace("$trial", "t")
+            .replace("$rank", ".*"))
+    words = {int(code): option["text"] for code, option
+             in bottleneck["fieldConfig"]["defaults"]["mappings"][0]["options"].items()}
+    series: list[tuple[str, float]] = []
+    for node, cpu in NODE_CPU.items():
+        host = f'instance="{node}:1"'
+        series.append((f"instance:trainwatch_cpu_utilization:ratio_rate5m{{{host}}}", cpu))
+        host_info = f'trainwatch_host_info{{job="trainwatch-exporter", {host}, nodename="{node}"}}'
+        series.append((host_info, 1))
+    for rank, (shares, node, gpu) in VERDICT_RANKS.items():
+        trial = f'experiment="e", trial="t", rank="{rank}"'
+        info = f'trainwatch_trial_info{{job="trainwatch_trial", {trial}, nodename="{node}"}}'
+        series.append((info, 1))
+        for phase, share in shares.items():
+            share_series = (f"trial_phase:trainwatch_trial_phase_seconds:share_rate5m"
+                            f'{{{trial}, phase="{phase}"}}')
+            series.append((share_series, share))
+        if gpu is not None:
+            gpu_series = f'trial_gpu:trainwatch_gpu_utilization:ratio{{{trial}, uuid="GPU-{rank}"}}'
+            series.append((gpu_series, gpu))
+    alerts = {name: AlertRule(name, settings.threshold(name), "") for name in (
+        "TrainwatchDataloaderBound", "TrainwatchHostToDeviceBound", "TrainwatchCPUSaturated",
+        "TrainwatchGPUUnderutilized")}
+    expected = []
+    for rank, (shares, node, gpu) in VERDICT_RANKS.items():
+        verdict = decide(Measurements(shares, NODE_CPU[node], gpu), alerts)
+        code = next(c for c, text in words.items() if text == verdict.title)
+        expected.append({"labels": f'{{experiment="e", trial="t", rank="{rank}", '
+                                   f'nodename="{node}"}}', "value": code})
+    # Every outcome is reached once: the cases cover the whole priority order.
+    assert sorted(e["value"] for e in expected) == sorted(words)
+    case = {"rule_files": [], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": s, "values": f"{v}x10"} for s, v in series],
+        "promql_expr_test": [{"expr": expr, "eval_time": "5m", "exp_samples": expected}],
+    }]}
+    path = tmp_path / "bottleneck_test.yml"
+    path.write_text(yaml.safe_dump(case, sort_keys=False))
+    promtool("test", "rules", path)
+
+
 def test_fleet_table_links_to_trial_profile_with_the_rows_labels() -> None:
     table = next(p for p in panels(committed()["fleet.json"]) if p["title"] == fleet.TRIALS_TABLE)
     urls = [link["url"] for link in table["fieldConfig"]["defaults"]["links"]]

@@ -18,7 +18,6 @@ import yaml
 
 from tests.stack import REPO, Prometheus, Service, start_prometheus
 from tests.trial_support import closed_port_url
-from trial_instrumentation import remedies
 from trainwatch import cli
 from trainwatch.diagnose.deployed import (
     CPU_SATURATED,
@@ -33,7 +32,8 @@ from trainwatch.diagnose.deployed import (
 from trainwatch.diagnose.records import RecordNames
 from trainwatch.diagnose.render import reports_json, reports_text
 from trainwatch.diagnose.report import Gpu, RankReport, selector
-from trainwatch.diagnose.verdict import Measurements, decide
+from trainwatch.diagnose.verdict import CHECKS, Measurements, decide, worst_exit_code
+from trial_instrumentation import remedies
 
 THRESHOLDS = yaml.safe_load((REPO / "prometheus" / "thresholds.yaml").read_text())["alerts"]
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"
@@ -70,10 +70,14 @@ VERDICTS = [
     # Neither copy alone crosses 20%; together they do.
     ({"to_device": 0.15, "from_device": 0.1, "train_batch": 0.75}, 0.5, 0.9, "memory_copies",
      0.25, 1),
-    # Two bottlenecks: the dashboard's priority order decides (data loader first).
+    # Several bottlenecks: the dashboard's priority order decides (data loader, copies, CPU,
+    # underused GPU); each pair of neighbours in that order is crossed at once.
     ({"dataloader_next": 0.5, "to_device": 0.5}, 0.99, 0.1, "dataloader", 0.5, 1),
+    ({"to_device": 0.25, "train_batch": 0.75}, 0.95, 0.1, "memory_copies", 0.25, 1),
     ({"train_batch": 1.0}, 0.95, 0.1, "busy_cpu", 0.95, 1),
+    ({"from_device": 0.21}, 0.91, None, "memory_copies", 0.21, 1),
     ({"train_batch": 1.0}, None, 0.2, "underused_gpu", 0.2, 1),
+    ({"train_batch": 1.0}, 0.9, 0.49, "underused_gpu", 0.49, 1),
     ({"train_batch": 1.0}, 0.5, 0.5, "gpu_bound", 0.5, 0),
     ({"train_batch": 1.0}, 0.5, None, "no_gpu_metrics", None, 0),
     ({}, 0.99, 0.1, "no_timings", None, 2),
@@ -89,6 +93,53 @@ def test_verdict_table(shares: dict[str, float], cpu: float | None, gpu: float |
     if v.bottleneck:
         assert v.remedy == f"remedy of {v.alert}" and v.runbook_url == f"runbook#{v.alert}"
         assert v.threshold == DEFAULT[str(v.alert)].threshold
+
+
+def test_checks_follow_the_dashboards_priority_order() -> None:
+    # grafana/verdict.py builds the Bottleneck panel from this table; test_dashboards.py checks
+    # the panel's query against the same cases in a real PromQL engine.
+    assert [(kind, alert) for kind, _, alert, _, _ in CHECKS] == [
+        ("dataloader", DATALOADER_BOUND), ("memory_copies", HOST_TO_DEVICE_BOUND),
+        ("busy_cpu", CPU_SATURATED), ("underused_gpu", GPU_UNDERUTILIZED)]
+
+
+RANKS = {  # rank -> (measurements, its exit code alone)
+    "healthy": (Measurements({"train_batch": 1.0}, 0.5, 0.9), 0),
+    "no_gpu": (Measurements({"train_batch": 1.0}, 0.5, None), 0),
+    "bound": (Measurements({"dataloader_next": 0.6, "train_batch": 0.4}, 0.5, 0.9), 1),
+    "no_timings": (Measurements({}, 0.5, 0.9), 2),
+}
+
+
+@pytest.mark.parametrize("ranks", [("healthy", "bound"), ("bound", "healthy"),
+                                   ("healthy", "no_gpu"), ("bound", "no_timings", "healthy"),
+                                   ("healthy",)])
+def test_several_ranks_exit_with_the_worst_ranks_code(
+        ranks: tuple[str, ...], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """One bottlenecked rank beside healthy ones still fails, through the CLI's own path."""
+    reports = []
+    for rank, name in enumerate(ranks):
+        r = RankReport("exp", "t1", str(rank), "node-a", "42", str(len(ranks)), "5m")
+        r.verdict = decide(RANKS[name][0], DEFAULT)
+        reports.append(r)
+    expected = max(RANKS[name][1] for name in ranks)
+    assert worst_exit_code(r.verdict for r in reports if r.verdict) == expected
+
+    class Rules:  # Prometheus's /api/v1/rules, answered from the committed rule files
+        def __init__(self, url: str, timeout: float) -> None:
+            self.url = url
+
+        def rules(self) -> list[dict[str, Any]]:
+            return loaded_rules()
+
+    monkeypatch.setattr(cli, "PrometheusAPI", Rules)
+    monkeypatch.setattr(cli, "gather", lambda *args: reports)
+    code = cli.main(["diagnose", "--prometheus", "http://127.0.0.1:9", "--experiment", "exp",
+                     "--format", "json"])
+    assert code == expected
+    assert [d["verdict"]["exit_code"] for d in json.loads(capsys.readouterr().out)["reports"]] \
+        == [RANKS[name][1] for name in ranks]
 
 
 def test_verdict_uses_the_thresholds_it_is_given() -> None:

@@ -17,6 +17,7 @@ import pytest
 import trial_instrumentation as ti
 from tests.stack import wait_until
 from tests.trial_support import BlackHole, StatusServer, closed_port_url, cpu_loop
+from trial_instrumentation.transport import PushError
 
 FAILURES = "trainwatch_trial_push_failures_total"
 READ_TIMEOUT = 1.0  # far above any scheduler stall, so a step blocked by a push stands out
@@ -72,6 +73,31 @@ def test_bad_gateway_leaves_step_time_alone(bad_gateway: tuple[str, StatusServer
     assert slowest < READ_TIMEOUT * 0.6, f"slowest step {slowest:.3f} s"
     if server is not None:  # the server's answers are what failed, each push counted once
         assert failures(trial) == server.requests.count("PUT") > 0
+
+
+@pytest.mark.parametrize(("status", "puts"), [(400, 2), (500, 4)])
+def test_a_rejected_push_is_not_retried_a_failing_gateway_is(status: int, puts: int) -> None:
+    # A long interval: the trial pushes once at start and once at exit, nothing in between.
+    # A 4xx (bad metric, auth, grouping key) fails the same way on every retry: one PUT per
+    # push. A 5xx is retried (1 + RETRIES attempts); the exit cuts short the first push's
+    # backoff but not the final push's, so at least 1 + 3 PUTs.
+    server = StatusServer(status)
+    trial = ti.Trial(experiment="fail", trial="t", pushgateway=server.url, push_interval=3600,
+                     exit_timeout=30)
+    with trial:
+        wait_until(lambda: failures(trial) >= 1, timeout=10, what="the first push")
+    server.close()
+    sent = server.requests.count("PUT")
+    assert (sent == puts if status < 500 else sent >= puts), server.requests
+    assert "DELETE" not in server.requests  # nothing to delete after a failed final push
+    assert failures(trial) == sent
+
+
+def test_only_server_errors_are_worth_retrying() -> None:
+    retryable = {status: PushError(status, "", b"").retryable
+                 for status in (400, 401, 404, 413, 499, 500, 502, 503, 599)}
+    assert retryable == {400: False, 401: False, 404: False, 413: False, 499: False,
+                         500: True, 502: True, 503: True, 599: True}
 
 
 def test_memory_stays_flat_over_many_failed_pushes(

@@ -72,6 +72,37 @@ def test_phase_is_reentrant_a_decorator_and_times_failures() -> None:
     assert sum(phase.histogram.counts) == 4
 
 
+class FakeClock:
+    """perf_counter() stand-in that answers the times it is given, in order."""
+
+    def __init__(self, *times: float) -> None:
+        self._times = iter(times)
+
+    def __call__(self) -> float:
+        return next(self._times)
+
+
+def test_each_nested_level_is_timed_from_its_own_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Levels entered at 1, 21 and 41 s and left at 50, 60 and 70 s last 9, 39 and 69 s
+    # (innermost first): each exit must restore the start of the level it returns to.
+    monkeypatch.setattr("trial_instrumentation.timing.perf_counter",
+                        FakeClock(1.0, 21.0, 41.0, 50.0, 60.0, 70.0))
+    phase = Phase("p", Histogram((10.0, 30.0, 40.0, 50.0, 60.0)))
+    with phase:
+        with phase:
+            with phase:
+                pass
+            assert phase.histogram.counts == [1, 0, 0, 0, 0, 0]  # 50 - 41
+        assert phase.histogram.counts == [1, 0, 1, 0, 0, 0]  # 60 - 21
+    assert phase.histogram.counts == [1, 0, 1, 0, 0, 1]  # 70 - 1
+    assert phase.histogram.sum == 9 + 39 + 69
+    # Closed again: the next use starts afresh instead of inheriting a stale start.
+    monkeypatch.setattr("trial_instrumentation.timing.perf_counter", FakeClock(100.0, 125.0))
+    with phase:
+        pass
+    assert phase.histogram.counts == [1, 1, 1, 0, 0, 1]
+
+
 def test_loader_times_fetch_inside_the_step_and_counts_exactly() -> None:
     def slow_batches():  # type: ignore[no-untyped-def]
         for _ in range(4):

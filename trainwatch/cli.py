@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 from trainwatch.diagnose import render
 from trainwatch.diagnose.deployed import Deployment
-from trainwatch.promapi import PrometheusAPI, PrometheusError
 from trainwatch.diagnose.report import UnknownTrial, gather
 from trainwatch.diagnose.trials import list_trials
-from trainwatch.diagnose.verdict import EXIT_OK, EXIT_USAGE
+from trainwatch.diagnose.verdict import EXIT_OK, EXIT_USAGE, worst_exit_code
+from trainwatch.promapi import PrometheusAPI, PrometheusError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     print(render.reports_json(reports) if args.format == "json"
           else render.reports_text(reports))
-    return max(r.verdict.exit_code for r in reports if r.verdict is not None)
+    return worst_exit_code(r.verdict for r in reports if r.verdict is not None)
 
 
 if __name__ == "__main__":

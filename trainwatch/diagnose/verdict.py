@@ -1,15 +1,15 @@
 """The verdict: which bottleneck holds a trial rank back, decided with the deployed thresholds.
 
-The checks run in the order of the Trial profile dashboard's Bottleneck panel
-(grafana/verdict.py): the first that holds wins, so the CLI and the dashboard agree.
+The checks run in the order of ``CHECKS``, which the Trial profile dashboard's Bottleneck panel
+(grafana/verdict.py) builds its query from: the first that holds wins, so the CLI and the
+dashboard agree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from trial_instrumentation import names, remedies
 from trainwatch.diagnose.deployed import (
     CPU_SATURATED,
     DATALOADER_BOUND,
@@ -17,6 +17,7 @@ from trainwatch.diagnose.deployed import (
     HOST_TO_DEVICE_BOUND,
     AlertRule,
 )
+from trial_instrumentation import names, remedies
 
 HOST_TO_DEVICE_PHASES = (names.TO_DEVICE, names.FROM_DEVICE)
 EXIT_OK, EXIT_BOTTLENECK, EXIT_USAGE = 0, 1, 2
@@ -99,3 +100,13 @@ def decide(m: Measurements, alerts: Mapping[str, AlertRule]) -> Verdict:
     rule = alerts[GPU_UNDERUTILIZED]
     return Verdict(GPU_BOUND, "GPU-bound", False, m.gpu_utilization, ">=", rule.threshold,
                    None, remedies.BUSY_GPU, None)
+
+
+def worst_exit_code(verdicts: Iterable[Verdict]) -> int:
+    """The exit code of several ranks: the worst one's, so one bottlenecked rank beside healthy
+    ones still fails a CI gate (and one without timings makes it a usage error).
+
+    >>> worst_exit_code([])
+    0
+    """
+    return max((v.exit_code for v in verdicts), default=EXIT_OK)

@@ -1,0 +1,88 @@
+"""Basic auth against PBKDF2 hashes: the right password passes, every other one fails, and the
+cache of verified passwords never lets a wrong one through."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import pytest
+
+from exporter.webauth import BasicAuth, hash_password, parse_hash
+
+ITERATIONS = 1000  # the default's cost is for real configs, not for tests
+
+
+def header(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+@pytest.fixture
+def auth() -> BasicAuth:
+    return BasicAuth({"prometheus": hash_password("s3cret", iterations=ITERATIONS),
+                      "grafana": hash_password("other", iterations=ITERATIONS)})
+
+
+def test_a_wrong_password_fails_after_the_right_one_was_remembered(auth: BasicAuth) -> None:
+    assert auth.check(header("prometheus", "s3cret"))
+    assert auth.check(header("prometheus", "s3cret"))  # now from the cache
+    assert not auth.check(header("prometheus", "wrong"))
+    assert not auth.check(header("prometheus", ""))
+    assert not auth.check(header("prometheus", "s3cret "))
+    assert auth.check(header("prometheus", "s3cret"))
+
+
+def test_one_users_password_does_not_open_another(auth: BasicAuth) -> None:
+    assert auth.check(header("prometheus", "s3cret"))
+    assert not auth.check(header("grafana", "s3cret"))
+    assert auth.check(header("grafana", "other"))
+    assert not auth.check(header("prometheus", "other"))
+
+
+def test_an_unknown_user_fails_even_with_the_decoys_password(auth: BasicAuth) -> None:
+    # The decoy hash (the first user's) is checked for unknown users so timing matches.
+    assert not auth.check(header("nobody", "s3cret"))
+    assert not auth.check(header("nobody", "s3cret"))
+    assert not auth.check(header("Prometheus", "s3cret"))
+
+
+@pytest.mark.parametrize("bad", [None, "", "Bearer abc", "Basic", "Basic !!!notbase64",
+                                 "Basic " + base64.b64encode(b"prometheus").decode(),
+                                 "basic " + base64.b64encode(b"prometheus:s3cret").decode(),
+                                 "Basic é"])
+def test_malformed_headers_are_refused(auth: BasicAuth, bad: str | None) -> None:
+    assert not auth.check(bad)
+
+
+def test_a_password_with_a_colon_is_split_at_the_first_colon() -> None:
+    auth = BasicAuth({"u": hash_password("a:b", iterations=ITERATIONS)})
+    assert auth.check(header("u", "a:b")) and not auth.check(header("u", "a"))
+
+
+def test_the_hash_is_django_pbkdf2_sha256() -> None:
+    encoded = hash_password("pw", iterations=1234, salt="salty")
+    scheme, iterations, salt, digest = encoded.split("$")
+    assert (scheme, iterations, salt) == ("pbkdf2_sha256", "1234", "salty")
+    assert base64.b64decode(digest) == hashlib.pbkdf2_hmac("sha256", b"pw", b"salty", 1234)
+    assert parse_hash(encoded) == (1234, b"salty", base64.b64decode(digest))
+    # A fresh random salt each time: the same password hashes differently.
+    assert hash_password("pw", iterations=1) != hash_password("pw", iterations=1)
+    assert len(hash_password("pw", iterations=1).split("$")[2]) >= 16
+
+
+@pytest.mark.parametrize(("encoded", "message"), [
+    ("md5$1$salt$AAAA", "expected pbkdf2_sha256$<iterations>$<salt>$<hash>"),
+    ("pbkdf2_sha256$1$salt", "expected pbkdf2_sha256$<iterations>$<salt>$<hash>"),
+    ("pbkdf2_sha256$0$salt$AAAA", "bad iterations or salt"),
+    ("pbkdf2_sha256$x$salt$AAAA", "bad iterations or salt"),
+    ("pbkdf2_sha256$10$$AAAA", "bad iterations or salt"),
+    ("pbkdf2_sha256$10$salt$not base64!", "the hash part is not base64"),
+])
+def test_bad_hashes_say_what_is_wrong(encoded: str, message: str) -> None:
+    with pytest.raises(ValueError, match="^" + message.replace("$", r"\$")):
+        parse_hash(encoded)
+
+
+def test_no_users_is_a_programmer_error() -> None:
+    with pytest.raises(ValueError, match="at least one user"):
+        BasicAuth({})
