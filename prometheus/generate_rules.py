@@ -26,19 +26,24 @@ RULES_DIR = HERE / "rules"
 
 
 def render(thresholds: Path = DEFAULT_THRESHOLDS, *, for_: str | None = None,
-           rate_window: str | None = None) -> dict[str, str]:
-    """File name -> text of every rule file, with optional overrides of `for` and the window."""
-    settings = load_settings(thresholds).with_overrides(for_=for_, rate_window=rate_window)
-    note = ", ".join(f"{k}={v}" for k, v in (("for", for_), ("rate_window", rate_window)) if v)
+           rate_window: str | None = None, stale_after: float | None = None) -> dict[str, str]:
+    """File name -> text of every rule file, with optional overrides of `for`, the window and
+    the seconds after which a trial that stopped pushing is stale."""
+    settings = load_settings(thresholds).with_overrides(for_=for_, rate_window=rate_window,
+                                                        stale_after=stale_after)
+    note = ", ".join(f"{k}={v}" for k, v in (("for", for_), ("rate_window", rate_window),
+                                             ("stale_after", stale_after)) if v)
     return render_files(settings, overrides=note)
 
 
 def write_rules(out_dir: Path = RULES_DIR, thresholds: Path = DEFAULT_THRESHOLDS, *,
-                for_: str | None = None, rate_window: str | None = None) -> list[Path]:
+                for_: str | None = None, rate_window: str | None = None,
+                stale_after: float | None = None) -> list[Path]:
     """Render and write the rule files into ``out_dir``; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in render(thresholds, for_=for_, rate_window=rate_window).items():
+    for name, text in render(thresholds, for_=for_, rate_window=rate_window,
+                             stale_after=stale_after).items():
         path = out_dir / name
         path.write_text(text)
         written.append(path)
@@ -58,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RULES_DIR, help="directory to write into")
     parser.add_argument("--for", dest="for_", help="override every alert's `for` (e.g. 20s)")
     parser.add_argument("--rate-window", help="override rate_window (e.g. 30s)")
+    parser.add_argument("--stale-after", type=float,
+                        help="override TrainwatchTrialStale's threshold (seconds)")
     parser.add_argument("--check", action="store_true", help="exit 1 if --out drifted")
     args = parser.parse_args(argv)
     try:
@@ -67,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{args.out / name} differs from a fresh render: run `make rules`")
             return 1 if stale else 0
         for path in write_rules(args.out, args.thresholds, for_=args.for_,
-                                rate_window=args.rate_window):
+                                rate_window=args.rate_window, stale_after=args.stale_after):
             print(f"wrote {path}")
     except SettingsError as err:
         print(f"error: {err}", file=sys.stderr)

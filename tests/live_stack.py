@@ -88,10 +88,12 @@ IDLE_GPU = 1
 
 
 @contextmanager
-def live_stack(workdir: Path, *, rate_window: str, for_: str) -> Iterator[LiveStack]:
-    """Start everything (1 s scrape and evaluation); stop it all, trials first, on exit."""
+def live_stack(workdir: Path, *, rate_window: str, for_: str,
+               stale_after: float | None = None) -> Iterator[LiveStack]:
+    """Start everything (1 s scrape and evaluation); stop it all, trials first, on exit.
+    ``stale_after`` (seconds) shortens TrainwatchTrialStale's threshold."""
     rules = workdir / "rules"
-    generate_rules.write_rules(rules, for_=for_, rate_window=rate_window)
+    generate_rules.write_rules(rules, for_=for_, rate_window=rate_window, stale_after=stale_after)
     with start_pushgateway(workdir) as pgw, \
             start_trainwatch_exporter(workdir, fake_gpus=FAKE_GPUS,
                                       idle_gpus=(IDLE_GPU,)) as exporter:

@@ -121,7 +121,21 @@ def test_a_threshold_change_reaches_the_expression_and_the_description(tmp_path:
     changed.write_text(yaml.safe_dump(doc))
     rule = yaml.safe_load(generate_rules.render(changed)["trial.yml"])["groups"][0]["rules"][0]
     assert rule["alert"] == "TrainwatchDataloaderBound"
-    assert rule["expr"].endswith("> 0.45") and "(threshold 45%)" in rule["annotations"]["description"]
+    assert "> 0.45\n" in rule["expr"] and "(threshold 45%)" in rule["annotations"]["description"]
+
+
+def test_every_trial_alert_holds_only_while_the_trials_group_is_present_and_fresh() -> None:
+    # A rate over the window keeps a finished trial's samples for a whole window; the gate on
+    # push_time_seconds ends the alert when the group is deleted (live: test_first_hour_live).
+    stale_after = generate_rules.load_settings().threshold("TrainwatchTrialStale")
+    gate = (f"and on (experiment, trial, rank)\nmax by (experiment, trial, rank) (time() - "
+            f'push_time_seconds{{job="trainwatch_trial"}}) < {stale_after:g}')
+    rules = alert_rules(PROM_DIR / "rules")
+    for name in ("TrainwatchDataloaderBound", "TrainwatchHostToDeviceBound",
+                 "TrainwatchTrialPushFailing", "TrainwatchGPUUnderutilized"):
+        assert rules[name]["expr"].endswith(gate), name
+    assert generate_rules.load_settings().with_overrides(stale_after=7).threshold(
+        "TrainwatchTrialStale") == 7
 
 
 @pytest.mark.parametrize(("edit", "message"), [

@@ -49,18 +49,27 @@ class _Group:
                            "annotations": annotations})
 
 
+def _while_live(s: Settings, condition: str) -> str:
+    """``condition`` only for trials whose Pushgateway group is present and fresh: a clean exit
+    deletes the group, which ends the alert at the next scrape and evaluation, while a rate over
+    the window would still hold the old samples for a whole window."""
+    live = live_trials(s.selector("trial"), s.threshold("TrainwatchTrialStale"))
+    return f"{condition}\nand {on(*TRIAL_LABELS)}\n{live}"
+
+
 def trial_alerts(s: Settings) -> list[dict[str, Any]]:
     g, n, trial = _Group(s), RecordNames(s.rate_window), s.selector("trial")
     t = s.threshold("TrainwatchDataloaderBound")
     g.add("TrainwatchDataloaderBound",
-          f"{select(n.phase_share, s.selector('dataloader_phase'))} > {number(t)}",
+          _while_live(s, f"{select(n.phase_share, s.selector('dataloader_phase'))} > {number(t)}"),
           "Training waits for the data loader.",
           f"{_TRIAL} spends {{{{ $value | humanizePercentage }}}} of its step time in "
           f"dataloader_next (threshold {_pct(t)}).", remedies.DATALOADER)
     t = s.threshold("TrainwatchHostToDeviceBound")
     g.add("TrainwatchHostToDeviceBound",
-          f"sum {by(*TRIAL_LABELS)} ({select(n.phase_share, s.selector('host_to_device_phases'))})"
-          f" > {number(t)}",
+          _while_live(s, f"sum {by(*TRIAL_LABELS)} "
+                      f"({select(n.phase_share, s.selector('host_to_device_phases'))})"
+                      f" > {number(t)}"),
           "Training waits for host<->device memory copies.",
           f"{_TRIAL} spends {{{{ $value | humanizePercentage }}}} of its step time in "
           f"to_device/from_device (threshold {_pct(t)}).", remedies.MEMORY_COPIES)
@@ -72,8 +81,8 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
           f"{number(t)}s) and did not delete its group.", remedies.STALE_TRIAL)
     t = s.threshold("TrainwatchTrialPushFailing")
     g.add("TrainwatchTrialPushFailing",
-          f"increase({select('trainwatch_trial_push_failures_total', trial)}[{s.rate_window}])"
-          f" > {number(t)}",
+          _while_live(s, f"increase({select('trainwatch_trial_push_failures_total', trial)}"
+                      f"[{s.rate_window}]) > {number(t)}"),
           "A trial keeps failing to push its metrics.",
           f"{_TRIAL} failed {{{{ $value | humanize }}}} pushes to the Pushgateway in the last "
           f"{s.rate_window}.", remedies.PUSH_FAILING)

@@ -17,6 +17,8 @@ import yaml
 
 DEFAULT_THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds.yaml"
 SEVERITIES = ("info", "warning", "critical")
+# Its threshold is when a trial stops being live (the gate of every trial alert).
+STALE_ALERT = "TrainwatchTrialStale"
 # Prometheus' duration syntax (model.ParseDuration), units largest first, at least one present.
 _DURATION = re.compile(r"^(?=\d)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 
@@ -73,13 +75,19 @@ class Settings:
             raise SettingsError(f"{self.source}: alerts.{name}.threshold is missing")
         return value
 
-    def with_overrides(self, *, for_: str | None = None,
-                       rate_window: str | None = None) -> Settings:
-        """A copy with every alert's ``for`` and/or the rate window replaced (the live test)."""
+    def with_overrides(self, *, for_: str | None = None, rate_window: str | None = None,
+                       stale_after: float | None = None) -> Settings:
+        """A copy with every alert's ``for``, the rate window and/or TrainwatchTrialStale's
+        threshold (seconds) replaced (the live tests)."""
         alerts = self.alerts
         if for_ is not None:
             check_duration(for_, "override for")
             alerts = {n: dataclasses.replace(a, for_=for_) for n, a in alerts.items()}
+        if stale_after is not None:
+            if not stale_after > 0:
+                raise SettingsError(f"override stale_after: {stale_after!r} is not > 0 seconds")
+            stale = dataclasses.replace(self.alert(STALE_ALERT), threshold=float(stale_after))
+            alerts = {**alerts, STALE_ALERT: stale}
         window = check_duration(rate_window, "override rate_window") if rate_window else None
         return dataclasses.replace(self, alerts=alerts, rate_window=window or self.rate_window,
                                    source=f"{self.source} (with overrides)")
