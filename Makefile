@@ -1,5 +1,7 @@
-# trainwatch — `make run` runs the exporter on this machine, `make test` passes the tests.
-# Both install what they need on a fresh Debian machine (root or sudo for apt).
+# trainwatch — `make run` starts the whole stack on this machine (`trainwatch stack up`: exporter,
+# Prometheus with the rules, Pushgateway, Alertmanager, Grafana when installed), `make stop`
+# stops it, `make test` passes the tests. They install what they need on a fresh Debian machine
+# (root or sudo for apt). `make run ARGS='--for 20s --rate-window 30s'` passes flags to `stack up`.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -7,27 +9,35 @@ PY := $(VENV)/bin/python
 # Pinned: an unpinned torch pulls a CUDA build of several GB.
 TORCH_VERSION ?= 2.13.0
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter
+DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter prometheus-alertmanager
 ARGS ?=
 
-.PHONY: run test tools helm-tools venv bench lint generate rules dashboards chart-files clean
+.PHONY: run stop status test tools helm-tools venv bench lint generate rules dashboards chart-files clean
 
-run: venv
-	$(VENV)/bin/trainwatch-exporter $(ARGS)
+run: tools venv
+	$(VENV)/bin/trainwatch stack up $(ARGS)
+
+stop: venv
+	$(VENV)/bin/trainwatch stack down
+
+status: venv
+	$(VENV)/bin/trainwatch stack status
 
 test: tools helm-tools venv
 	$(PY) -m pytest $(ARGS)
 
-# Real Prometheus, promtool, Pushgateway and node_exporter for the tests and benchmarks.
+# Real Prometheus, promtool, Pushgateway, node_exporter and Alertmanager for `make run`, the
+# tests and the benchmarks.
 tools:
 	@missing=""; \
-	for bin in prometheus promtool prometheus-pushgateway prometheus-node-exporter; do \
+	for bin in prometheus promtool prometheus-pushgateway prometheus-node-exporter \
+	  prometheus-alertmanager amtool; do \
 	  command -v $$bin >/dev/null 2>&1 || missing="$$missing $$bin"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_TOOLS); \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $(DEBIAN_TOOLS); \
 	fi
 
 # Helm for the chart tests (tests/test_helm.py). No helm in Debian or PyPI: the official static

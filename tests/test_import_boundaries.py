@@ -32,7 +32,7 @@ def test_a_training_script_loads_nothing_of_the_operator_cli_or_the_exporter() -
     assert "requests" not in modules
 
 
-@pytest.mark.parametrize("module", ["trainwatch.cli"])
+@pytest.mark.parametrize("module", ["trainwatch.cli", "trainwatch.stack"])
 def test_the_operator_cli_never_imports_the_exporter(module: str) -> None:
     modules = loaded_after(f"import {module}")
     assert module in modules

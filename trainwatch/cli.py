@@ -1,7 +1,11 @@
-"""The `trainwatch` console script: `trainwatch diagnose` and `trainwatch trials`.
+"""The `trainwatch` console script: `trainwatch stack`, `diagnose` and `trials`.
 
+    trainwatch stack up | status | down
     trainwatch diagnose --prometheus http://prometheus:9090 --experiment E [--trial T] [--rank R]
     trainwatch trials --prometheus http://prometheus:9090 [--experiment E]
+
+Without --prometheus, diagnose and trials read $TRAINWATCH_PROMETHEUS, else the Prometheus of
+the running `trainwatch stack`.
 
 Exit codes of diagnose: 0 no bottleneck (GPU-bound, or no GPU metrics to judge), 1 a bottleneck
 found, 2 usage or configuration error (unknown trial, Prometheus unreachable, rules not loaded,
@@ -20,6 +24,8 @@ from trainwatch.diagnose.report import UnknownTrial, gather
 from trainwatch.diagnose.trials import list_trials
 from trainwatch.diagnose.verdict import EXIT_OK, EXIT_USAGE, worst_exit_code
 from trainwatch.promapi import PrometheusAPI, PrometheusError
+from trainwatch.stack import cli as stack_cli
+from trainwatch.stack.lookup import prometheus_url
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,11 +33,13 @@ def _parser() -> argparse.ArgumentParser:
         prog="trainwatch", description="Why is a training trial slow, and what to change: "
         "read from Prometheus.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    stack_cli.add_parser(commands)
     diagnose = commands.add_parser("diagnose", help="say what holds a trial back")
     trials = commands.add_parser("trials", help="list the trials Prometheus knows")
     for sub in (diagnose, trials):
-        sub.add_argument("--prometheus", required=True, metavar="URL",
-                         help="Prometheus base URL, e.g. http://prometheus:9090")
+        sub.add_argument("--prometheus", metavar="URL",
+                         help="Prometheus base URL, e.g. http://prometheus:9090 (default: "
+                         "$TRAINWATCH_PROMETHEUS, else the running `trainwatch stack`'s)")
         sub.add_argument("--format", choices=("text", "json"), default="text")
         sub.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout, seconds")
     diagnose.add_argument("--experiment", required=True)
@@ -43,8 +51,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "stack":
+        return stack_cli.run(args)
     try:
-        api = PrometheusAPI(args.prometheus, timeout=args.timeout)
+        api = PrometheusAPI(prometheus_url(args.prometheus), timeout=args.timeout)
         deployment = Deployment.from_rules(api.rules(), where=f"Prometheus at {api.url}")
         if args.command == "trials":
             rows = list_trials(api, deployment, args.experiment)

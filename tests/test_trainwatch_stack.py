@@ -1,0 +1,294 @@
+"""`trainwatch stack up | status | down` with the real binaries, through the real CLI.
+
+One stack is started for the module (free loopback ports, a temp state directory); the tests
+share it in file order, the last one takes it down. Bad-input cases use state directories of
+their own and must neither start nor signal anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.stack import REPO, free_port, http_get, require_binary, wait_until
+from trainwatch.stack import procs
+from trainwatch.stack.lookup import prometheus_url
+from trainwatch.stack.settings import SERVICES
+
+CORE = ("exporter", "prometheus", "pushgateway", "alertmanager")
+
+
+def trainwatch(*args: str, state: Path | None = None, path: str | None = None,
+               extra_env: dict[str, str] | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The real `trainwatch` command in a child interpreter, as a user runs it."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TRAINWATCH_STATE_DIR", "TRAINWATCH_PROMETHEUS")}
+    env["PYTHONPATH"] = str(REPO)
+    if state is not None:
+        env["TRAINWATCH_STATE_DIR"] = str(state)
+    if path is not None:
+        env["PATH"] = path
+    env.update(extra_env or {})
+    return subprocess.run([sys.executable, "-m", "trainwatch.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=REPO, check=False)
+
+
+def one_clear_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The command failed with exit 2 and one line on stderr, no traceback."""
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+def marked(state: Path) -> list[int]:
+    return [r.pid for r in procs.marked(str(state.absolute()))]
+
+
+def pid_of(state: Path, service: str) -> int:
+    return int(json.loads((state / "run" / f"{service}.pid").read_text())["pid"])
+
+
+@dataclass
+class Stack:
+    state: Path
+    ports: dict[str, int]
+    up: subprocess.CompletedProcess[str]
+
+    def url(self, service: str) -> str:
+        return f"http://127.0.0.1:{self.ports[service]}"
+
+    def pids(self) -> dict[str, int]:
+        return {s: pid_of(self.state, s) for s in CORE}
+
+    def api(self, path: str) -> dict:
+        status, body = http_get(f"{self.url('prometheus')}/api/v1/{path}")
+        assert status == 200, body
+        return json.loads(body)["data"]
+
+
+def free_ports(n: int) -> list[int]:
+    ports: set[int] = set()
+    while len(ports) < n:
+        ports.add(free_port())
+    return sorted(ports)
+
+
+def port_flags(ports: dict[str, int]) -> list[str]:
+    return [f"--{name}-port={port}" for name, port in ports.items()]
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    for binary in ("prometheus", "prometheus-pushgateway", "prometheus-alertmanager"):
+        require_binary(binary)
+    state = tmp_path_factory.mktemp("stack") / "state"
+    ports = dict(zip(SERVICES, free_ports(len(SERVICES))))
+    up = trainwatch("stack", "up", "--scrape-interval=1s", *port_flags(ports), state=state)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        yield Stack(state, ports, up)
+    finally:
+        trainwatch("stack", "down", state=state)
+        for pid in marked(state):  # only if `down` itself failed: leave nothing behind
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_up_starts_every_service_and_prints_the_urls_and_the_export_line(stack: Stack) -> None:
+    for service, path in [("exporter", "/healthz"), ("prometheus", "/-/ready"),
+                          ("pushgateway", "/-/ready"), ("alertmanager", "/-/ready")]:
+        assert http_get(stack.url(service) + path)[0] == 200, service
+        assert stack.url(service) in stack.up.stdout
+    assert f"export TRAINWATCH_PUSHGATEWAY={stack.url('pushgateway')}\n" in stack.up.stdout
+    assert "grafana: not started" in stack.up.stdout  # none installed here; it says how to get one
+    # Data and logs under the state directory, the Pushgateway persisting there.
+    for service in CORE:
+        assert (stack.state / "logs" / f"{service}.log").is_file()
+    pgw_argv = json.loads((stack.state / "run" / "pushgateway.pid").read_text())["argv"]
+    assert f"--persistence.file={stack.state / 'pushgateway' / 'metrics.store'}" in pgw_argv
+
+
+def test_prometheus_scrapes_the_exporter_and_the_pushgateway(stack: Stack) -> None:
+    targets = stack.api("targets?state=active")["activeTargets"]
+    by_job = {t["labels"]["job"]: t for t in targets}
+    assert by_job["trainwatch-exporter"]["scrapeUrl"] == stack.url("exporter") + "/metrics"
+    assert by_job["pushgateway"]["scrapeUrl"] == stack.url("pushgateway") + "/metrics"
+    assert {t["health"] for t in targets} == {"up"}
+    # The project's rules are loaded (the committed files, not a copy).
+    groups = stack.api("rules")["groups"]
+    assert {g["file"] for g in groups} == {str(p) for p in (REPO / "prometheus/rules").glob("*.yml")}
+
+
+def test_prometheus_sends_alerts_to_the_stacks_alertmanager(stack: Stack) -> None:
+    managers = stack.api("alertmanagers")["activeAlertmanagers"]
+    assert [m["url"] for m in managers] == [stack.url("alertmanager") + "/api/v2/alerts"]
+    status, metrics = http_get(stack.url("prometheus") + "/metrics")
+    assert status == 200 and b"\nprometheus_notifications_alertmanagers_discovered 1\n" in metrics
+    # That an alert really travels there is the next test's "a process that died".
+
+
+def test_status_reports_each_process_its_targets_and_alertmanager(stack: Stack) -> None:
+    done = trainwatch("stack", "status", state=stack.state)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    for service, pid in stack.pids().items():
+        line = next(x for x in lines if x.startswith(service + " "))
+        assert stack.url(service) in line and f"pid {pid} " in line and line.endswith("alive")
+    assert any(x.startswith("scrape trainwatch-exporter") and x.endswith(" up") for x in lines)
+    assert any(x.startswith("scrape pushgateway") and x.endswith(" up") for x in lines)
+    assert f"alertmanager {stack.url('alertmanager')}: reached" in done.stdout
+
+
+def test_up_twice_starts_nothing_new(stack: Stack) -> None:
+    before, processes = stack.pids(), sorted(marked(stack.state))
+    again = trainwatch("stack", "up", "--scrape-interval=1s", state=stack.state)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.count("already running") == len(CORE)
+    assert stack.pids() == before
+    assert sorted(marked(stack.state)) == processes
+
+
+def test_diagnose_and_trials_find_the_running_stacks_prometheus(stack: Stack) -> None:
+    env = {"TRAINWATCH_STATE_DIR": str(stack.state)}
+    assert prometheus_url(None, env) == stack.url("prometheus")
+    assert prometheus_url(None, {**env, "TRAINWATCH_PROMETHEUS": "http://p:9"}) == "http://p:9"
+    assert prometheus_url("http://q:9", env) == "http://q:9"
+    done = trainwatch("trials", state=stack.state)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("EXPERIMENT")
+    # Nothing running there: one line naming all three ways to give a Prometheus.
+    line = one_clear_line(trainwatch("trials", state=stack.state / "nothing-here"))
+    assert "--prometheus" in line and "TRAINWATCH_PROMETHEUS" in line and "stack up" in line
+
+
+def test_up_with_short_windows_reloads_rendered_rules_then_goes_back(stack: Stack) -> None:
+    before = stack.pids()
+    short = trainwatch("stack", "up", "--scrape-interval=1s", "--for=20s", "--rate-window=30s",
+                       state=stack.state)
+    assert short.returncode == 0, short.stdout + short.stderr
+    assert "prometheus: configuration or rules changed; reloaded" in short.stdout
+    rules = [r for g in stack.api("rules")["groups"] for r in g["rules"] if r["type"] == "alerting"]
+    assert rules and {r["duration"] for r in rules} == {20}
+    assert {g["file"] for g in stack.api("rules")["groups"]} <= {
+        str(p) for p in (stack.state / "prometheus" / "rules").glob("*.yml")}
+    back = trainwatch("stack", "up", "--scrape-interval=1s", state=stack.state)
+    assert back.returncode == 0, back.stdout + back.stderr
+    rules = [r for g in stack.api("rules")["groups"] for r in g["rules"] if r["type"] == "alerting"]
+    assert {r["duration"] for r in rules} != {20}
+    assert stack.pids() == before
+
+
+def test_a_corrupt_pid_file_is_replaced_by_the_process_found_by_its_marker(stack: Stack) -> None:
+    pid = pid_of(stack.state, "exporter")
+    (stack.state / "run" / "exporter.pid").write_text("{not json")
+    done = trainwatch("stack", "status", state=stack.state)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "exporter.pid is corrupt" in done.stdout and f"found pid {pid}" in done.stdout
+    assert pid_of(stack.state, "exporter") == pid
+
+
+def test_a_process_that_died_is_reported_alerted_on_and_restarted_alone(stack: Stack) -> None:
+    before = stack.pids()
+    # Rules rendered with a 1 s `for`, so the dead exporter's alert fires within seconds.
+    short = trainwatch("stack", "up", "--scrape-interval=1s", "--for=1s", state=stack.state)
+    assert short.returncode == 0, short.stdout + short.stderr
+    os.kill(before["exporter"], signal.SIGKILL)
+    wait_until(lambda: procs.start_time(before["exporter"]) is None, what="exporter gone")
+    done = trainwatch("stack", "status", state=stack.state)
+    assert done.returncode == 1
+    assert f"pid {before['exporter']} has exited" in done.stdout
+    assert "DOWN" in next(x for x in done.stdout.splitlines() if x.startswith("exporter "))
+
+    def delivered() -> list[dict]:
+        _, body = http_get(stack.url("alertmanager") + "/api/v2/alerts")
+        return [a for a in json.loads(body)
+                if a["labels"]["alertname"] == "TrainwatchExporterDown"
+                and a["labels"]["instance"] == f"127.0.0.1:{stack.ports['exporter']}"]
+
+    # Prometheus -> the stack's real Alertmanager, end to end.
+    assert wait_until(delivered, timeout=60, what="TrainwatchExporterDown in Alertmanager")
+    again = trainwatch("stack", "up", "--scrape-interval=1s", state=stack.state)
+    assert again.returncode == 0, again.stdout + again.stderr
+    after = stack.pids()
+    assert after["exporter"] != before["exporter"]
+    assert {s: p for s, p in after.items() if s != "exporter"} == \
+        {s: p for s, p in before.items() if s != "exporter"}
+
+
+def test_a_taken_port_fails_with_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        ports = dict(zip(SERVICES, free_ports(len(SERVICES))), prometheus=taken)
+        line = one_clear_line(trainwatch("stack", "up", *port_flags(ports),
+                                         state=tmp_path / "s"))
+    assert f"port {taken} for prometheus" in line and "--prometheus-port" in line
+    assert marked(tmp_path / "s") == []
+
+
+def test_a_missing_binary_fails_with_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    ports = dict(zip(SERVICES, free_ports(len(SERVICES))))
+    line = one_clear_line(trainwatch("stack", "up", *port_flags(ports), state=tmp_path / "s",
+                                     path=str(tmp_path)))
+    assert "is not installed" in line and "make tools" in line
+    assert marked(tmp_path / "s") == []
+
+
+def test_a_state_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("")
+    for action in ("up", "status", "down"):
+        line = one_clear_line(trainwatch("stack", action, "--state-dir", str(tmp_path / "f")))
+        assert line.endswith(f"state directory {tmp_path / 'f'} is a file, not a directory; "
+                             "pass --state-dir DIR or set TRAINWATCH_STATE_DIR")
+
+
+def test_an_unwritable_state_dir_is_refused(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        # Root passes mode bits; the immutable flag stops it too.
+        if os.access(locked, os.W_OK) and subprocess.run(
+                ["chattr", "+i", str(locked)], check=False, capture_output=True).returncode != 0:
+            pytest.skip("running as root without chattr: cannot make a directory unwritable")
+        line = one_clear_line(trainwatch("stack", "up", "--state-dir", str(locked / "state")))
+        assert f"state directory {locked / 'state'} is not writable" in line
+        assert marked(locked / "state") == []
+    finally:
+        subprocess.run(["chattr", "-i", str(locked)], check=False, capture_output=True)
+        locked.chmod(0o755)
+
+
+def test_down_stops_every_process_and_never_one_that_is_not_ours(stack: Stack) -> None:
+    pids = stack.pids()
+    # A pid file naming a live program the stack did not start (as after pid reuse).
+    stranger = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        record = procs.ProcRecord("grafana", stranger.pid, procs.start_time(stranger.pid) or 0,
+                                  ("grafana-server",))
+        record.save(stack.state / "run" / "grafana.pid")
+        done = trainwatch("stack", "down", state=stack.state)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"pid {stranger.pid} in" in done.stdout and "now another program" in done.stdout
+        assert stranger.poll() is None  # still running: never signalled
+        for service, pid in pids.items():
+            assert procs.start_time(pid) is None, f"{service} (pid {pid}) survived down"
+        assert marked(stack.state) == []
+        assert not list((stack.state / "run").glob("*.pid"))
+        after = trainwatch("stack", "status", state=stack.state)
+        assert after.returncode == 1 and after.stdout.count("DOWN") == len(CORE)
+    finally:
+        stranger.kill()
+        stranger.wait()

@@ -1,0 +1,60 @@
+"""Command-line wiring of `trainwatch stack up | status | down`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from trainwatch.stack import commands
+from trainwatch.stack.layout import ENV_STATE_DIR, StackError, StateDir
+from trainwatch.stack.settings import DEFAULT_PORTS, StackSettings
+
+HELP = "a local Prometheus, Pushgateway, Alertmanager, exporter (and Grafana) on loopback"
+
+
+def add_parser(commands_: Any) -> None:
+    """Add `stack` to the `trainwatch` command's subcommands."""
+    stack = commands_.add_parser("stack", help=HELP, description=HELP + ".")
+    actions = stack.add_subparsers(dest="action", required=True, metavar="ACTION")
+    up = actions.add_parser("up", help="start the stack (starts only what is not running)")
+    status = actions.add_parser("status", help="is every process alive, every target scraped")
+    down = actions.add_parser("down", help="stop every process of the stack")
+    for sub in (up, status, down):
+        sub.add_argument("--state-dir", metavar="DIR",
+                         help=f"data, logs and pid files (default: ${ENV_STATE_DIR}, "
+                         "else ~/.local/state/trainwatch)")
+    for name, port in DEFAULT_PORTS.items():
+        up.add_argument(f"--{name}-port", type=int, metavar="PORT",
+                        help=f"default {port}, or the port it already runs on")
+    up.add_argument("--for", dest="for_", metavar="DURATION",
+                    help="render the rules with every alert's `for` set to this (e.g. 20s)")
+    up.add_argument("--rate-window", metavar="DURATION",
+                    help="render the rules with this rate window (e.g. 30s)")
+    up.add_argument("--scrape-interval", metavar="DURATION",
+                    help="Prometheus scrape and rule evaluation interval "
+                    "(default: prometheus/prometheus.yml's)")
+    up.add_argument("--alertmanager-config", metavar="FILE",
+                    help="default: prometheus/alertmanager/alertmanager.yml")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        state = StateDir.resolve(args.state_dir)
+        if args.action == "up":
+            asked = StackSettings(
+                ports={name: getattr(args, f"{name}_port") for name in DEFAULT_PORTS},
+                for_=args.for_, rate_window=args.rate_window,
+                scrape_interval=args.scrape_interval,
+                alertmanager_config=args.alertmanager_config)
+            return commands.up(state, asked)
+        if args.action == "status":
+            return commands.status(state)
+        return commands.down(state)
+    except StackError as err:
+        print(f"trainwatch stack {args.action}: error: {err}", file=sys.stderr)
+        return commands.EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"trainwatch stack {args.action}: interrupted; what this run started was stopped",
+              file=sys.stderr)
+        return 130

@@ -1,0 +1,112 @@
+"""The configuration files a stack runs with, derived from the project's own files.
+
+Prometheus gets prometheus/prometheus.yml with the stack's loopback ports in its targets and
+its ``alerting:`` pointed at the stack's Alertmanager. Its rules are prometheus/rules/ as
+committed, or, with ``--for``/``--rate-window``, rendered by prometheus/generate_rules.py into
+the state directory: the same generator and thresholds, never an edited copy.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainwatch.stack.layout import REPO, StackError, StateDir, project_file
+from trainwatch.stack.settings import StackSettings
+
+# Which stack port each scrape job of prometheus/prometheus.yml reaches.
+JOB_SERVICES = {"trainwatch-exporter": "exporter", "pushgateway": "pushgateway",
+                "alertmanager": "alertmanager", "prometheus": "prometheus"}
+REQUIRED_JOBS = ("trainwatch-exporter", "pushgateway")
+SHIPPED_ALERTMANAGER = "prometheus/alertmanager/alertmanager.yml"
+# Used only while the project ships no alertmanager.yml: accept alerts, notify no one.
+FALLBACK_ALERTMANAGER = {"route": {"receiver": "none", "group_by": ["alertname"]},
+                         "receivers": [{"name": "none"}]}
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    if path.exists() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return True
+
+
+def rule_files(state: StateDir, settings: StackSettings) -> tuple[str, bool]:
+    """The rule_files glob for Prometheus, and whether the rendered rules changed."""
+    if settings.for_ is None and settings.rate_window is None:
+        return str(project_file("prometheus/rules") / "*.yml"), False
+    out = state.data("prometheus") / "rules"
+    before = {p.name: p.read_text() for p in out.glob("*.yml")}
+    for old in out.glob("*.yml"):
+        old.unlink()  # a rule file the generator no longer writes must not linger
+    argv = [sys.executable, str(project_file("prometheus/generate_rules.py")), "--out", str(out)]
+    argv += ["--for", settings.for_] if settings.for_ else []
+    argv += ["--rate-window", settings.rate_window] if settings.rate_window else []
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise StackError(f"rendering rules with --for/--rate-window failed: {last[0]}")
+    after = {p.name: p.read_text() for p in out.glob("*.yml")}
+    return str(out / "*.yml"), before != after
+
+
+def prometheus_config(state: StateDir, settings: StackSettings) -> tuple[Path, bool]:
+    """Write the stack's prometheus.yml; returns its path and whether it or the rules changed."""
+    source = project_file("prometheus/prometheus.yml")
+    try:
+        base: dict[str, Any] = yaml.safe_load(source.read_text())
+        jobs = {job["job_name"]: job for job in base["scrape_configs"]}
+    except (yaml.YAMLError, KeyError, TypeError) as err:
+        raise StackError(f"{source}: cannot read its scrape_configs ({err})") from None
+    missing = [job for job in REQUIRED_JOBS if job not in jobs]
+    if missing:
+        raise StackError(f"{source}: scrape job {missing[0]!r} is missing")
+    cfg = copy.deepcopy(base)
+    for job in cfg["scrape_configs"]:
+        service = JOB_SERVICES.get(job["job_name"])
+        if service:
+            job["static_configs"] = [{"targets": [f"127.0.0.1:{settings.ports[service]}"]}]
+    if settings.scrape_interval:
+        cfg.setdefault("global", {})["scrape_interval"] = settings.scrape_interval
+        cfg["global"]["evaluation_interval"] = settings.scrape_interval
+        for job in cfg["scrape_configs"]:  # a job's own interval would outlast a short one
+            job.pop("scrape_interval", None)
+            job.pop("scrape_timeout", None)
+    rules_glob, rules_changed = rule_files(state, settings)
+    cfg["rule_files"] = [rules_glob]
+    cfg["alerting"] = _alerting(cfg.get("alerting"), settings)
+    path = state.data("prometheus") / "prometheus.yml"
+    header = f"# Written by `trainwatch stack up` from {source}; rewritten at every up.\n"
+    changed = write_if_changed(path, header + yaml.safe_dump(cfg, sort_keys=False))
+    return path, changed or rules_changed
+
+
+def _alerting(shipped: Any, settings: StackSettings) -> dict[str, Any]:
+    """The project's ``alerting:`` (timeouts, relabelling kept) aimed at the stack's one."""
+    target = {"static_configs": [{"targets": [f"127.0.0.1:{settings.ports['alertmanager']}"]}]}
+    managers = (shipped or {}).get("alertmanagers") if isinstance(shipped, dict) else None
+    if not managers:
+        return {"alertmanagers": [target]}
+    first = {k: v for k, v in managers[0].items() if not k.endswith("_sd_configs")}
+    return {**shipped, "alertmanagers": [{**first, **target}]}
+
+
+def alertmanager_config(state: StateDir, settings: StackSettings) -> Path:
+    """``--alertmanager-config``, else the project's, else a do-nothing one in the state dir."""
+    if settings.alertmanager_config:
+        path = Path(settings.alertmanager_config)
+        if not path.is_file():
+            raise StackError(f"--alertmanager-config: {path} is not a file")
+        return path
+    shipped = REPO / SHIPPED_ALERTMANAGER
+    if shipped.is_file():
+        return shipped
+    fallback = state.data("alertmanager") / "fallback.yml"
+    write_if_changed(fallback, yaml.safe_dump(FALLBACK_ALERTMANAGER, sort_keys=False))
+    return fallback

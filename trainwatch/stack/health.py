@@ -1,0 +1,108 @@
+"""Is each service answering, is Prometheus scraping its targets, does it reach Alertmanager."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from trainwatch.stack.layout import StackError
+
+
+def http_status(url: str, timeout: float = 1.0, method: str = "GET") -> int | None:
+    """The HTTP status of ``url``, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method=method),
+                                    timeout=timeout) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return err.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def api(base: str, path: str, timeout: float = 2.0) -> Any:
+    """``data`` of a Prometheus ``/api/v1/<path>``; None when it cannot be read."""
+    try:
+        with urllib.request.urlopen(f"{base}/api/v1/{path}", timeout=timeout) as resp:
+            return json.loads(resp.read()).get("data")
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def port_taken(port: int) -> bool:
+    """Whether something already listens on 127.0.0.1:port (SO_REUSEADDR as servers set it, so
+    a closed connection in TIME_WAIT does not count)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def wait_ready(name: str, url: str, proc: subprocess.Popen[bytes], log_tail: Callable[[], str],
+               timeout: float = 60.0) -> None:
+    """Poll ``url`` until it answers 200; StackError at once if the process exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise StackError(f"{name} exited with {proc.returncode} before it was ready: "
+                             f"{log_tail()}")
+        if http_status(url) == 200:
+            return
+        time.sleep(0.1)
+    raise StackError(f"{name} did not answer {url} within {timeout:.0f}s: {log_tail()}")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One scrape target as Prometheus sees it."""
+
+    job: str
+    url: str
+    health: str  # up, down, unknown (not scraped yet)
+    error: str
+
+
+def targets(prometheus: str) -> list[Target] | None:
+    data = api(prometheus, "targets?state=active")
+    if data is None:
+        return None
+    return [Target(t["labels"].get("job", "?"), t.get("scrapeUrl", "?"), t.get("health", "?"),
+                   t.get("lastError", "")) for t in data.get("activeTargets", [])]
+
+
+def alertmanagers(prometheus: str) -> list[str] | None:
+    """The Alertmanager URLs Prometheus sends alerts to."""
+    data = api(prometheus, "alertmanagers")
+    if data is None:
+        return None
+    return [a["url"] for a in data.get("activeAlertmanagers", [])]
+
+
+def wait_scraped(prometheus: str, alertmanager: str, timeout: float) -> None:
+    """Wait (bounded; a slow first scrape is not an error) until every target was scraped
+    once and Prometheus has found the Alertmanager."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = targets(prometheus) or []
+        managers = alertmanagers(prometheus) or []
+        if found and all(t.health != "unknown" for t in found) \
+                and any(m.startswith(alertmanager) for m in managers):
+            return
+        time.sleep(0.2)
+
+
+def reload(name: str, url: str) -> None:
+    """Ask a running Prometheus or Alertmanager to re-read its configuration."""
+    if http_status(f"{url}/-/reload", timeout=30.0, method="POST") != 200:
+        raise StackError(f"{name} at {url} refused to reload its configuration; "
+                         f"see its log, or `trainwatch stack down` and `up` again")

@@ -1,0 +1,108 @@
+"""Where a stack keeps its files: the state directory (chosen, checked) and the project's own
+files it runs from (the checkout this package was installed from)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_STATE_DIR = "TRAINWATCH_STATE_DIR"
+# The checkout holding prometheus/, grafana/ and exporter/ (`pip install -e .` keeps it there).
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+class StackError(RuntimeError):
+    """Something the user can fix: the message is one line that says what to do."""
+
+
+def default_state_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$TRAINWATCH_STATE_DIR``, else ``$XDG_STATE_HOME/trainwatch``, else
+    ``~/.local/state/trainwatch`` (the XDG base directory spec's place for state)."""
+    env = os.environ if env is None else env
+    if env.get(ENV_STATE_DIR):
+        return Path(env[ENV_STATE_DIR]).expanduser()
+    xdg = env.get("XDG_STATE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "state"
+    return base / "trainwatch"
+
+
+@dataclass(frozen=True)
+class StateDir:
+    """The files of one stack under ``root``: pid records, logs, each service's data.
+
+    Example:
+        >>> StateDir(Path("/tmp/tw")).pid_file("prometheus")
+        PosixPath('/tmp/tw/run/prometheus.pid')
+    """
+
+    root: Path
+
+    @classmethod
+    def resolve(cls, given: str | Path | None, env: Mapping[str, str] | None = None) -> StateDir:
+        path = Path(given).expanduser() if given else default_state_dir(env)
+        return cls(path.absolute())
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def settings_file(self) -> Path:
+        return self.root / "stack.json"
+
+    def pid_file(self, service: str) -> Path:
+        return self.run_dir / f"{service}.pid"
+
+    def log_file(self, service: str) -> Path:
+        return self.logs / f"{service}.log"
+
+    def data(self, service: str) -> Path:
+        return self.root / service
+
+    def exists(self) -> bool:
+        """True when the directory is there; a file in its place is an error, not 'absent'."""
+        if self.root.is_dir():
+            return True
+        if self.root.exists():
+            raise self._not_a_dir()
+        return False
+
+    def prepare(self) -> None:
+        """Create the directory tree and prove it writable, or raise StackError saying why.
+
+        A real write, not ``os.access``: root passes access() on any mode bits, yet still
+        fails on a read-only or immutable directory."""
+        if self.root.exists() and not self.root.is_dir():
+            raise self._not_a_dir()
+        probe = self.root / f".write-test-{uuid.uuid4().hex}"
+        try:
+            for sub in (self.root, self.run_dir, self.logs):
+                sub.mkdir(parents=True, exist_ok=True)
+            probe.write_bytes(b"")
+            probe.unlink()
+        except NotADirectoryError:
+            raise StackError(f"state directory {self.root}: a parent of it is a file; "
+                             f"pass --state-dir DIR or set {ENV_STATE_DIR}") from None
+        except OSError as err:
+            raise StackError(f"state directory {self.root} is not writable ({err.strerror}); "
+                             f"pass --state-dir DIR or set {ENV_STATE_DIR}") from None
+
+    def _not_a_dir(self) -> StackError:
+        return StackError(f"state directory {self.root} is a file, not a directory; "
+                          f"pass --state-dir DIR or set {ENV_STATE_DIR}")
+
+
+def project_file(relative: str) -> Path:
+    """A file of the trainwatch checkout, or StackError when this install has none."""
+    path = REPO / relative
+    if not path.exists():
+        raise StackError(f"{path} not found: `trainwatch stack` runs from a trainwatch checkout "
+                         "(git clone, then `make run`)")
+    return path

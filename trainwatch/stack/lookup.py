@@ -1,0 +1,45 @@
+"""Which Prometheus the operator's commands read when ``--prometheus`` is not given."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from trainwatch.stack import procs
+from trainwatch.stack.layout import ENV_STATE_DIR, StateDir
+from trainwatch.stack.procs import CorruptRecord, ProcRecord
+from trainwatch.stack.settings import StackSettings
+
+ENV_PROMETHEUS = "TRAINWATCH_PROMETHEUS"
+
+
+class NoPrometheus(ValueError):
+    """No URL given and no running stack to take one from."""
+
+
+def prometheus_url(given: str | None, env: Mapping[str, str] | None = None) -> str:
+    """``given``, else ``$TRAINWATCH_PROMETHEUS``, else the Prometheus of the stack running in
+    ``$TRAINWATCH_STATE_DIR`` (or the default state directory).
+
+    Example:
+        >>> prometheus_url("http://prometheus:9090")
+        'http://prometheus:9090'
+        >>> prometheus_url(None, {"TRAINWATCH_PROMETHEUS": "http://127.0.0.1:9090"})
+        'http://127.0.0.1:9090'
+    """
+    env = os.environ if env is None else env
+    if given:
+        return given
+    if env.get(ENV_PROMETHEUS):
+        return env[ENV_PROMETHEUS]
+    state = StateDir.resolve(None, env)
+    settings = StackSettings.load(state.settings_file)
+    try:
+        record = ProcRecord.load(state.pid_file("prometheus"))
+    except (CorruptRecord, OSError):
+        record = None
+    if settings is None or record is None or not procs.is_ours(record, str(state.root)):
+        raise NoPrometheus(f"no Prometheus: pass --prometheus URL, set {ENV_PROMETHEUS}, or "
+                           f"start one with `trainwatch stack up` (none runs with state in "
+                           f"{state.root}; {ENV_STATE_DIR} picks another)")
+    return settings.url("prometheus")

@@ -1,0 +1,125 @@
+"""What each of the stack's services runs: its command line, readiness endpoint and files.
+
+Every service listens on 127.0.0.1 only and keeps its data under the state directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from trainwatch.stack import configs
+from trainwatch.stack.layout import REPO, StackError, StateDir, project_file
+from trainwatch.stack.settings import READY_PATHS, StackSettings
+
+GRAFANA_HINT = ("grafana: not started (no grafana-server or grafana on PATH); to get one: "
+                "https://grafana.com/docs/grafana/latest/setup-grafana/installation/debian/, "
+                "then `trainwatch stack up` again")
+# Debian package names: `stack` installs nothing, it says what would.
+PACKAGES = {"prometheus": "prometheus", "prometheus-pushgateway": "prometheus-pushgateway",
+            "prometheus-alertmanager": "prometheus-alertmanager"}
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """How to start one service and how to know it is ready."""
+
+    name: str
+    argv: tuple[str, ...]
+    show_path: str = ""  # appended to the URL printed for people (e.g. the exporter's /metrics)
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path = REPO
+    optional: bool = False
+
+    @property
+    def ready_path(self) -> str:
+        return READY_PATHS[self.name]
+
+
+def binary(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise StackError(f"{name} is not installed: run `make tools` or "
+                         f"`sudo apt-get install {PACKAGES[name]}`, then `trainwatch stack up` "
+                         "again")
+    return path
+
+
+def listen(settings: StackSettings, service: str) -> str:
+    return f"--web.listen-address=127.0.0.1:{settings.ports[service]}"
+
+
+def build(name: str, state: StateDir, settings: StackSettings) -> ServiceSpec | None:
+    """The spec for ``name``; None for Grafana when no Grafana binary is installed.
+
+    Writes the configuration files the service reads; StackError when a binary is missing."""
+    data = state.data(name)
+    data.mkdir(parents=True, exist_ok=True)
+    argv: tuple[str, ...]
+    if name == "exporter":
+        # The same interpreter as this command, so the exporter is the checkout's own.
+        argv = (sys.executable, "-m", "exporter", listen(settings, name))
+        return ServiceSpec(name, argv, "/metrics", env={"PYTHONPATH": str(REPO)})
+    if name == "pushgateway":
+        argv = (binary("prometheus-pushgateway"), listen(settings, name),
+                f"--persistence.file={data / 'metrics.store'}")
+        return ServiceSpec(name, argv)
+    if name == "alertmanager":
+        config = configs.alertmanager_config(state, settings)
+        # An empty cluster address: otherwise it opens a gossip port on every interface.
+        argv = (binary("prometheus-alertmanager"), f"--config.file={config}",
+                f"--storage.path={data / 'data'}", listen(settings, name),
+                "--cluster.listen-address=")
+        return ServiceSpec(name, argv)
+    if name == "prometheus":
+        config, _ = configs.prometheus_config(state, settings)
+        argv = (binary("prometheus"), f"--config.file={config}",
+                f"--storage.tsdb.path={data / 'data'}", listen(settings, name),
+                "--web.enable-lifecycle")  # `up` reloads changed rules through /-/reload
+        return ServiceSpec(name, argv)
+    if name == "grafana":
+        return _grafana(state, settings)
+    raise ValueError(f"unknown service {name!r}")
+
+
+def _grafana(state: StateDir, settings: StackSettings) -> ServiceSpec | None:
+    exe = shutil.which("grafana-server") or shutil.which("grafana")
+    if exe is None:
+        return None
+    home = _grafana_home(Path(exe))
+    data = state.data("grafana")
+    argv = (exe, "--homepath", str(home)) if exe.endswith("-server") \
+        else (exe, "server", "--homepath", str(home))
+    env = {"GF_SERVER_HTTP_ADDR": "127.0.0.1", "GF_SERVER_HTTP_PORT": str(settings.ports["grafana"]),
+           "GF_PATHS_DATA": str(data / "data"), "GF_PATHS_LOGS": str(state.logs),
+           "GF_PATHS_PLUGINS": str(data / "plugins"),
+           "GF_PATHS_PROVISIONING": str(_provisioning(data)),
+           "GF_AUTH_ANONYMOUS_ENABLED": "true",  # loopback only: look without logging in
+           "PROMETHEUS_URL": settings.url("prometheus")}  # read by the datasource file
+    return ServiceSpec("grafana", argv, env=env, cwd=home, optional=True)
+
+
+def _grafana_home(exe: Path) -> Path:
+    for home in (exe.resolve().parent.parent, Path("/usr/share/grafana")):
+        if (home / "conf" / "defaults.ini").is_file():
+            return home
+    raise StackError(f"{exe}: no conf/defaults.ini beside it or in /usr/share/grafana; "
+                     "reinstall Grafana from its Debian package or tarball")
+
+
+def _provisioning(data: Path) -> Path:
+    """grafana/provisioning with the dashboards folder pointed at this checkout's JSON."""
+    out = data / "provisioning"
+    source = project_file("grafana/provisioning")
+    datasources = (source / "datasources" / "trainwatch.yaml").read_text()
+    configs.write_if_changed(out / "datasources" / "trainwatch.yaml", datasources)
+    dashboards = yaml.safe_load((source / "dashboards" / "trainwatch.yaml").read_text())
+    for provider in dashboards["providers"]:
+        provider["options"]["path"] = str(project_file("grafana/dashboards"))
+    configs.write_if_changed(out / "dashboards" / "trainwatch.yaml",
+                             yaml.safe_dump(dashboards, sort_keys=False))
+    return out

@@ -1,0 +1,61 @@
+"""A stack's settings: its ports and rule overrides, chosen at `up` and kept in stack.json so
+that `status`, `down` and `diagnose` find the same stack again."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from trainwatch.stack.layout import StackError
+
+# Outside 9090-9100 so that a user's own Prometheus, Pushgateway or Alertmanager keeps its port;
+# 10910 is the exporter's own default.
+DEFAULT_PORTS = {"exporter": 10910, "prometheus": 10911, "pushgateway": 10912,
+                 "alertmanager": 10913, "grafana": 10914}
+SERVICES = tuple(DEFAULT_PORTS)
+# What answers 200 once each service is ready to serve.
+READY_PATHS = {"exporter": "/healthz", "prometheus": "/-/ready", "pushgateway": "/-/ready",
+               "alertmanager": "/-/ready", "grafana": "/api/health"}
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """Everything `up` was asked for; ``None`` means "the project's file says"."""
+
+    ports: dict[str, int]
+    for_: str | None = None
+    rate_window: str | None = None
+    scrape_interval: str | None = None
+    alertmanager_config: str | None = None
+
+    def url(self, service: str) -> str:
+        return f"http://127.0.0.1:{self.ports[service]}"
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> StackSettings | None:
+        """The saved settings; None when there are none or they cannot be read (a stack that
+        cannot be described is treated as not running, and `up` writes them again)."""
+        try:
+            doc: dict[str, Any] = json.loads(path.read_text())
+            ports = {name: int(doc["ports"][name]) for name in SERVICES}
+            known = {f.name for f in fields(cls)} - {"ports"}
+            return cls(ports=ports, **{k: v for k, v in doc.items() if k in known})
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def check_ports(ports: dict[str, int]) -> None:
+    for name, port in ports.items():
+        if not 0 < port < 65536:
+            raise StackError(f"--{name}-port: {port} is not a TCP port (1-65535)")
+    taken: dict[int, str] = {}
+    for name, port in ports.items():
+        if port in taken:
+            raise StackError(f"--{name}-port and --{taken[port]}-port are both {port}: "
+                             "give each service its own port")
+        taken[port] = name
