@@ -26,7 +26,13 @@ from typing import Protocol
 
 from prometheus_client.core import Metric
 
-from exporter.metrics import BUILD_INFO, SCRAPE_DURATION, SCRAPE_SUCCESS, MetricSpec
+from exporter.metrics import (
+    BUILD_INFO,
+    SCRAPE_DURATION,
+    SCRAPE_SUCCESS,
+    SCRAPE_TIMEOUTS,
+    MetricSpec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,11 @@ class CollectorError(Exception):
         self.logged = logged
 
 
+class CollectorTimeout(CollectorError):
+    """Part of the source did not answer by the scrape's deadline (a hung driver); counted in
+    ``trainwatch_scrape_collector_timeouts_total``."""
+
+
 class Collector(Protocol):
     def collect(self) -> Iterator[Metric]: ...
 
@@ -60,10 +71,14 @@ def build_families(samples: Iterable[Sample]) -> list[Metric]:
     return list(families.values())
 
 
-def emit(samples: Iterable[Sample], failures: Sequence[str]) -> Iterator[Metric]:
-    """A collector's ending: the families it could read, then ``CollectorError`` if anything
-    failed (the wrapper keeps the families and reports success 0)."""
+def emit(samples: Iterable[Sample], failures: Sequence[str],
+         timeouts: Sequence[str] = ()) -> Iterator[Metric]:
+    """A collector's ending: the families it could read, then ``CollectorTimeout`` if a read
+    missed the deadline or ``CollectorError`` if anything failed (the wrapper keeps the
+    families and reports success 0)."""
     yield from build_families(samples)
+    if timeouts:
+        raise CollectorTimeout("; ".join([*timeouts, *failures]))
     if failures:
         raise CollectorError("; ".join(failures))
 
@@ -73,13 +88,16 @@ class ScrapeCollector:
 
     Each collector is timed; a ``CollectorError`` is logged (once per distinct message, so a
     dead GPU does not flood the log every scrape) and reported as success 0, never as a failed
-    scrape. Any other exception is a bug and propagates to the HTTP layer.
+    scrape; a ``CollectorTimeout`` is also counted. Any other exception is a bug and propagates
+    to the HTTP layer.
     """
 
     def __init__(self, collectors: Mapping[str, Collector], version: str) -> None:
         self._collectors = dict(collectors)
         self._version = version
         self._last_error: dict[str, str] = {}
+        # Updated by concurrent scrapes: a lost increment under a race is harmless here.
+        self._timeouts = dict.fromkeys(self._collectors, 0)
 
     def collect(self) -> Iterator[Metric]:
         success = SCRAPE_SUCCESS.family()
@@ -93,6 +111,10 @@ class ScrapeCollector:
             yield from families
         yield success
         yield duration
+        timeouts = SCRAPE_TIMEOUTS.family()
+        for name, count in self._timeouts.items():
+            timeouts.add_metric([name], count)  # type: ignore[attr-defined]
+        yield timeouts
         yield from build_families([(BUILD_INFO, (self._version,), 1.0)])
 
     def _run(self, name: str, collector: Collector, into: list[Metric]) -> bool:
@@ -101,6 +123,8 @@ class ScrapeCollector:
             for family in collector.collect():
                 into.append(family)  # noqa: PERF402
         except CollectorError as err:
+            if isinstance(err, CollectorTimeout):
+                self._timeouts[name] += 1
             message = str(err)
             repeated = err.logged or self._last_error.get(name) == message
             level = logging.DEBUG if repeated else logging.WARNING

@@ -53,7 +53,9 @@ class Sources:
 def _gpu(sources: Sources) -> Collector:
     from exporter.gpu import GpuCollector
 
-    return GpuCollector(sources.nvml_session(), sources.settings.gpu_pcie_throughput)
+    collector = GpuCollector(sources.nvml_session(), sources.settings.gpu_pcie_throughput)
+    collector.prime()  # GPM's first sample, so the first scrape has an interval to report
+    return collector
 
 
 def _gpu_process(sources: Sources) -> Collector:

@@ -1,26 +1,36 @@
 """The ``gpu`` collector: NVIDIA GPU state read through NVML at scrape time.
 
-A field the board does not support (power, energy, ECC, PCIe counters, clock event reasons) is
-left out, never exported as 0. A GPU that fails mid-read (``NVMLError_GpuIsLost`` and friends)
-loses all its series for that scrape; the other GPUs are exported and the collector reports
-success 0 so the failure is visible.
+A field the board does not support (power, energy, ECC, GPM, row remapping, clock event
+reasons) is left out, never exported as 0. A GPU that fails mid-read (``NVMLError_GpuIsLost``
+and friends) loses all its series for that scrape; the other GPUs are exported and the
+collector reports success 0 so the failure is visible.
 
-PCIe throughput costs time: NVML samples a byte counter for 20 ms per direction, so 40 ms per
-GPU per scrape (320 ms on an 8-GPU node). Switch it off with ``--no-gpu.pcie-throughput`` when
-that matters more than the metric.
+Each GPU is read on its own lane (``exporter.lanes``), all GPUs at once, until the scrape's
+deadline (``exporter.deadline``): a GPU whose driver hangs is left out of the scrape and
+counted in ``trainwatch_scrape_collector_timeouts_total``, and it is not asked again until
+the stuck call returns.
+
+Activity (SM, tensor, DRAM, pipes, NVLink) comes from GPM (``exporter.gpm``), and so does
+PCIe throughput where GPM works: free, and averaged since the previous scrape. Elsewhere NVML
+samples PCIe for 20 ms per direction; both directions of every GPU are sampled concurrently,
+so a scrape pays ~20 ms once. ``--no-gpu.pcie-throughput`` drops the PCIe series.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pynvml
 from prometheus_client.core import Metric
 
 from exporter import metrics as m
-from exporter.collector import Sample, emit
-from exporter.nvml import GpuIdentity, NvmlSession
+from exporter.collector import CollectorError, Sample, emit
+from exporter.deadline import current_deadline
+from exporter.gpm import PCIE_SPECS, GpmSampler
+from exporter.lanes import LanePool
+from exporter.nvml import GpuIdentity, GpuPart, NvmlSession
 
 # Errors that mean "this board or driver cannot tell us this field": omit the field, keep the GPU.
 FIELD_UNAVAILABLE: tuple[type[Exception], ...] = (
@@ -56,9 +66,20 @@ def _utilization(nvml: Any, handle: Any) -> Reading:
 
 
 def _memory(nvml: Any, handle: Any) -> Reading:
-    mem = nvml.nvmlDeviceGetMemoryInfo(handle)
+    # v2 splits the driver's reservation (~500 MB on an H100) out of `used`, as nvidia-smi
+    # does; v1's `used` is total - free, reservation included. v1 only where v2 is missing.
+    version = getattr(pynvml, "nvmlMemory_v2", None)
+    try:
+        mem = nvml.nvmlDeviceGetMemoryInfo(handle, version=version) if version else None
+    except (TypeError, *FIELD_UNAVAILABLE):  # TypeError: nvidia-ml-py without `version=`
+        mem = None
+    reserved: Reading = []
+    if mem is None:
+        mem = nvml.nvmlDeviceGetMemoryInfo(handle)
+    else:
+        reserved = [(m.GPU_MEMORY_RESERVED, (), float(mem.reserved))]
     return [(m.GPU_MEMORY_FREE, (), float(mem.free)), (m.GPU_MEMORY_USED, (), float(mem.used)),
-            (m.GPU_MEMORY_TOTAL, (), float(mem.total))]
+            *reserved, (m.GPU_MEMORY_TOTAL, (), float(mem.total))]
 
 
 def _power(nvml: Any, handle: Any) -> Reading:
@@ -104,14 +125,27 @@ def _ecc(nvml: Any, handle: Any) -> Reading:
             for kind, code in ECC_ERROR_TYPES]
 
 
-def _pcie(nvml: Any, handle: Any) -> Reading:
-    tx = nvml.nvmlDeviceGetPcieThroughput(handle, pynvml.NVML_PCIE_UTIL_TX_BYTES)
-    rx = nvml.nvmlDeviceGetPcieThroughput(handle, pynvml.NVML_PCIE_UTIL_RX_BYTES)
-    return [(m.GPU_PCIE_TX, (), tx * KIB), (m.GPU_PCIE_RX, (), rx * KIB)]
+def _remapped_rows(nvml: Any, handle: Any) -> Reading:
+    correctable, uncorrectable, pending, failure = nvml.nvmlDeviceGetRemappedRows(handle)
+    return [(m.GPU_REMAPPED_ROWS, ("correctable",), float(correctable)),
+            (m.GPU_REMAPPED_ROWS, ("uncorrectable",), float(uncorrectable)),
+            (m.GPU_ROW_REMAP_PENDING, (), 1.0 if pending else 0.0),
+            (m.GPU_ROW_REMAP_FAILURE, (), 1.0 if failure else 0.0)]
+
+
+def _pcie_tx(nvml: Any, handle: Any) -> Reading:
+    return [(m.GPU_PCIE_TX, (),
+             nvml.nvmlDeviceGetPcieThroughput(handle, pynvml.NVML_PCIE_UTIL_TX_BYTES) * KIB)]
+
+
+def _pcie_rx(nvml: Any, handle: Any) -> Reading:
+    return [(m.GPU_PCIE_RX, (),
+             nvml.nvmlDeviceGetPcieThroughput(handle, pynvml.NVML_PCIE_UTIL_RX_BYTES) * KIB)]
 
 
 READERS: tuple[Reader, ...] = (_utilization, _memory, _power, _power_limit, _energy,
-                               _temperature, _sm_clock, _memory_clock, _clock_events, _ecc)
+                               _temperature, _sm_clock, _memory_clock, _clock_events, _ecc,
+                               _remapped_rows)
 
 
 def read_gpu(nvml: Any, gpu: GpuIdentity, handle: Any, driver_version: str,
@@ -120,6 +154,13 @@ def read_gpu(nvml: Any, gpu: GpuIdentity, handle: Any, driver_version: str,
     labels = gpu.labels
     samples: list[Sample] = [
         (m.GPU_INFO, (*labels, gpu.name, gpu.pci_bus_id, driver_version), 1.0)]
+    samples.extend(read_fields(nvml, labels, handle, readers))
+    return samples
+
+
+def read_fields(nvml: Any, labels: tuple[str, ...], handle: Any,
+                readers: tuple[Reader, ...]) -> list[Sample]:
+    samples: list[Sample] = []
     for reader in readers:
         try:
             reading = reader(nvml, handle)
@@ -130,7 +171,7 @@ def read_gpu(nvml: Any, gpu: GpuIdentity, handle: Any, driver_version: str,
 
 
 class GpuCollector:
-    """NVML device metrics for every GPU of the node.
+    """NVML device metrics for every GPU of the node, GPM activity included.
 
     >>> import pynvml
     >>> from prometheus_client import CollectorRegistry
@@ -141,11 +182,55 @@ class GpuCollector:
 
     def __init__(self, session: NvmlSession, pcie_throughput: bool = True) -> None:
         self._session = session
-        self._readers = READERS + (_pcie,) if pcie_throughput else READERS
+        self._pcie = pcie_throughput
+        self._lanes = LanePool("gpu")
+        self._gpm: dict[int, GpmSampler] = {}
+
+    def prime(self) -> None:
+        """Take every GPU's first GPM sample now, in the background, so that the first scrape
+        already has an interval to report."""
+        self._lanes.lane("nvml").submit(self._prime_all)
 
     def collect(self) -> Iterator[Metric]:
+        reads = self._session.read_each_gpu(self._parts, self._lanes, current_deadline())
+        yield from emit(reads.samples, reads.failures, reads.timeouts)
+
+    def _sampler(self, index: int) -> GpmSampler:
+        return self._gpm.setdefault(index, GpmSampler(self._session.nvml))
+
+    def _parts(self, index: int) -> list[GpuPart]:
+        # Until GPM support is known (the first read), PCIe is sampled the old way.
+        gpm_pcie = self._sampler(index).supported is True
+        parts: list[GpuPart] = [("", partial(self._read_device, self._pcie and gpm_pcie))]
+        if self._pcie and not gpm_pcie:
+            parts += [("pcie-tx", partial(self._read_fields, (_pcie_tx,))),
+                      ("pcie-rx", partial(self._read_fields, (_pcie_rx,)))]
+        return parts
+
+    def _read_device(self, gpm_pcie: bool, gpu: GpuIdentity, handle: Any) -> list[Sample]:
         session = self._session
-        samples, failures = session.read_each_gpu(
-            lambda gpu, handle: read_gpu(session.nvml, gpu, handle, session.driver_version,
-                                         self._readers))
-        yield from emit(samples, failures)
+        samples = read_gpu(session.nvml, gpu, handle, session.driver_version)
+        for spec, extra, value in self._sampler(gpu.index).read(handle):
+            if gpm_pcie or spec not in PCIE_SPECS:
+                samples.append((spec, gpu.labels + extra, value))
+        return samples
+
+    def _read_fields(self, readers: tuple[Reader, ...], gpu: GpuIdentity,
+                     handle: Any) -> list[Sample]:
+        return read_fields(self._session.nvml, gpu.labels, handle, readers)
+
+    def _prime_all(self) -> None:
+        nvml = self._session.nvml
+        try:
+            self._session.require()
+            count = nvml.nvmlDeviceGetCount()
+        except (CollectorError, pynvml.NVMLError):
+            return  # logged by the session; the first scrape reports it
+        for index in range(count):
+            self._lanes.lane(f"gpu{index}").submit(partial(self._prime_one, index))
+
+    def _prime_one(self, index: int) -> None:
+        try:
+            self._sampler(index).read(self._session.nvml.nvmlDeviceGetHandleByIndex(index))
+        except pynvml.NVMLError:
+            pass  # the first scrape reads this GPU again and reports what fails

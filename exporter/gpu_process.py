@@ -16,7 +16,9 @@ from prometheus_client.core import Metric
 
 from exporter import metrics as m
 from exporter.collector import Sample, emit
+from exporter.deadline import current_deadline
 from exporter.gpu import FIELD_UNAVAILABLE
+from exporter.lanes import LanePool
 from exporter.nvml import GpuIdentity, NvmlSession
 
 # How far back to accept utilization samples. NVML keeps one per process per sample period
@@ -76,10 +78,12 @@ class GpuProcessCollector:
     def __init__(self, session: NvmlSession, wall_clock: Callable[[], float] = time.time) -> None:
         self._session = session
         self._wall_clock = wall_clock
+        self._lanes = LanePool("gpu_process")  # a hung GPU never hangs the scrape here either
 
     def collect(self) -> Iterator[Metric]:
         nvml = self._session.nvml
         since_us = int((self._wall_clock() - UTILIZATION_LOOKBACK_SECONDS) * 1e6)
-        samples, failures = self._session.read_each_gpu(
-            lambda gpu, handle: read_processes(nvml, gpu, handle, since_us))
-        yield from emit(samples, failures)
+        part = ("", lambda gpu, handle: read_processes(nvml, gpu, handle, since_us))
+        reads = self._session.read_each_gpu(lambda index: [part], self._lanes,
+                                            current_deadline())
+        yield from emit(reads.samples, reads.failures, reads.timeouts)

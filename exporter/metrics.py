@@ -52,9 +52,12 @@ GPU_UTILIZATION = _gpu("utilization_ratio", "Fraction (0-1) of the last sample p
                        "1 s, board-dependent) in which at least one kernel was running on the GPU.")
 GPU_MEMORY_UTILIZATION = _gpu("memory_utilization_ratio", "Fraction (0-1) of the last sample "
                               "period in which device memory was being read or written.")
-GPU_MEMORY_FREE = _gpu("memory_free_bytes", "Device memory not allocated, in bytes.")
-GPU_MEMORY_USED = _gpu("memory_used_bytes", "Device memory allocated by processes and the "
-                       "driver, in bytes.")
+GPU_MEMORY_FREE = _gpu("memory_free_bytes", "Device memory available to allocate, in bytes.")
+GPU_MEMORY_USED = _gpu("memory_used_bytes", "Device memory allocated by processes, in bytes, "
+                       "as nvidia-smi shows it (NVML memory v2 `used`: the driver's reservation "
+                       "is not in it).")
+GPU_MEMORY_RESERVED = _gpu("memory_reserved_bytes", "Device memory the driver reserves for "
+                           "itself, in bytes; neither used nor free (NVML memory v2).")
 GPU_MEMORY_TOTAL = _gpu("memory_total_bytes", "Installed device memory, in bytes.")
 GPU_POWER = _gpu("power_watts", "Power drawn by the board (GPU, memory, fans), in watts.")
 GPU_POWER_LIMIT = _gpu("power_limit_watts", "Power limit the driver currently enforces, in "
@@ -64,14 +67,42 @@ GPU_ENERGY = _gpu("energy_joules_total", "Energy consumed since the driver was l
 GPU_TEMPERATURE = _gpu("temperature_celsius", "GPU die temperature, in degrees Celsius.")
 GPU_SM_CLOCK = _gpu("sm_clock_hertz", "Current streaming-multiprocessor clock, in hertz.")
 GPU_MEMORY_CLOCK = _gpu("memory_clock_hertz", "Current memory clock, in hertz.")
-GPU_PCIE_TX = _gpu("pcie_transmit_bytes_per_second", "PCIe bytes per second sent by the GPU, "
-                   "sampled by NVML over 20 ms at scrape time.")
-GPU_PCIE_RX = _gpu("pcie_receive_bytes_per_second", "PCIe bytes per second received by the GPU, "
-                   "sampled by NVML over 20 ms at scrape time.")
+GPU_PCIE_TX = _gpu("pcie_transmit_bytes_per_second", "PCIe bytes per second sent by the GPU: "
+                   "the average since the previous scrape where GPM works, else sampled by NVML "
+                   "over 20 ms at scrape time.")
+GPU_PCIE_RX = _gpu("pcie_receive_bytes_per_second", "PCIe bytes per second received by the GPU: "
+                   "the average since the previous scrape where GPM works, else sampled by NVML "
+                   "over 20 ms at scrape time.")
+# NVML GPU Performance Monitoring (Hopper and newer): averages over the time since the
+# previous scrape, and left out where GPM is not supported (never exported as 0).
+GPU_SM_ACTIVE = _gpu("sm_active_ratio", "Fraction (0-1) of SMs busy, averaged over the time "
+                     "since the previous scrape (GPM). Unlike utilization_ratio (any kernel "
+                     "running), low here means the kernels leave most SMs idle.")
+GPU_SM_OCCUPANCY = _gpu("sm_occupancy_ratio", "Resident warps as a fraction (0-1) of the SMs' "
+                        "maximum, averaged over the time since the previous scrape (GPM).")
+GPU_TENSOR_ACTIVE = _gpu("tensor_active_ratio", "Fraction (0-1) of time the SMs' tensor cores "
+                         "were busy (any precision), averaged over the time since the previous "
+                         "scrape (GPM).")
+GPU_DRAM_ACTIVE = _gpu("dram_active_ratio", "Device-memory bandwidth used, as a fraction (0-1) of "
+                       "the maximum, averaged over the time since the previous scrape (GPM).")
+GPU_PIPE_ACTIVE = _gpu("pipe_active_ratio", "Fraction (0-1) of time the SMs ran non-tensor math "
+                       "of this kind (fp64, fp32, fp16, integer), averaged over the time since "
+                       "the previous scrape (GPM).", "pipe")
+GPU_NVLINK_TX = _gpu("nvlink_transmit_bytes_per_second", "NVLink bytes per second sent by the "
+                     "GPU over all links, averaged over the time since the previous scrape (GPM).")
+GPU_NVLINK_RX = _gpu("nvlink_receive_bytes_per_second", "NVLink bytes per second received by "
+                     "the GPU over all links, averaged over the time since the previous scrape "
+                     "(GPM).")
 GPU_CLOCK_EVENT = _gpu("clock_event_active", "1 if this reason is currently holding the GPU's "
                        "clocks down (throttling), else 0.", "reason")
 GPU_ECC_ERRORS = _gpu("ecc_errors_total", "ECC memory errors since the driver was loaded, by "
                       "kind (corrected or uncorrected).", "error", kind="counter")
+GPU_REMAPPED_ROWS = _gpu("remapped_rows", "Memory rows remapped to spares after ECC errors, by "
+                         "kind (correctable or uncorrectable).", "kind")
+GPU_ROW_REMAP_PENDING = _gpu("row_remap_pending", "1 if a row remap waits for the GPU to be "
+                             "reset (until then the bad row stays in use), else 0.")
+GPU_ROW_REMAP_FAILURE = _gpu("row_remap_failure", "1 if a row could not be remapped (no spare "
+                             "rows left): the GPU needs service, else 0.")
 
 GPU_PROCESS_MEMORY = _gpu("process_memory_bytes", "Device memory used by a process, in bytes.",
                           "pid")
@@ -107,6 +138,9 @@ SCRAPE_SUCCESS = MetricSpec(f"{NAMESPACE}_scrape_collector_success", "1 if the c
                             ("collector",))
 SCRAPE_DURATION = MetricSpec(f"{NAMESPACE}_scrape_collector_duration_seconds", "Time the "
                              "collector took in this scrape, in seconds.", ("collector",))
+SCRAPE_TIMEOUTS = MetricSpec(f"{NAMESPACE}_scrape_collector_timeouts_total", "Scrapes in which "
+                             "the collector gave up on a read that missed the scrape's deadline "
+                             "(a hung driver), serving what answered.", ("collector",), "counter")
 BUILD_INFO = MetricSpec(f"{NAMESPACE}_exporter_build_info", "trainwatch-exporter version; "
                         "always 1.", ("version",))
 

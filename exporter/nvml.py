@@ -13,13 +13,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pynvml
 
-from exporter.collector import CollectorError, Sample
+from exporter.collector import CollectorError, CollectorTimeout, Sample
+from exporter.lanes import Job, LanePool, ReadTimeout
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,15 @@ DEFAULT_RETRY_SECONDS = 60.0
 def text(value: str | bytes) -> str:
     """NVML strings are bytes in older nvidia-ml-py releases, str in newer ones."""
     return value.decode(errors="replace") if isinstance(value, bytes) else value
+
+
+@dataclass
+class GpuReads:
+    """What one scrape read from the GPUs, and what failed or missed its deadline, for the log."""
+
+    samples: list[Sample] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    timeouts: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,12 @@ class GpuIdentity:
     @property
     def labels(self) -> tuple[str, str]:
         return str(self.index), self.uuid
+
+
+# One read of one GPU on one lane: (identity, handle) -> samples; raises pynvml.NVMLError.
+GpuRead = Callable[["GpuIdentity", Any], list[Sample]]
+# (lane suffix, read): parts with different suffixes run concurrently; "" is the GPU's main lane.
+GpuPart = tuple[str, GpuRead]
 
 
 class NvmlSession:
@@ -100,24 +117,53 @@ class NvmlSession:
             self._initialised = True
             log.info("NVML initialised: driver %s, %d GPU(s)", self.driver_version, count)
 
-    def read_each_gpu(self, read: Callable[[GpuIdentity, Any], list[Sample]]
-                      ) -> tuple[list[Sample], list[str]]:
-        """Run ``read`` on every GPU. A GPU whose read raises an NVML error (lost, fallen off
-        the bus) contributes no samples at all, and its error is returned for the log."""
+    def read_each_gpu(self, parts: Callable[[int], Sequence[GpuPart]], lanes: LanePool,
+                      deadline: float) -> GpuReads:
+        """Run every part of every GPU on its own lane, concurrently, until ``deadline``.
+
+        ``parts(index)`` names the reads of GPU ``index``: (lane suffix, read). A GPU with a part
+        that raises an NVML error (lost, fallen off the bus) contributes no samples at all; a
+        part still running at the deadline is left behind, and the parts that answered are kept.
+        """
+        try:
+            count = lanes.lane("nvml").submit(self._count).wait(deadline)
+        except ReadTimeout as err:
+            raise CollectorTimeout(str(err)) from None
+        jobs: list[tuple[int, Job]] = []
+        reads = GpuReads()
+        for index in range(count):
+            for suffix, read in parts(index):
+                lane = lanes.lane(f"gpu{index}-{suffix}" if suffix else f"gpu{index}")
+                try:
+                    jobs.append((index, lane.submit(partial(self._read_one, index, read))))
+                except ReadTimeout as err:
+                    reads.timeouts.append(f"GPU {index}: {err}")
+        by_gpu: dict[int, list[Sample]] = {}
+        failed: set[int] = set()
+        for index, job in jobs:
+            try:
+                by_gpu.setdefault(index, []).extend(job.wait(deadline))
+            except ReadTimeout as err:
+                reads.timeouts.append(f"GPU {index}: {err}")
+            except pynvml.NVMLError as err:
+                if index not in failed:
+                    reads.failures.append(f"GPU {index}: {err}")
+                failed.add(index)
+        for index, samples in by_gpu.items():
+            if index not in failed:
+                reads.samples.extend(samples)
+        return reads
+
+    def _count(self) -> int:
         self.require()
         try:
-            count = self.nvml.nvmlDeviceGetCount()
+            return int(self.nvml.nvmlDeviceGetCount())
         except pynvml.NVMLError as err:
             raise CollectorError(f"cannot count GPUs: {err}") from None
-        samples: list[Sample] = []
-        failures: list[str] = []
-        for index in range(count):
-            try:
-                handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
-                samples.extend(read(self.identity(index, handle), handle))
-            except pynvml.NVMLError as err:
-                failures.append(f"GPU {index}: {err}")
-        return samples, failures
+
+    def _read_one(self, index: int, read: GpuRead) -> list[Sample]:
+        handle = self.nvml.nvmlDeviceGetHandleByIndex(index)
+        return read(self.identity(index, handle), handle)
 
     def identity(self, index: int, handle: Any) -> GpuIdentity:
         """The GPU's identity, read on first use; raises ``pynvml.NVMLError`` like any read."""

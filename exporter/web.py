@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry
 
 from exporter import __version__
 from exporter.config import ConfigError, Settings, parse_listen_address
+from exporter.deadline import SCRAPE_TIMEOUT_HEADER, scrape_deadline
 from exporter.exposition import CONTENT_TYPE, render
 from exporter.webauth import BasicAuth
 
@@ -85,7 +86,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _metrics(self) -> None:
         try:
-            body = render(self.server.registry.collect())
+            with scrape_deadline(self.headers.get(SCRAPE_TIMEOUT_HEADER)):
+                body = render(self.server.registry.collect())
         except Exception:  # the one broad except: a bug must not kill serving
             log.exception("scrape failed")
             self._send(500, b"scrape failed; see the exporter's log\n", "text/plain")

@@ -1,0 +1,126 @@
+"""Reads that may hang, run on one worker thread per device ("lane"), waited for with a deadline.
+
+A GPU driver in a bad state can block an NVML call for minutes. Each GPU's reads therefore run
+on that GPU's own lane: the scrape submits them all (so GPUs, and PCIe directions, are read
+concurrently; NVML calls release the GIL) and waits until its deadline. A read still running
+at the deadline is abandoned: the scrape goes on without it, and the lane refuses new reads
+until the stuck one returns, so a hung driver holds one thread per lane, never a growing pile
+of threads or queued work.
+
+>>> pool = LanePool("doc")
+>>> job = pool.lane("gpu0").submit(lambda: 42)
+>>> import time
+>>> job.wait(time.monotonic() + 1)
+42
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+class ReadTimeout(Exception):
+    """A read missed the scrape's deadline, or its lane is still stuck in an earlier read."""
+
+
+class Job:
+    """One read submitted to a lane; ``wait`` returns its result or raises its error."""
+
+    __slots__ = ("_lane", "fn", "done", "result", "error", "abandoned")
+
+    def __init__(self, lane: Lane, fn: Callable[[], Any]) -> None:
+        self._lane = lane
+        self.fn = fn
+        self.done = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.abandoned = False
+
+    def wait(self, deadline: float, clock: Callable[[], float] = time.monotonic) -> Any:
+        """The read's result; ``ReadTimeout`` if it is not done by ``deadline``."""
+        if not self.done.wait(max(0.0, deadline - clock())):
+            self._lane.abandon(self)
+            raise ReadTimeout(f"{self._lane.name}: no answer by the scrape's deadline")
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+class Lane:
+    """One daemon thread running one lane's reads in order, started on first use."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._queue: queue.SimpleQueue[Job] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._running: Job | None = None
+        self._stuck_since: float | None = None
+
+    def submit(self, fn: Callable[[], Any]) -> Job:
+        """Queue ``fn``; ``ReadTimeout`` at once while an abandoned read still runs here."""
+        with self._lock:
+            if self._stuck_since is not None:
+                stuck = time.monotonic() - self._stuck_since
+                raise ReadTimeout(f"{self.name}: an earlier read has been stuck for {stuck:.0f}s")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name=f"trainwatch-{self.name}",
+                                                daemon=True)
+                self._thread.start()
+            job = Job(self, fn)
+            self._queue.put(job)
+            return job
+
+    def abandon(self, job: Job) -> None:
+        """The waiter gave up on ``job``: skip it if it has not started; if it is running (the
+        driver hangs), refuse new reads until it returns."""
+        with self._lock:
+            job.abandoned = True
+            if self._running is job and self._stuck_since is None:
+                self._stuck_since = time.monotonic()
+
+    @property
+    def stuck(self) -> bool:
+        return self._stuck_since is not None
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            with self._lock:
+                if job.abandoned:
+                    job.done.set()
+                    continue
+                self._running = job
+            try:
+                job.result = job.fn()
+            except BaseException as err:  # handed to the waiter, who decides what it means
+                job.error = err
+            with self._lock:
+                self._running = None
+                self._stuck_since = None
+            job.done.set()
+
+
+class LanePool:
+    """The lanes of one collector, by name (``gpu0``, ``gpu0-pcie-rx``), made on first use."""
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._lanes: dict[str, Lane] = {}
+        self._lock = threading.Lock()
+
+    def lane(self, name: str) -> Lane:
+        with self._lock:
+            found = self._lanes.get(name)
+            if found is None:
+                found = self._lanes[name] = Lane(f"{self._prefix}-{name}")
+            return found
+
+    def stuck(self) -> list[str]:
+        """Names of the lanes with a read stuck past an earlier deadline."""
+        with self._lock:
+            return [name for name, lane in self._lanes.items() if lane.stuck]
