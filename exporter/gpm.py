@@ -8,9 +8,10 @@ values cover the time since the previous scrape and nothing waits. Costs measure
 
 GPM is Hopper and newer; elsewhere ``nvmlGpmQueryDeviceSupport`` says no (or the driver lacks
 the function) and every GPM series is left out. A metric the board does not support comes back
-with its own error code and is left out alone. MIG: a MIG slice's activity needs
-``nvmlGpmMigSampleGet`` per GPU instance; trainwatch does not read it, so on a GPU in MIG mode
-these series describe the whole GPU (or are absent where the driver refuses).
+with its own error code and is left out alone. MIG is left out: a slice's activity needs
+``nvmlGpmMigSampleGet`` per GPU instance, which trainwatch does not read, so on a GPU in MIG
+mode these series describe the whole GPU, or are absent where the driver refuses (a refused
+``nvmlGpmSampleGet`` switches GPM off for that GPU, the GPU's other series stay).
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ import pynvml
 
 from exporter import metrics as m
 
-PERCENT = 0.01
-MIB = float(2**20)
+# Divisors to base units (a division keeps 23.5% exactly 0.235 in the exposition).
+PERCENT = 100.0
+PER_MIB = 1.0 / 2**20
 PCIE_SPECS = (m.GPU_PCIE_TX, m.GPU_PCIE_RX)
 
-# (GPM metric id, spec, extra label values, factor to base units). Ids are NVML's ABI.
+# (GPM metric id, spec, extra label values, divisor to base units). Ids are NVML's ABI.
 GPM_METRICS: tuple[tuple[int, m.MetricSpec, tuple[str, ...], float], ...] = (
     (pynvml.NVML_GPM_METRIC_SM_UTIL, m.GPU_SM_ACTIVE, (), PERCENT),
     (pynvml.NVML_GPM_METRIC_SM_OCCUPANCY, m.GPU_SM_OCCUPANCY, (), PERCENT),
@@ -36,10 +38,10 @@ GPM_METRICS: tuple[tuple[int, m.MetricSpec, tuple[str, ...], float], ...] = (
     (pynvml.NVML_GPM_METRIC_FP32_UTIL, m.GPU_PIPE_ACTIVE, ("fp32",), PERCENT),
     (pynvml.NVML_GPM_METRIC_FP16_UTIL, m.GPU_PIPE_ACTIVE, ("fp16",), PERCENT),
     (pynvml.NVML_GPM_METRIC_INTEGER_UTIL, m.GPU_PIPE_ACTIVE, ("integer",), PERCENT),
-    (pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC, m.GPU_PCIE_TX, (), MIB),
-    (pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC, m.GPU_PCIE_RX, (), MIB),
-    (pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, m.GPU_NVLINK_TX, (), MIB),
-    (pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, m.GPU_NVLINK_RX, (), MIB),
+    (pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC, m.GPU_PCIE_TX, (), PER_MIB),
+    (pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC, m.GPU_PCIE_RX, (), PER_MIB),
+    (pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, m.GPU_NVLINK_TX, (), PER_MIB),
+    (pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, m.GPU_NVLINK_RX, (), PER_MIB),
 )
 # "No GPM here": an older board, driver or nvidia-ml-py. Not a failure of the GPU.
 GPM_UNAVAILABLE: tuple[type[Exception], ...] = (
@@ -104,8 +106,8 @@ class GpmSampler:
         except GPM_UNAVAILABLE:
             return []
         reading: Reading = []
-        for i, (_, spec, labels, factor) in enumerate(GPM_METRICS):
+        for i, (_, spec, labels, divisor) in enumerate(GPM_METRICS):
             result = request.metrics[i]
             if result.nvmlReturn == pynvml.NVML_SUCCESS and math.isfinite(result.value):
-                reading.append((spec, labels, result.value * factor))
+                reading.append((spec, labels, result.value / divisor))
         return reading

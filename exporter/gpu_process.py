@@ -17,7 +17,7 @@ from prometheus_client.core import Metric
 from exporter import metrics as m
 from exporter.collector import Sample, emit
 from exporter.deadline import current_deadline
-from exporter.gpu import FIELD_UNAVAILABLE
+from exporter.gpu_fields import FIELD_UNAVAILABLE
 from exporter.lanes import LanePool
 from exporter.nvml import GpuIdentity, NvmlSession
 

@@ -30,7 +30,7 @@ class ReadTimeout(Exception):
 class Job:
     """One read submitted to a lane; ``wait`` returns its result or raises its error."""
 
-    __slots__ = ("_lane", "fn", "done", "result", "error", "abandoned")
+    __slots__ = ("_lane", "abandoned", "done", "error", "fn", "result")
 
     def __init__(self, lane: Lane, fn: Callable[[], Any]) -> None:
         self._lane = lane
@@ -65,8 +65,9 @@ class Lane:
         """Queue ``fn``; ``ReadTimeout`` at once while an abandoned read still runs here."""
         with self._lock:
             if self._stuck_since is not None:
-                stuck = time.monotonic() - self._stuck_since
-                raise ReadTimeout(f"{self.name}: an earlier read has been stuck for {stuck:.0f}s")
+                # The same words every scrape, so the log says it once, not once a scrape.
+                raise ReadTimeout(f"{self.name}: still stuck in a read that missed an earlier "
+                                  "deadline; not asked again until it returns")
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, name=f"trainwatch-{self.name}",
                                                 daemon=True)
@@ -97,7 +98,7 @@ class Lane:
                 self._running = job
             try:
                 job.result = job.fn()
-            except BaseException as err:  # handed to the waiter, who decides what it means
+            except BaseException as err:  # noqa: BLE001 -- handed to the waiter, who decides
                 job.error = err
             with self._lock:
                 self._running = None

@@ -6,7 +6,7 @@ Runs ``exporter.cli.main`` unchanged, with ``tests.fake_nvml.FakeNvml`` injected
 boundary: ``TRAINWATCH_FAKE_GPUS`` GPUs (default 2), GPU ``N`` having the stable UUID
 ``GPU-00000000-0000-0000-0000-00000000000N`` (N in hex, from 0) and the deterministic readings
 of ``FakeGpu.deterministic(N)``, except that the GPUs listed in ``TRAINWATCH_FAKE_IDLE_GPUS``
-read 5% utilization. Run it from the repository root (or with it on PYTHONPATH).
+read 5% utilization (and at most 5% on every GPM activity metric). Run it from the repository root (or with it on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ def fake_nvml_from_env() -> FakeNvml:
                          f"indices, not {raw!r} and {idle!r}")
     nvml = FakeNvml.with_gpus(int(raw))
     for index in map(int, idle):
-        nvml.gpus[index] = replace(nvml.gpus[index], gpu_util=IDLE_PERCENT)
+        busy = nvml.gpus[index]
+        gpm = {metric: min(value, IDLE_PERCENT) for metric, value in (busy.gpm or {}).items()}
+        nvml.gpus[index] = replace(busy, gpu_util=IDLE_PERCENT, gpm=gpm)
     return nvml
 
 

@@ -20,8 +20,9 @@ from exporter.exposition import render
 from tests.fake_nvml import FakeNvml
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-MODULES = ["collector", "collectors", "config", "configfile", "exposition", "gpu", "gpu_process", "host",
-           "metrics", "nvml", "web", "webauth", "cli"]
+MODULES = ["collector", "collectors", "config", "configfile", "deadline", "exposition", "gpm",
+           "gpu", "gpu_fields", "gpu_process", "host", "lanes", "metrics", "nvml", "web",
+           "webauth", "cli"]
 
 
 def parsed(text: bytes) -> set[tuple[str, str, tuple[tuple[str, str], ...], float]]:

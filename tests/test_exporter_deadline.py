@@ -1,0 +1,95 @@
+"""A hung NVML never hangs a scrape: the real exporter's HTTP server over a fake NVML whose
+utilization call blocks for 60 s, scraped with Prometheus's timeout header."""
+
+from __future__ import annotations
+
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import psutil
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporter.collectors import build_registry
+from exporter.config import merge
+from exporter.deadline import SCRAPE_TIMEOUT_HEADER
+from exporter.web import ExporterServer, make_server
+from tests.fake_nvml import FakeNvml, fake_uuid
+
+HUNG_SECONDS = 60.0
+
+
+@pytest.fixture
+def hung() -> Iterator[tuple[FakeNvml, str]]:
+    """GPU 0 of 2 hangs in nvmlDeviceGetUtilizationRates; the exporter serves on loopback."""
+    nvml = FakeNvml.with_gpus(2)
+    settings = merge(file={}, flags={"web.listen_address": "127.0.0.1:0"})
+    server: ExporterServer = make_server(settings, build_registry(settings, nvml))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield nvml, f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    finally:
+        nvml.release.set()  # let the stuck lane finish, so no thread outlives the test by long
+        server.shutdown()
+        server.server_close()
+
+
+def scrape(url: str, timeout_header: str | None = "2") -> tuple[float, dict[tuple[str, str], float]]:
+    headers = {SCRAPE_TIMEOUT_HEADER: timeout_header} if timeout_header else {}
+    start = time.monotonic()
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as resp:
+        body = resp.read().decode()
+    took = time.monotonic() - start
+    values = {(s.name, s.labels.get("collector") or s.labels.get("gpu") or ""): s.value
+              for family in text_string_to_metric_families(body) for s in family.samples}
+    return took, values
+
+
+def test_a_hung_gpu_costs_one_deadline_then_nothing(hung: tuple[FakeNvml, str]) -> None:
+    nvml, url = hung
+    scrape(url)  # healthy: lanes and the first GPM samples in place
+    nvml.gpus[0].delays["nvmlDeviceGetUtilizationRates"] = HUNG_SECONDS
+    took, values = scrape(url)
+    assert took < 2.0  # Prometheus's 2 s timeout: served in time
+    assert values[("trainwatch_scrape_collector_success", "gpu")] == 0
+    assert values[("trainwatch_scrape_collector_success", "host")] == 1
+    assert values[("trainwatch_scrape_collector_timeouts_total", "gpu")] == 1
+    assert values[("trainwatch_scrape_collector_timeouts_total", "host")] == 0
+    assert values[("trainwatch_cpu_count", "")] >= 1  # host metrics are there
+    assert ("trainwatch_gpu_utilization_ratio", "0") not in values
+    assert values[("trainwatch_gpu_utilization_ratio", "1")] == 0.51  # the healthy GPU answered
+
+    process = psutil.Process()
+    threads, rss = process.num_threads(), process.memory_info().rss
+    for _ in range(20):
+        took, values = scrape(url)
+        assert took < 0.5  # the stuck read is not waited for again
+        assert values[("trainwatch_gpu_utilization_ratio", "1")] == 0.51
+    assert values[("trainwatch_scrape_collector_timeouts_total", "gpu")] == 21
+    # 2 GPUs healthy, 2 in the hung scrape, then GPU 1 alone: GPU 0 was not asked again.
+    assert nvml.calls["nvmlDeviceGetUtilizationRates"] == 2 + 2 + 20
+    assert process.num_threads() == threads  # no thread per scrape piling up behind the driver
+    assert process.memory_info().rss - rss < 4 * 2**20
+
+    nvml.gpus[0].delays.clear()
+    nvml.release.set()  # the driver recovers: the next scrape reads GPU 0 again
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        _, values = scrape(url)
+        if values[("trainwatch_scrape_collector_success", "gpu")] == 1:
+            break
+    assert values[("trainwatch_gpu_utilization_ratio", "0")] == 0.5
+    assert values[("trainwatch_gpu_info", "0")] == 1
+    assert fake_uuid(0)
+
+
+def test_without_the_header_the_default_budget_applies(hung: tuple[FakeNvml, str]) -> None:
+    nvml, url = hung
+    nvml.gpus[1].delays["nvmlDeviceGetTemperature"] = 0.3  # slow, not hung: waited for
+    took, values = scrape(url, timeout_header=None)
+    assert 0.3 <= took < 5
+    assert values[("trainwatch_scrape_collector_success", "gpu")] == 1
+    assert values[("trainwatch_gpu_temperature_celsius", "1")] == 61
