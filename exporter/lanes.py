@@ -22,6 +22,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+# A lane's thread ends after this long without work (a registry that is dropped, a GPU that
+# is gone) and starts again with the next read.
+IDLE_SECONDS = 60.0
+
 
 class ReadTimeout(Exception):
     """A read missed the scrape's deadline, or its lane is still stuck in an earlier read."""
@@ -90,7 +94,14 @@ class Lane:
 
     def _work(self) -> None:
         while True:
-            job = self._queue.get()
+            try:
+                job = self._queue.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:  # submit() queues under this lock: nothing slips in between
+                    if self._queue.empty():
+                        self._thread = None
+                        return
+                continue
             with self._lock:
                 if job.abandoned:
                     job.done.set()
