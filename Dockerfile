@@ -6,8 +6,8 @@
 #     ghcr.io/trainwatch/trainwatch-exporter:0.1.0
 #
 # The base is a build argument: users build on a registry's slim Python; a machine without a
-# registry builds on a Debian base made from packages (make image-base). Any base with python3
-# and its venv module works.
+# registry builds on a Debian base made from packages (make image-base). Any base with Python
+# 3.11+ (tomllib, below) and its venv module works.
 ARG BASE_IMAGE=docker.io/library/python:3.12-slim
 FROM ${BASE_IMAGE}
 
@@ -24,15 +24,25 @@ ENV NVIDIA_VISIBLE_DEVICES=all \
 # nvidia-ml-py, psutil, pyyaml): no torch, no trial_instrumentation, no operator CLI. A venv, so
 # the same steps work on python:*-slim and on Debian's python3. PIP_CERT: the system bundle,
 # which a build on a machine behind a TLS-inspecting proxy mounts over (see the Makefile).
-# pyproject also declares the operator's `trainwatch` command, whose package is not copied: its
-# script is removed rather than left broken.
-COPY pyproject.toml README.md /tmp/src/
-COPY exporter /tmp/src/exporter
+# Dependencies first, read from pyproject.toml, in a layer of their own: an edit to the exporter
+# rebuilds only the small layer after it.
+ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY pyproject.toml /tmp/src/
 RUN python3 -m venv /opt/trainwatch \
- && PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
-    /opt/trainwatch/bin/pip install --no-cache-dir --disable-pip-version-check --quiet /tmp/src \
+ && python3 -c 'import sys, tomllib; print(*tomllib.load(sys.stdin.buffer)["project"]["dependencies"], sep="\n")' \
+      < /tmp/src/pyproject.toml > /tmp/requirements.txt \
+ && pip install --quiet -r /tmp/requirements.txt \
+ && rm /tmp/requirements.txt
+# pyproject names README.md as the long description; the image needs none, and copying it would
+# rebuild on every edit of the docs. It also declares the operator's `trainwatch` command, whose
+# package is not copied: its script is removed rather than left broken.
+COPY exporter /tmp/src/exporter
+RUN touch /tmp/src/README.md \
+ && pip install --quiet --no-deps /tmp/src \
  && rm -rf /tmp/src /opt/trainwatch/bin/trainwatch \
- && /opt/trainwatch/bin/trainwatch-exporter --version
+ && trainwatch-exporter --version
 
 # nobody, as the Helm chart's podSecurityContext (runAsUser 65534). The exporter writes nothing:
 # the image runs with a read-only root filesystem and no capabilities.
