@@ -161,8 +161,7 @@ chart-files: rules dashboards
 lint: venv
 	$(VENV)/bin/ruff check exporter trial_instrumentation trainwatch tests benchmarks examples prometheus grafana helm
 	$(VENV)/bin/mypy exporter trial_instrumentation trainwatch prometheus/generate_rules.py prometheus/rulegen
-	# The pinned grafana-foundation-sdk needs Python 3.11 (typing.Self, StrEnum).
-	MYPYPATH=prometheus $(VENV)/bin/mypy --python-version 3.11 grafana
+	MYPYPATH=prometheus $(VENV)/bin/mypy grafana
 
 clean:
 	rm -rf $(VENV) .pytest_cache

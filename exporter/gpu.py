@@ -46,11 +46,11 @@ __all__ = ["CLOCK_EVENT_REASONS", "FIELD_UNAVAILABLE", "READERS", "GpuCollector"
 class GpuCollector:
     """NVML device metrics for every GPU of the node, GPM activity included.
 
-    >>> import pynvml
-    >>> from prometheus_client import CollectorRegistry
-    >>> registry = CollectorRegistry()
-    >>> registry.register(GpuCollector(NvmlSession(pynvml), pcie_throughput=False))
-    >>> # registry.get_sample_value("trainwatch_gpu_power_watts", {"gpu": "0", "uuid": uuid})
+    Example (what a sample is depends on the machine's GPUs, hence no doctest)::
+
+        registry = CollectorRegistry()
+        registry.register(GpuCollector(NvmlSession(pynvml), pcie_throughput=False))
+        registry.get_sample_value("trainwatch_gpu_power_watts", {"gpu": "0", "uuid": uuid})
     """
 
     def __init__(self, session: NvmlSession, pcie_throughput: bool = True) -> None:

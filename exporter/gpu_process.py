@@ -68,11 +68,11 @@ def read_processes(nvml: Any, gpu: GpuIdentity, handle: Any, since_us: int) -> l
 class GpuProcessCollector:
     """Per-process GPU memory and utilization, sharing the ``gpu`` collector's NVML session.
 
-    >>> import pynvml
-    >>> from prometheus_client import CollectorRegistry
-    >>> registry = CollectorRegistry()
-    >>> registry.register(GpuProcessCollector(NvmlSession(pynvml)))
-    >>> # registry.get_sample_value("trainwatch_gpu_process_memory_bytes", {..., "pid": "4242"})
+    Example (what a sample is depends on the machine's GPUs, hence no doctest)::
+
+        registry = CollectorRegistry()
+        registry.register(GpuProcessCollector(NvmlSession(pynvml)))
+        registry.get_sample_value("trainwatch_gpu_process_memory_bytes", {..., "pid": "4242"})
     """
 
     def __init__(self, session: NvmlSession, wall_clock: Callable[[], float] = time.time) -> None:

@@ -25,7 +25,9 @@ class Layout:
         >>> layout.row("GPUs")
         >>> from grafana.panels import Query, stat
         >>> layout.add(stat("Up", "none", [Query("up")], description="targets up"), 12, 4)
-        >>> dash = layout.apply(db.Dashboard("Example"))
+        >>> dash = layout.apply(db.Dashboard("Example")).build()
+        >>> [(p.title, p.grid_pos.y, p.grid_pos.w) for p in dash.panels]
+        [('GPUs', 0, 24), ('Up', 1, 12)]
     """
 
     _items: list[tuple[str, object]] = field(default_factory=list)

@@ -127,7 +127,7 @@ class Service:
                 self.proc.wait()
         self._log.close()
 
-    def __enter__(self: S) -> S:  # noqa: PYI019 - typing.Self is 3.11+, the package supports 3.10
+    def __enter__(self: S) -> S:  # noqa: PYI019
         return self
 
     def __exit__(self, *exc: object) -> None:

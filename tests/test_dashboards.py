@@ -14,8 +14,6 @@ from typing import Any
 import pytest
 import yaml
 
-# The pinned dashboards SDK needs Python 3.11+; the package itself supports 3.10.
-pytest.importorskip("grafana_foundation_sdk", reason="grafana-foundation-sdk needs Python 3.11+")
 
 from grafana import fleet, generate, trial_profile
 from grafana.generate import DEFAULT_THRESHOLDS, load_settings

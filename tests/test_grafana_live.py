@@ -20,9 +20,6 @@ from typing import Any
 
 import pytest
 
-# The pinned dashboards SDK needs Python 3.11+; the package itself supports 3.10.
-pytest.importorskip("grafana_foundation_sdk", reason="grafana-foundation-sdk needs Python 3.11+")
-
 from grafana import fleet, generate
 from tests.fake_nvml import fake_uuid
 from tests.live_stack import FAKE_GPUS, IDLE_GPU, live_stack

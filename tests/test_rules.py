@@ -5,8 +5,6 @@ The live end-to-end test is in test_rules_live.py.
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import re
 import subprocess
 import sys
@@ -173,9 +171,3 @@ def test_cli_check_reports_drift_and_names_a_bad_file(tmp_path: Path) -> None:
     missing = subprocess.run([*script, "--thresholds", str(tmp_path / "nope.yaml"), "--out",
                               str(tmp_path)], check=False, capture_output=True, text=True)
     assert missing.returncode == 2 and "nope.yaml: cannot read thresholds" in missing.stderr
-
-
-@pytest.mark.parametrize("module", ["rulegen", "rulegen.settings", "rulegen.recording"])
-def test_docstring_examples_hold(module: str) -> None:
-    result = doctest.testmod(importlib.import_module(module))
-    assert result.attempted and not result.failed

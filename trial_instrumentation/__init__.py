@@ -2,8 +2,11 @@
 
 >>> import trial_instrumentation as ti
 >>> with ti.Trial() as trial:   # configured by TRAINWATCH_* here; unset: a no-op
-...     with trial.phase(ti.TRAIN_BATCH):
-...         pass
+...     for batch in trial.loader([[1.0, 2.0], [3.0]]):
+...         with trial.phase(ti.TRAIN_BATCH):
+...             print(sum(batch))
+3.0
+3.0
 """
 
 from trial_instrumentation.names import (

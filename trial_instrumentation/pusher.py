@@ -26,10 +26,13 @@ MAX_FIRST_BACKOFF_SECONDS = 1.0
 class Pusher:
     """Pushes ``registry`` to ``config.pushgateway`` from a daemon thread.
 
-    >>> from trial_instrumentation.config import resolve
-    >>> config = resolve(pushgateway="http://127.0.0.1:9091", experiment="e", trial="t", env={})
-    >>> pusher = Pusher(config, CollectorRegistry(), TrialState(config.buckets, {}))
-    >>> # pusher.start(); ...; pusher.stop(delete=True, timeout=config.exit_timeout)
+    Example (``Trial`` does this)::
+
+        config = resolve(pushgateway="http://127.0.0.1:9091", experiment="e", trial="t")
+        pusher = Pusher(config, CollectorRegistry(), TrialState(config.buckets, {}))
+        pusher.start()
+        ...
+        pusher.stop(delete=True, timeout=config.exit_timeout)
     """
 
     def __init__(self, config: TrialConfig, registry: CollectorRegistry,

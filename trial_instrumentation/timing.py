@@ -25,7 +25,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing import Self
 
 F = TypeVar("F", bound=Callable[..., Any])
 

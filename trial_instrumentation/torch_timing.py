@@ -23,7 +23,7 @@ import torch
 from trial_instrumentation.timing import Histogram, Phase
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing import Self
 
 log = logging.getLogger(__name__)
 MAX_PENDING = 10_000  # unresolved phases; beyond it, phases go untimed rather than grow memory

@@ -18,7 +18,7 @@ from trial_instrumentation.pusher import Pusher
 from trial_instrumentation.timing import Histogram, NoopPhase, Phase
 
 if TYPE_CHECKING:
-    from typing_extensions import Self
+    from typing import Self
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -37,6 +37,8 @@ class Trial:
     ...     for batch in trial.loader([[1.0, 2.0], [3.0, 4.0]]):
     ...         with trial.phase("train_batch"):
     ...             loss = sum(batch)
+    >>> loss, trial.enabled
+    (7.0, False)
     """
 
     def __init__(self, experiment: str | None = None, trial: str | None = None,
