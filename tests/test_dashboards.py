@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import yaml
 
-
 from grafana import fleet, generate, trial_profile
 from grafana.generate import DEFAULT_THRESHOLDS, load_settings
 from tests.stack import REPO, promtool
