@@ -95,6 +95,11 @@ def test_every_alert_has_for_severity_summary_description_and_runbook() -> None:
         assert notes["summary"] and len(notes["description"]) > 150, name  # value + remedy
         if settings.alert(name).threshold is not None:  # yes/no alerts have no value to show
             assert "{{ $value" in notes["description"], name
+            # Notifications carry annotations, not the value: `measured` says it with its unit.
+            assert re.fullmatch(r"\{\{ \$value \| humanize\w* \}\} \(threshold \S+\)",
+                                notes["measured"]), name
+        else:
+            assert "measured" not in notes and "threshold" not in notes, name
         url, _, anchor = notes["runbook_url"].partition("#")
         assert url.endswith("/docs/runbooks.md") and anchor == name.lower(), name
         assert anchor in headings, f"{name}: no '## {name}' section in docs/runbooks.md"

@@ -3,12 +3,15 @@
 Every alert gets `for`, a `severity` label, `summary`, `description` (the measured value and
 what to change, from remedies.py), a `runbook_url` into docs/runbooks.md, the plain `remedy`
 and, when it compares against one, its `threshold` (`trainwatch diagnose` reads both back from
-Prometheus, so the CLI never hard-codes a number).
+Prometheus, so the CLI never hard-codes a number) and `measured`, the value that crossed it
+with its unit (Alertmanager's notifications and webhook payloads carry annotations, not the
+expression's value, and its templates cannot humanize a number).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from rulegen import remedies
@@ -22,8 +25,20 @@ _TRIAL = f"Trial {_TRIAL_ID}"
 _GPU = "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }}"
 
 
+@dataclass(frozen=True)
+class _Shown:
+    """How an alert's value reads (a Prometheus template) and its threshold beside it."""
+
+    value: str
+    threshold: Callable[[float], str]
+
 def _pct(value: float) -> str:
     return f"{value:.0%}"
+
+
+_AS_PERCENT = _Shown("{{ $value | humanizePercentage }}", _pct)
+_AS_DURATION = _Shown("{{ $value | humanizeDuration }}", lambda t: f"{number(t)}s")
+_AS_NUMBER = _Shown("{{ $value | humanize }}", number)
 
 
 class _Group:
@@ -34,16 +49,21 @@ class _Group:
         self.rules: list[dict[str, Any]] = []
 
     def add(self, name: str, expr: str, summary: str, description: str, remedy: str,
-            uses_threshold: bool = True) -> None:
+            measured: _Shown | None = None) -> None:
+        """``measured`` is how the value shows (``_AS_PERCENT``...); None for a yes/no alert,
+        whose value is only the fact that it fired, and which takes no threshold."""
         setting = self.s.alert(name)
-        if not uses_threshold and setting.threshold is not None:
+        if measured is None and setting.threshold is not None:
             raise SettingsError(f"{self.s.source}: alerts.{name}.threshold is not used by this "
                                 "yes/no alert; remove it")
         annotations = {"summary": summary, "description": f"{description} {remedy}",
                        "runbook_url": f"{RUNBOOK_URL}#{name.lower()}", "remedy": remedy}
-        if uses_threshold:
+        if measured is not None:
             # The deployed number, for readers of /api/v1/rules (trainwatch diagnose).
-            annotations["threshold"] = number(self.s.threshold(name))
+            threshold = self.s.threshold(name)
+            annotations["threshold"] = number(threshold)
+            shown = measured.threshold(threshold)
+            annotations["measured"] = f"{measured.value} (threshold {shown})"
         self.rules.append({"alert": name, "expr": expr, "for": setting.for_,
                            "labels": {"severity": setting.severity},
                            "annotations": annotations})
@@ -63,29 +83,32 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
     g.add("TrainwatchDataloaderBound",
           _while_live(s, f"{select(n.phase_share, s.selector('dataloader_phase'))} > {number(t)}"),
           "Training waits for the data loader.",
-          f"{_TRIAL} spends {{{{ $value | humanizePercentage }}}} of its step time in "
-          f"dataloader_next (threshold {_pct(t)}).", remedies.DATALOADER)
+          f"{_TRIAL} spends {_AS_PERCENT.value} of its step time in "
+          f"dataloader_next (threshold {_pct(t)}).", remedies.DATALOADER,
+          measured=_AS_PERCENT)
     t = s.threshold("TrainwatchHostToDeviceBound")
     g.add("TrainwatchHostToDeviceBound",
           _while_live(s, f"sum {by(*TRIAL_LABELS)} "
                       f"({select(n.phase_share, s.selector('host_to_device_phases'))})"
                       f" > {number(t)}"),
           "Training waits for host<->device memory copies.",
-          f"{_TRIAL} spends {{{{ $value | humanizePercentage }}}} of its step time in "
-          f"to_device/from_device (threshold {_pct(t)}).", remedies.MEMORY_COPIES)
+          f"{_TRIAL} spends {_AS_PERCENT.value} of its step time in "
+          f"to_device/from_device (threshold {_pct(t)}).", remedies.MEMORY_COPIES,
+          measured=_AS_PERCENT)
     t = s.threshold("TrainwatchTrialStale")
     g.add("TrainwatchTrialStale",
           f"time() - {select('push_time_seconds', trial)} > {number(t)}",
           "A trial stopped pushing its metrics.",
-          f"{_TRIAL} last pushed {{{{ $value | humanizeDuration }}}} ago (threshold "
-          f"{number(t)}s) and did not delete its group.", remedies.STALE_TRIAL)
+          f"{_TRIAL} last pushed {_AS_DURATION.value} ago (threshold "
+          f"{number(t)}s) and did not delete its group.", remedies.STALE_TRIAL,
+          measured=_AS_DURATION)
     t = s.threshold("TrainwatchTrialPushFailing")
     g.add("TrainwatchTrialPushFailing",
           _while_live(s, f"increase({select('trainwatch_trial_push_failures_total', trial)}"
                       f"[{s.rate_window}]) > {number(t)}"),
           "A trial keeps failing to push its metrics.",
-          f"{_TRIAL} failed {{{{ $value | humanize }}}} pushes to the Pushgateway in the last "
-          f"{s.rate_window}.", remedies.PUSH_FAILING)
+          f"{_TRIAL} failed {_AS_NUMBER.value} pushes to the Pushgateway in the last "
+          f"{s.rate_window}.", remedies.PUSH_FAILING, measured=_AS_NUMBER)
     return g.rules
 
 
@@ -105,20 +128,21 @@ def gpu_alerts(s: Settings) -> list[dict[str, Any]]:
     t = s.threshold("TrainwatchGPUUnderutilized")
     g.add("TrainwatchGPUUnderutilized", underutilized_trial_gpus(s),
           "A live trial leaves its GPU idle.",
-          f"{_GPU}, used by trial {_TRIAL_ID}, averaged {{{{ $value | humanizePercentage }}}} "
-          f"utilization over {s.rate_window} (threshold {_pct(t)}).", remedies.UNDERUTILIZED_GPU)
+          f"{_GPU}, used by trial {_TRIAL_ID}, averaged {_AS_PERCENT.value} "
+          f"utilization over {s.rate_window} (threshold {_pct(t)}).", remedies.UNDERUTILIZED_GPU,
+          measured=_AS_PERCENT)
     t = s.threshold("TrainwatchGPUMemoryNearlyFull")
     g.add("TrainwatchGPUMemoryNearlyFull", f"{n.gpu_memory_used} > {number(t)}",
           "A GPU's memory is nearly full.",
-          f"{_GPU} has {{{{ $value | humanizePercentage }}}} of its memory in use (threshold "
+          f"{_GPU} has {_AS_PERCENT.value} of its memory in use (threshold "
           f"{_pct(t)}); the next larger batch or sequence runs out of memory.",
-          remedies.GPU_MEMORY)
+          remedies.GPU_MEMORY, measured=_AS_PERCENT)
     throttled = select("trainwatch_gpu_clock_event_active", exporter,
                        s.selector("throttle_reasons"))
     g.add("TrainwatchGPUThrottled", f"max {by(*GPU_LABELS, 'reason')} ({throttled}) > 0",
           "A GPU is slowing its clocks down.",
           f"{_GPU} is throttled: clock event reason {{{{ $labels.reason }}}} is active.",
-          remedies.THROTTLED_GPU, uses_threshold=False)
+          remedies.THROTTLED_GPU)
     return g.rules
 
 
@@ -130,9 +154,9 @@ def host_alerts(s: Settings) -> list[dict[str, Any]]:
           f"{select('trainwatch_memory_available_bytes', exporter)}\n"
           f"/\n{select('trainwatch_memory_total_bytes', exporter)}\n< {number(t)}",
           "A node is running out of memory.",
-          "{{ $labels.instance }} has only {{ $value | humanizePercentage }} of its memory "
+          f"{{{{ $labels.instance }}}} has only {_AS_PERCENT.value} of its memory "
           f"available (threshold {_pct(t)}); the OOM killer ends data loader workers or the "
-          "trial next.", remedies.HOST_MEMORY)
+          "trial next.", remedies.HOST_MEMORY, measured=_AS_PERCENT)
     t = s.threshold("TrainwatchCPUSaturated")
     live = live_trials(trial, s.threshold("TrainwatchTrialStale"))
     nodes_with_live_trials = (
@@ -143,8 +167,9 @@ def host_alerts(s: Settings) -> list[dict[str, Any]]:
           f"{n.cpu_utilization} > {number(t)}\nand {on('instance')}\n{nodes_with_live_trials}",
           "The CPUs of a node running a trial are saturated.",
           "{{ $labels.instance }} runs a live trial and its CPUs are "
-          f"{{{{ $value | humanizePercentage }}}} busy (threshold {_pct(t)}); data loading and "
-          "the Python side of the step compete for them.", remedies.BUSY_CPU)
+          f"{_AS_PERCENT.value} busy (threshold {_pct(t)}); data loading and "
+          "the Python side of the step compete for them.", remedies.BUSY_CPU,
+          measured=_AS_PERCENT)
     return g.rules
 
 
@@ -153,13 +178,13 @@ def exporter_alerts(s: Settings) -> list[dict[str, Any]]:
     g.add("TrainwatchExporterDown", f"{select('up', exporter)} == 0",
           "trainwatch-exporter is down.",
           "Prometheus cannot scrape trainwatch-exporter on {{ $labels.instance }}.",
-          remedies.EXPORTER_DOWN, uses_threshold=False)
+          remedies.EXPORTER_DOWN)
     g.add("TrainwatchCollectorFailing",
           f"{select('trainwatch_scrape_collector_success', exporter)} == 0",
           "A trainwatch-exporter collector is failing.",
           "Collector {{ $labels.collector }} of trainwatch-exporter on {{ $labels.instance }} "
           "fails on every scrape; its metrics are missing.",
-          remedies.COLLECTOR_FAILING, uses_threshold=False)
+          remedies.COLLECTOR_FAILING)
     return g.rules
 
 
