@@ -22,6 +22,7 @@ from tests.stack import (
     REPO,
     Prometheus,
     Service,
+    alerting_config,
     scrape_config,
     start_prometheus,
     start_pushgateway,
@@ -89,9 +90,11 @@ IDLE_GPU = 1
 
 @contextmanager
 def live_stack(workdir: Path, *, rate_window: str, for_: str,
-               stale_after: float | None = None) -> Iterator[LiveStack]:
+               stale_after: float | None = None,
+               alertmanager: Service | None = None) -> Iterator[LiveStack]:
     """Start everything (1 s scrape and evaluation); stop it all, trials first, on exit.
-    ``stale_after`` (seconds) shortens TrainwatchTrialStale's threshold."""
+    ``stale_after`` (seconds) shortens TrainwatchTrialStale's threshold; with
+    ``alertmanager``, Prometheus sends its alerts there."""
     rules = workdir / "rules"
     generate_rules.write_rules(rules, for_=for_, rate_window=rate_window, stale_after=stale_after)
     with start_pushgateway(workdir) as pgw, \
@@ -103,6 +106,8 @@ def live_stack(workdir: Path, *, rate_window: str, for_: str,
             "scrape_configs": [scrape_config("trainwatch-exporter", exporter.url),
                                scrape_config("pushgateway", pgw.url, honor_labels=True)],
         }
+        if alertmanager is not None:
+            config["alerting"] = alerting_config(alertmanager)
         with start_prometheus(workdir, config) as prom:
             stack = LiveStack(workdir, prom, pgw, exporter)
             try:

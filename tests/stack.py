@@ -216,3 +216,22 @@ def scrape_config(job: str, target_url: str, interval: str = "1s",
     if honor_labels:
         job_cfg["honor_labels"] = True
     return job_cfg
+
+
+def start_alertmanager(workdir: Path, config: dict[str, Any]) -> Service:
+    """Start Alertmanager with ``config`` (an alertmanager.yml as a dict), written into
+    ``workdir``; no cluster port (it would open a gossip port on every interface)."""
+    port = free_port()
+    cfg_path = workdir / "alertmanager.yml"
+    cfg_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    data = workdir / "alertmanager-data"
+    data.mkdir(exist_ok=True)
+    argv = [require_binary("prometheus-alertmanager"), f"--config.file={cfg_path}",
+            f"--storage.path={data}", f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=", "--log.level=warn"]
+    return Service("alertmanager", argv, port, workdir, ready_path="/-/ready")
+
+
+def alerting_config(alertmanager: Service) -> dict[str, Any]:
+    """The ``alerting:`` section of a Prometheus config sending to ``alertmanager``."""
+    return {"alertmanagers": [{"static_configs": [{"targets": [alertmanager.instance]}]}]}

@@ -1,0 +1,224 @@
+"""The shipped Alertmanager config and notification templates, checked by the real amtool and a
+real Alertmanager: valid as shipped (and with its commented receivers switched on), routed on
+`severity`, grouped per trial, the inhibit rule muting the symptom, the templates carrying
+summary, measured value, remedy and runbook, and the renderer the demo and the tests use."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.stack import REPO, Service, http_get, require_binary, start_alertmanager, wait_until
+from trainwatch.alertmanager import AlertmanagerConfigError, render_config
+from trial_instrumentation.names import GROUPING_LABELS
+
+sys.path.insert(0, str(REPO / "prometheus"))  # generate_rules.py and rulegen/ are scripts
+import generate_rules
+
+AM_DIR = REPO / "prometheus" / "alertmanager"
+SHIPPED = AM_DIR / "alertmanager.yml"
+TEMPLATES = sorted(AM_DIR.glob("templates/*.tmpl"))
+# A commented-out YAML line of the examples (`# slack_configs:`, `#   - to: x`), not prose.
+EXAMPLE_LINE = re.compile(r"^(\s*)# (\s*(?:- )?[A-Za-z_]+:.*)$")
+
+
+def amtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([require_binary("amtool"), *map(str, args)], capture_output=True,
+                          text=True, timeout=30, check=False)
+    assert proc.returncode == 0, f"amtool {args} failed:\n{proc.stdout}{proc.stderr}"
+    return proc
+
+
+def with_examples_switched_on() -> dict[str, Any]:
+    text = "\n".join(EXAMPLE_LINE.sub(r"\1\2", line) for line in SHIPPED.read_text().splitlines())
+    return dict(yaml.safe_load(text))
+
+
+def rules() -> dict[str, dict[str, Any]]:
+    return {rule["alert"]: rule
+            for text in generate_rules.render().values()
+            for group in yaml.safe_load(text)["groups"] for rule in group["rules"]
+            if "alert" in rule}
+
+
+def test_shipped_config_passes_amtool_check_config() -> None:
+    out = amtool("check-config", SHIPPED).stdout
+    assert "SUCCESS" in out and " - 2 receivers" in out and " - 1 templates" in out, out
+    assert TEMPLATES, "no templates/*.tmpl beside alertmanager.yml"
+
+
+def test_commented_slack_email_and_pagerduty_receivers_are_valid(tmp_path: Path) -> None:
+    config = with_examples_switched_on()
+    kinds = {key for r in config["receivers"] for key in r if key.endswith("_configs")}
+    assert kinds == {"webhook_configs", "slack_configs", "email_configs", "pagerduty_configs"}
+    config["templates"] = [str(AM_DIR / t) for t in config["templates"]]
+    (tmp_path / "am.yml").write_text(yaml.safe_dump(config))
+    amtool("check-config", tmp_path / "am.yml")
+    # Every template they name is defined.
+    used = set(re.findall(r'template "([\w.]+)"', (tmp_path / "am.yml").read_text()))
+    defined = set(re.findall(r'define "([\w.]+)"', "".join(t.read_text() for t in TEMPLATES)))
+    assert used and used <= defined, used - defined
+
+
+@pytest.mark.parametrize("severity", sorted({a.severity for a in
+                                             generate_rules.load_settings().alerts.values()}))
+def test_every_severity_of_thresholds_yaml_is_routed(severity: str) -> None:
+    out = amtool("config", "routes", "test", "--config.file", SHIPPED,
+                 "alertname=TrainwatchDataloaderBound", f"severity={severity}").stdout.strip()
+    assert out == ("trainwatch-critical" if severity == "critical" else "trainwatch-warning")
+
+
+def test_notifications_are_grouped_per_alert_and_trial_and_resolutions_sent() -> None:
+    config = yaml.safe_load(SHIPPED.read_text())
+    assert config["route"]["group_by"] == ["alertname", "experiment", "trial"]
+    hooks = [h for r in config["receivers"] for h in r["webhook_configs"]]
+    assert hooks and all(h["send_resolved"] is True for h in hooks)
+    # Grouped by the trial's identity as trial_instrumentation pushes it (every rank of one
+    # trial is one notification).
+    assert set(config["route"]["group_by"]) - {"alertname"} == set(GROUPING_LABELS) - {"rank"}
+
+
+def test_inhibit_rule_names_alerts_that_exist() -> None:
+    names = set(rules())
+    for rule in yaml.safe_load(SHIPPED.read_text())["inhibit_rules"]:
+        for matcher in rule["source_matchers"] + rule["target_matchers"]:
+            pattern = matcher.split("=", 1)[1].lstrip("~").strip('"')
+            assert any(re.fullmatch(pattern, n) for n in names), matcher
+
+
+@pytest.fixture
+def alertmanager(tmp_path: Path) -> Iterator[Service]:
+    config = render_config(SHIPPED, webhook_url="http://127.0.0.1:9/unused")
+    with start_alertmanager(tmp_path, config) as am:
+        yield am
+
+
+def post_alerts(am: Service, *alerts: dict[str, Any]) -> None:
+    import urllib.request
+
+    request = urllib.request.Request(f"{am.url}/api/v2/alerts", data=json.dumps(alerts).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as resp:
+        assert resp.status == 200
+
+
+def test_a_data_loader_bound_trial_mutes_its_idle_gpu_alert_only(alertmanager: Service) -> None:
+    def alert(name: str, trial: str) -> dict[str, Any]:
+        return {"labels": {"alertname": name, "severity": "warning", "experiment": "e",
+                           "trial": trial, "rank": "0"}}
+
+    post_alerts(alertmanager, alert("TrainwatchDataloaderBound", "slow"),
+                alert("TrainwatchGPUUnderutilized", "slow"),
+                alert("TrainwatchGPUUnderutilized", "other"))
+
+    def states() -> dict[tuple[str, str], str] | None:
+        _, body = http_get(f"{alertmanager.url}/api/v2/alerts")
+        found = {(a["labels"]["alertname"], a["labels"]["trial"]): a["status"]["state"]
+                 for a in json.loads(body)}
+        return found if len(found) == 3 else None
+
+    assert wait_until(states, timeout=10, what="three alerts in Alertmanager") == {
+        ("TrainwatchDataloaderBound", "slow"): "active",
+        ("TrainwatchGPUUnderutilized", "slow"): "suppressed",  # the cause is firing
+        ("TrainwatchGPUUnderutilized", "other"): "active",
+    }
+
+
+def render_template(tmp_path: Path, name: str, data: dict[str, Any]) -> str:
+    (tmp_path / "data.json").write_text(json.dumps(data))
+    return amtool("template", "render", f"--template.glob={AM_DIR}/templates/*.tmpl",
+                  f"--template.text={{{{ template \"{name}\" . }}}}",
+                  f"--template.data={tmp_path / 'data.json'}").stdout
+
+
+def notification(status: str, *alerts: dict[str, Any]) -> dict[str, Any]:
+    common = {k: v for k, v in alerts[0]["annotations"].items()
+              if all(a["annotations"].get(k) == v for a in alerts)}
+    return {"receiver": "trainwatch-warning", "status": status, "alerts": list(alerts),
+            "groupLabels": {k: alerts[0]["labels"][k] for k in ("alertname", "experiment", "trial")
+                            if k in alerts[0]["labels"]},
+            "commonLabels": {}, "commonAnnotations": common, "externalURL": "http://am"}
+
+
+def as_fired(name: str, status: str, value: str, **labels: str) -> dict[str, Any]:
+    """The alert of the shipped rule ``name`` as Alertmanager holds it: Prometheus has expanded
+    its annotations' templates (here: the value and the labels, as the rule's tests do)."""
+    rule = rules()[name]
+    full = {"alertname": name, **rule["labels"], **labels}
+
+    def expand(text: str) -> str:
+        text = re.sub(r"\{\{ \$value \| \w+ \}\}", value, text)
+        return re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: full.get(m.group(1), ""), text)
+
+    ends = "2026-11-23T07:05:00Z" if status == "resolved" else "0001-01-01T00:00:00Z"
+    return {"status": status, "labels": full,
+            "annotations": {k: expand(v) for k, v in rule["annotations"].items()},
+            "startsAt": "2026-11-23T07:00:00Z", "endsAt": ends,
+            "generatorURL": "http://prometheus:9090/graph?g0.expr=x"}
+
+
+def test_templates_carry_summary_measured_value_remedy_and_runbook(tmp_path: Path) -> None:
+    slow = as_fired("TrainwatchDataloaderBound", "firing", "95.2%", experiment="exp",
+                    trial="slow", rank="0", phase="dataloader_next")
+    data = notification("firing", slow)
+    title = render_template(tmp_path, "trainwatch.title", data)
+    assert title == "[FIRING:1] TrainwatchDataloaderBound exp/slow: Training waits for the data loader."
+    text = render_template(tmp_path, "trainwatch.text", data)
+    notes = slow["annotations"]
+    assert text.startswith("Firing:\n* trial exp/slow rank 0 (warning, firing since 07:00:00 UTC)\n")
+    for line in (notes["summary"], "Measured: 95.2% (threshold 30%)", f"Remedy: {notes['remedy']}",
+                 f"Runbook: {notes['runbook_url']}", f"Graph: {slow['generatorURL']}"):
+        assert f"\n  {line}\n" in text, (line, text)
+    assert "Resolved:" not in text
+
+
+def test_templates_show_resolved_alerts_and_yes_no_alerts_without_a_measure(tmp_path: Path) -> None:
+    down = as_fired("TrainwatchExporterDown", "resolved", "0", instance="node1:10910")
+    text = render_template(tmp_path, "trainwatch.text", notification("resolved", down))
+    assert text.startswith("Resolved:\n* node1:10910 (critical, resolved at 07:05:00 UTC)\n")
+    assert "Measured:" not in text and "Firing:" not in text
+    assert render_template(tmp_path, "trainwatch.title", notification("resolved", down)) == \
+        "[RESOLVED] TrainwatchExporterDown: trainwatch-exporter is down."
+
+
+def test_render_config_points_every_receiver_at_one_url_and_shortens_the_route(
+        tmp_path: Path) -> None:
+    before = SHIPPED.read_bytes()
+    config = render_config(SHIPPED, webhook_url="http://127.0.0.1:1234/x", group_wait="1s",
+                           group_interval="2s", repeat_interval="1h")
+    assert SHIPPED.read_bytes() == before
+    assert [[h["url"] for h in r["webhook_configs"]] for r in config["receivers"]] == \
+        [["http://127.0.0.1:1234/x"]] * 2
+    route = config["route"]
+    assert (route["group_wait"], route["group_interval"], route["repeat_interval"]) == \
+        ("1s", "2s", "1h")
+    assert all("repeat_interval" not in sub for sub in route["routes"])  # the override holds
+    assert route["group_by"] == yaml.safe_load(before)["route"]["group_by"]  # the rest kept
+    (tmp_path / "am.yml").write_text(yaml.safe_dump(config))
+    assert " - 1 templates" in amtool("check-config", tmp_path / "am.yml").stdout
+
+
+def test_render_config_names_a_bad_file(tmp_path: Path) -> None:
+    bad = tmp_path / "am.yml"
+    bad.write_text("route: {}\n")
+    with pytest.raises(AlertmanagerConfigError, match=f"^{bad}: `receivers` is missing"):
+        render_config(bad, webhook_url="http://127.0.0.1:1/")
+    with pytest.raises(AlertmanagerConfigError, match="cannot read"):
+        render_config(tmp_path / "missing.yml", webhook_url="http://127.0.0.1:1/")
+
+
+@pytest.mark.parametrize("module", ["trainwatch.alertmanager", "trainwatch.webhook"])
+def test_docstring_examples(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted and result.failed == 0
