@@ -1,4 +1,4 @@
-"""Copy the rule files, dashboards and Grafana provisioning into the Helm chart.
+"""Copy the rule files, dashboards, Grafana provisioning and Alertmanager config into the chart.
 
 Helm's ``.Files.Get`` cannot read outside the chart directory, so the chart keeps byte-for-byte
 copies under ``helm/trainwatch/files/``; ``tests/test_helm.py`` fails when they drift. Run this
@@ -23,6 +23,8 @@ SOURCES: dict[str, tuple[Path, str]] = {
     "grafana/provisioning/dashboards": (REPO / "grafana" / "provisioning" / "dashboards", "*.yaml"),
     "grafana/provisioning/datasources": (REPO / "grafana" / "provisioning" / "datasources",
                                          "*.yaml"),
+    "alertmanager": (REPO / "prometheus" / "alertmanager", "alertmanager.yml"),
+    "alertmanager/templates": (REPO / "prometheus" / "alertmanager" / "templates", "*.tmpl"),
 }
 
 

@@ -2,12 +2,14 @@
 
 ``helm lint --strict`` and ``helm template`` for every ``ci/*-values.yaml``; built-in kinds
 through ``kubernetes-validate --strict``; the standalone Prometheus config through ``promtool
-check config`` and the PrometheusRule CRs through ``promtool check rules``; the chart's copies
-of the rules, dashboards and Grafana provisioning byte for byte against their sources.
+check config``, the bundled Alertmanager's through ``amtool check-config`` and the
+PrometheusRule CRs through ``promtool check rules``; the chart's copies of the rules,
+dashboards, Grafana provisioning and Alertmanager config byte for byte against their sources.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from functools import cache
@@ -104,6 +106,56 @@ def test_standalone_prometheus_config_passes_promtool(scenario: str, tmp_path: P
     assert f"{len(source_bytes('prometheus/rules', '*.yml'))} rule files found" in result.stdout
 
 
+def mounted_alertmanager_config(docs: tuple[Doc, ...], into: Path) -> Path:
+    """The bundled Alertmanager's files laid out as its pod sees them (the Deployment's volume
+    items), so a `templates:` path that misses the mounted templates fails amtool."""
+    data = one(docs, "ConfigMap", "-alertmanager")["data"]
+    pod = one(docs, "Deployment", "-alertmanager")["spec"]["template"]["spec"]
+    container, = pod["containers"]
+    mount, = [m for m in container["volumeMounts"] if m["name"] == "config"]
+    volume, = [v for v in pod["volumes"] if v["name"] == "config"]
+    for item in volume["configMap"]["items"]:
+        (into / item["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (into / item["path"]).write_text(data[item["key"]])
+    assert f"--config.file={mount['mountPath']}/alertmanager.yml" in container["args"]
+    return into / "alertmanager.yml"
+
+
+@pytest.mark.parametrize("scenario", [None, "alerting"])
+def test_bundled_alertmanager_config_passes_amtool(scenario: str | None, tmp_path: Path) -> None:
+    config = mounted_alertmanager_config(render(scenario), tmp_path)
+    result = run(require_binary("amtool"), "check-config", str(config))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert " - 1 templates" in result.stdout and "SUCCESS" in result.stdout
+    # The templates the receivers name are defined in the mounted template files.
+    used = set(re.findall(r'template "([\w.]+)"', config.read_text()))
+    defined = set(re.findall(r'define "([\w.]+)"', "".join(
+        p.read_text() for p in (tmp_path / "templates").glob("*.tmpl"))))
+    assert used <= defined, used - defined
+
+
+def test_prometheus_sends_to_the_bundled_alertmanager() -> None:
+    docs = render("standalone")
+    config = yaml.safe_load(one(docs, "ConfigMap", "-prometheus")["data"]["prometheus.yml"])
+    service = one(docs, "Service", "-alertmanager")
+    port = service["spec"]["ports"][0]["port"]
+    [targets] = config["alerting"]["alertmanagers"]
+    # The chart's own first, then the ones the values add.
+    assert targets["static_configs"] == [{"targets": [
+        f"tw-trainwatch-alertmanager.gpu-monitoring.svc.cluster.local:{port}",
+        "alertmanager.monitoring:9093"]}]
+    pod = one(docs, "Deployment", "-alertmanager")["spec"]["template"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    container, = pod["spec"]["containers"]
+    assert container["ports"][0]["containerPort"] == port
+    assert "--cluster.listen-address=" in container["args"]  # one replica, no gossip port
+    # Without the bundled one and without others, Prometheus has no alerting section.
+    alone = yaml.safe_load(yaml.safe_load(template(
+        "--set", "alertmanager.enabled=false", "--show-only",
+        "templates/prometheus-configmap.yaml"))["data"]["prometheus.yml"])
+    assert "alerting" not in alone
+
+
 def test_scrape_jobs_are_the_ones_the_rules_select() -> None:
     thresholds = yaml.safe_load((REPO / "prometheus" / "thresholds.yaml").read_text())
     exporter_job = thresholds["selectors"]["exporter"].split('"')[1]
@@ -187,3 +239,6 @@ def test_rendered_configmaps_carry_the_same_bytes() -> None:
         source = REPO / "grafana" / "provisioning" / item["path"]
         assert provisioning[item["key"]] == source.read_text()
     assert len(volume["configMap"]["items"]) == len(list((REPO / "grafana" / "provisioning").glob("*/*.yaml")))
+    alertmanager = one(standalone, "ConfigMap", "-alertmanager")["data"]
+    assert alertmanager == {**source_bytes("prometheus/alertmanager", "alertmanager.yml"),
+                            **source_bytes("prometheus/alertmanager/templates", "*.tmpl")}

@@ -33,6 +33,8 @@ def workloads(docs: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
     ("prometheus.retention=forever", "prometheus.retention"),
     ("pushgateway.image.pullPolicy=Sometimes", "pushgateway.image.pullPolicy"),
     ("exportr.enabled=false", "exportr"),
+    ("alertmanager.retention=forever", "alertmanager.retention"),
+    ("alertmanager.port=0", "alertmanager.port"),
 ])
 def test_schema_rejects_bad_values_naming_the_key(setting: str, named: str) -> None:
     result = helm("template", "tw", str(CHART), "--set", setting)
@@ -119,11 +121,15 @@ def test_gpu_node_exporter_gets_flags_and_config_it_accepts(tmp_path: Path) -> N
 def test_modes_deploy_their_own_pieces() -> None:
     standalone = {(d["kind"], d["metadata"]["name"]) for d in render("standalone")}
     assert {("Deployment", "tw-trainwatch-prometheus"), ("Deployment", "tw-trainwatch-grafana"),
+            ("Deployment", "tw-trainwatch-alertmanager"), ("Service", "tw-trainwatch-alertmanager"),
             ("Deployment", "tw-trainwatch-pushgateway"), ("DaemonSet", "tw-trainwatch-exporter"),
             ("PersistentVolumeClaim", "tw-trainwatch-prometheus")} <= standalone
     assert not {kind for kind, _ in standalone} & {"ServiceMonitor", "PrometheusRule"}
     kps = render("kube-prometheus-stack")
     assert not find(kps, "Deployment", "-prometheus") and not find(kps, "Deployment", "-grafana")
+    # kube-prometheus-stack brings its own Alertmanager, which its Prometheus sends the
+    # PrometheusRules' alerts to.
+    assert not [d for d in kps if d["metadata"]["name"].endswith("-alertmanager")]
     labels = one(kps, "ConfigMap", "-dashboards")["metadata"]
     assert labels["labels"]["grafana_dashboard"] == "1"
     assert labels["annotations"] == {"grafana_folder": "trainwatch"}
@@ -134,7 +140,7 @@ def test_modes_deploy_their_own_pieces() -> None:
 
 def test_every_piece_can_be_switched_off() -> None:
     off = ["exporter.enabled=false", "pushgateway.enabled=false", "prometheus.enabled=false",
-           "grafana.enabled=false"]
+           "alertmanager.enabled=false", "grafana.enabled=false"]
     assert list(yaml.safe_load_all(template("--set", ",".join(off)))) == []
     kps_off = ["mode=kube-prometheus-stack", "exporter.enabled=false", "pushgateway.enabled=false",
                "kubePrometheusStack.prometheusRule.enabled=false",
@@ -154,6 +160,8 @@ def test_notes_render(mode: str, tmp_path: Path) -> None:
     assert "tw-trainwatch-pushgateway" in notes
     if mode == "standalone":
         assert "port-forward svc/tw-trainwatch-grafana 3000" in notes
+        assert "port-forward svc/tw-trainwatch-alertmanager 9093" in notes
+        assert "set alertmanager.config with your receivers" in notes
     else:
         assert '{"release":"kube-prometheus-stack"}' in notes
 

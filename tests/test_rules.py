@@ -49,6 +49,9 @@ def test_prometheus_yml_scrapes_the_jobs_the_selectors_name() -> None:
     assert jobs["pushgateway"]["honor_labels"] is True
     assert jobs["trainwatch-exporter"]["static_configs"][0]["targets"] == ["localhost:10910"]
     assert config["rule_files"] == ["rules/*.yml"]
+    # Alerts go to Alertmanager (prometheus/alertmanager/alertmanager.yml) on its default port.
+    [alertmanager] = config["alerting"]["alertmanagers"]
+    assert alertmanager["static_configs"] == [{"targets": ["localhost:9093"]}]
 
 
 def test_rule_files_pass_promtool_check_rules() -> None:
