@@ -8,6 +8,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # Pinned: an unpinned torch pulls a CUDA build of several GB.
 TORCH_VERSION ?= 2.13.0
+# The integrations' tests run real Lightning and Hugging Face fits. Pinned and installed after
+# torch, so pip keeps the CPU torch (their `torch>=...` is already met).
+INTEGRATIONS := lightning==2.6.6 transformers==5.23.0 accelerate==1.15.0
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter prometheus-alertmanager
 ARGS ?=
@@ -137,7 +140,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==$(TORCH_VERSION)
-	$(PY) -m pip install -q -e '.[torch,test,dev]'
+	$(PY) -m pip install -q -e '.[torch,test,dev]' $(INTEGRATIONS)
+	@$(PY) -c 'import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith("$(TORCH_VERSION)") else f"torch {v} replaced torch==$(TORCH_VERSION)")'
 	touch $@
 
 bench: tools venv

@@ -30,6 +30,17 @@ def test_a_training_script_loads_nothing_of_the_operator_cli_or_the_exporter() -
     assert ours(modules, "trainwatch") == []
     assert ours(modules, "exporter") == []
     assert "requests" not in modules
+    # The integrations' frameworks load only with their own module (seconds of import each).
+    for framework in ("lightning", "pytorch_lightning", "transformers", "accelerate", "torch"):
+        assert ours(modules, framework) == [], framework
+
+
+@pytest.mark.parametrize("framework", ["lightning"])
+def test_an_integration_module_loads_its_framework(framework: str) -> None:
+    pytest.importorskip(framework)
+    modules = loaded_after(f"import trial_instrumentation.{framework}")
+    assert framework in modules
+    assert ours(modules, "trainwatch") == [] and ours(modules, "exporter") == []
 
 
 @pytest.mark.parametrize("module", ["trainwatch.cli", "trainwatch.stack"])

@@ -15,6 +15,7 @@ from trial_instrumentation.collector import TrialCollector, TrialState
 from trial_instrumentation.gpus import TrainingGpus
 from trial_instrumentation.loader import TimedLoader
 from trial_instrumentation.pusher import Pusher
+from trial_instrumentation.steps import NoopStepRecorder, StepRecorder
 from trial_instrumentation.timing import Histogram, NoopPhase, Phase
 
 if TYPE_CHECKING:
@@ -113,6 +114,14 @@ class Trial:
             return iterable
         return TimedLoader(iterable, self._state.phase_histogram(names.DATALOADER_NEXT),
                            self._state.step, self._state.progress, samples, self._gpus.note)
+
+    def step_recorder(self) -> StepRecorder:
+        """Steps, samples and ``dataloader_next`` measured by a framework's own hooks, for
+        integrations whose loop cannot be wrapped by :meth:`loader` (Lightning, Hugging Face)."""
+        if not self.enabled:
+            return NoopStepRecorder()
+        return StepRecorder(self._state.phase_histogram(names.DATALOADER_NEXT), self._state.step,
+                            self._state.progress, self._gpus.note)
 
     def start(self) -> Self:
         """Start pushing (or serving); ``with Trial(...)`` calls it."""

@@ -1,0 +1,148 @@
+"""The Lightning callback: real Lightning fits on CPU against a real Pushgateway."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import trial_instrumentation as ti
+from tests.stack import Service, wait_until
+from tests.trial_support import EXAMPLES, pushed, pushed_value, run_example
+
+pl = pytest.importorskip("lightning.pytorch")
+from trial_instrumentation.lightning import TrainwatchCallback
+
+STEPS, EPOCHS, BATCH, DELAY = 12, 2, 4, 0.02
+PHASE_COUNT = "trainwatch_trial_phase_seconds_count"
+
+
+def example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("lightning_train",
+                                                  EXAMPLES / "lightning_train.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def args(pgw: Service, trial: str, **overrides: Any) -> argparse.Namespace:
+    return example().parse_args([
+        "--steps", str(overrides.get("steps", STEPS)), "--epochs", str(EPOCHS),
+        "--batch-size", str(BATCH), "--loader-delay", str(overrides.get("delay", DELAY)),
+        "--experiment", "lightning", "--trial", trial, "--pushgateway", pgw.url,
+        "--push-interval", "0.1"])
+
+
+def phases_of(pgw: Service, trial: str) -> dict[str, float]:
+    return {dict(labels)["phase"]: value for (name, labels), value in pushed(pgw).items()
+            if name == PHASE_COUNT and dict(labels)["trial"] == trial}
+
+
+def test_fit_pushes_every_phase_once_per_step_and_a_clean_exit_deletes_the_group(
+        pushgateway: Service) -> None:
+    steps = STEPS * EPOCHS
+    seen: dict[str, Any] = {}
+
+    class WhileRunning(pl.Callback):  # type: ignore[misc]
+        """Reads the gateway after the last step, before the callback's teardown."""
+
+        def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+            wait_until(lambda: pushed_value(pushgateway, "trainwatch_trial_steps_total",
+                                            trial="fit") == steps, what="all steps pushed")
+            seen["phases"] = phases_of(pushgateway, "fit")
+            seen["all"] = {(n, dict(lbls).get("phase")): v
+                           for (n, lbls), v in pushed(pushgateway).items()}
+            seen["info"] = [dict(lbls) for (n, lbls) in pushed(pushgateway)
+                            if n == "trainwatch_trial_info"]
+
+    module = example()
+    run_args = args(pushgateway, "fit")
+    trainer = module.make_trainer(run_args, WhileRunning())
+    profiler = trainer.profiler
+    trainer.fit(module.Classifier(), module.make_loader(run_args))
+
+    assert seen["phases"] == {phase: steps for phase in ti.STANDARD_PHASES}
+    values = seen["all"]
+    assert values[("trainwatch_trial_step_seconds_count", None)] == steps
+    assert values[("trainwatch_trial_samples_total", None)] == steps * BATCH
+    # The slow collate is paid by every fetch but the first one (Lightning prefetches it
+    # before the loop), and the phases are parts of the steps.
+    sums = {phase: values[("trainwatch_trial_phase_seconds_sum", phase)]
+            for phase in ti.STANDARD_PHASES}
+    assert sums[ti.DATALOADER_NEXT] >= 0.9 * (steps - 1) * DELAY
+    assert sum(sums.values()) <= values[("trainwatch_trial_step_seconds_sum", None)]
+    assert sums[ti.TRAIN_BATCH] > 0
+    assert [(i["rank"], i["world_size"]) for i in seen["info"]] == [("0", "1")]
+    # A clean exit deletes the group and gives the trainer its own profiler back.
+    assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="fit") is None
+    assert trainer.profiler is profiler
+
+
+def test_a_crash_pushes_the_steps_so_far_and_leaves_the_group(pushgateway: Service) -> None:
+    module = example()
+
+    class Diverging(module.Classifier):  # type: ignore[misc,name-defined]
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            if self.global_step == 5:
+                raise RuntimeError("loss diverged")
+            return super().training_step(batch, batch_idx)
+
+    run_args = args(pushgateway, "crash", delay=0.0)
+    with pytest.raises(RuntimeError, match="diverged"):
+        module.make_trainer(run_args).fit(Diverging(), module.make_loader(run_args))
+    # Five finished steps and the one the exception left, as Trial.loader counts it.
+    assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="crash") == 6
+    assert phases_of(pushgateway, "crash")[ti.TRAIN_BATCH] == 6
+    # No delay in this loader: its fetches take a fraction of the slow one's.
+    fetched = pushed_value(pushgateway, "trainwatch_trial_phase_seconds_sum", trial="crash",
+                           phase=ti.DATALOADER_NEXT)
+    assert fetched is not None and fetched / 6 < DELAY / 4
+
+
+def test_unconfigured_the_callback_leaves_the_trainer_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRAINWATCH_PUSHGATEWAY", raising=False)
+    module = example()
+    callback = TrainwatchCallback()
+    trainer = pl.Trainer(accelerator="cpu", max_steps=2, callbacks=[callback], logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    profiler = trainer.profiler
+    seen = []
+
+    class Probe(pl.Callback):  # type: ignore[misc]
+        def on_train_batch_start(self, trainer: Any, *args: Any) -> None:
+            seen.append(trainer.profiler)
+
+    trainer.callbacks.append(Probe())
+    run = module.parse_args(["--steps", "2"])
+    trainer.fit(module.Classifier(), module.make_loader(run))
+    assert seen == [profiler, profiler]
+
+
+def test_bad_settings_fail_when_the_callback_is_made() -> None:
+    with pytest.raises(ValueError, match="push_interval"):
+        TrainwatchCallback(experiment="e", trial="t", pushgateway="http://127.0.0.1:1",
+                           push_interval=-1)
+    with pytest.raises(ValueError, match="from the Trainer"):
+        TrainwatchCallback(experiment="e", trial="t", rank=1)
+
+
+def test_ddp_ranks_push_their_own_groups(pushgateway: Service) -> None:
+    steps = 6
+    run_example([EXAMPLES / "lightning_train.py", "--devices", 2, "--steps", steps,
+                 "--batch-size", BATCH, "--pushgateway", pushgateway.url,
+                 "--experiment", "ddp", "--trial", "lightning", "--keep-group"],
+                env={"OMP_NUM_THREADS": "1"}, timeout=180)
+    for rank in ("0", "1"):
+        assert pushed_value(pushgateway, "trainwatch_trial_steps_total", experiment="ddp",
+                            rank=rank) == steps
+        assert pushed_value(pushgateway, "trainwatch_trial_info", experiment="ddp", rank=rank,
+                            world_size="2") == 1
+        for phase in ti.STANDARD_PHASES:
+            assert pushed_value(pushgateway, PHASE_COUNT, experiment="ddp", rank=rank,
+                                phase=phase) == steps, (rank, phase)

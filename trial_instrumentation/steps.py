@@ -1,0 +1,63 @@
+"""Steps for frameworks that own the training loop (Lightning, the Hugging Face ``Trainer``).
+
+``Trial.loader`` times steps by wrapping the loader; a framework's integration cannot wrap
+the loader it iterates, so it measures a step's start and end itself (from the framework's
+hooks) and hands the durations here. The same histograms and counters as ``Trial.loader``
+receive them, so the metrics read exactly alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trial_instrumentation.loader import Progress
+from trial_instrumentation.timing import Histogram
+
+
+class StepRecorder:
+    """Records finished steps (``trainwatch_trial_step_seconds``, steps, samples) and
+    data-loading time (the ``dataloader_next`` phase). One writer: the training thread.
+
+    >>> from trial_instrumentation.names import DEFAULT_BUCKETS
+    >>> fetch, step, progress = Histogram(DEFAULT_BUCKETS), Histogram(DEFAULT_BUCKETS), Progress()
+    >>> steps = StepRecorder(fetch, step, progress)
+    >>> steps.fetched(0.002); steps.stepped(0.010, samples=8)
+    >>> sum(fetch.counts), sum(step.counts), progress.samples
+    (1, 1, 8)
+    """
+
+    __slots__ = ("_fetch", "_on_first_step", "_progress", "_step")
+
+    def __init__(self, fetch: Histogram, step: Histogram, progress: Progress,
+                 on_first_step: Callable[[], None] | None = None) -> None:
+        self._fetch = fetch
+        self._step = step
+        self._progress = progress
+        self._on_first_step = on_first_step  # notes the GPUs once the model is on them
+
+    def fetched(self, seconds: float) -> None:
+        """One step's time waiting for its batch."""
+        self._fetch.observe(seconds)
+
+    def stepped(self, seconds: float, samples: int) -> None:
+        """One finished step: its whole duration (data loading included) and its samples."""
+        if self._on_first_step is not None:
+            on_first_step, self._on_first_step = self._on_first_step, None
+            on_first_step()
+        self._step.observe(seconds)
+        self._progress.samples += samples
+
+
+class NoopStepRecorder(StepRecorder):
+    """The unconfigured trial's recorder: does nothing."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        pass  # holds nothing: every call is a no-op
+
+    def fetched(self, seconds: float) -> None:
+        return None
+
+    def stepped(self, seconds: float, samples: int) -> None:
+        return None
