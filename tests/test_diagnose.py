@@ -19,6 +19,7 @@ import yaml
 from tests.stack import REPO, Prometheus, Service, start_prometheus
 from tests.trial_support import closed_port_url
 from trainwatch import cli
+from trainwatch.diagnose import verdict as verdict_module
 from trainwatch.diagnose.deployed import (
     CPU_SATURATED,
     DATALOADER_BOUND,
@@ -201,7 +202,8 @@ def test_text_and_json_carry_the_same_verdict() -> None:
     assert doc["verdict"] | {"remedy": None} == {
         "kind": "dataloader", "title": "Data loader", "bottleneck": True, "measured": 0.6,
         "comparison": ">", "threshold": 0.3, "alert": DATALOADER_BOUND, "remedy": None,
-        "runbook_url": f"runbook#{DATALOADER_BOUND}", "exit_code": 1}
+        "runbook_url": f"runbook#{DATALOADER_BOUND}", "exit_code": 1, "early": False,
+        "steps": None, "last_profile": None, "cleanup": None}
     assert doc["phases"][0] == {"phase": "dataloader_next", "share": 0.6}
     assert doc["gpus"][0]["uuid"] == "GPU-1" and doc["nodename"] == "node-a"
 
@@ -250,3 +252,36 @@ def test_prometheus_without_the_rules_is_a_config_error(bare_prometheus: Prometh
     assert "load prometheus/rules/*.yml" in done.stderr
 
 
+
+
+def test_early_and_stale_reports_say_so_in_text_and_json() -> None:
+    early = report()
+    early.lifetime_seconds = 41.0
+    early.verdict = verdict_module.early(early.verdict, 312)
+    text = reports_text([early])
+    assert "VERDICT (early, 312 steps): Data loader: 60.0% > threshold 30.0%" in text
+    assert "EARLY: the trial is younger than the 5m rate window" in text and "41 s of samples" in text
+    [doc] = json.loads(reports_json([early]))["reports"]
+    assert (doc["verdict"]["early"], doc["verdict"]["steps"], doc["verdict"]["exit_code"]) == \
+        (True, 312, 1)
+
+    gone = report()
+    rule = AlertRule("TrainwatchTrialStale", 300.0, "delete it", "runbook#stale")
+    cleanup = remedies.DELETE_GROUP.format(pushgateway="http://pg:9091", experiment="exp",
+                                           trial="t1", rank="0")
+    gone.verdict = verdict_module.stale(423.0, rule, gone.verdict, 1200, cleanup)
+    text = reports_text([gone])
+    assert "VERDICT: Stopped pushing 7 minutes ago: crashed or killed (TrainwatchTrialStale: no " \
+        "push for over 300 s)" in text
+    assert "last profile: Data loader: 60.0% > threshold 30.0%" in text
+    assert ("clean up once it is gone: curl -X DELETE http://pg:9091/metrics/job/trainwatch_trial"
+            "/experiment/exp/trial/t1/rank/0") in text
+    assert gone.verdict.exit_code == 1 and gone.verdict.steps == 1200
+
+
+def test_the_runbook_quotes_the_clean_up_line_diagnose_prints() -> None:
+    runbook = (REPO / "docs" / "runbooks.md").read_text()
+    line = remedies.DELETE_GROUP.format(pushgateway="http://PUSHGATEWAY", experiment="E",
+                                        trial="T", rank="R")
+    section = runbook.split("## TrainwatchTrialStale", 1)[1].split("\n## ", 1)[0]
+    assert f"`{line}`" in section

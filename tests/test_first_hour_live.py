@@ -9,9 +9,15 @@ Pushgateway and exporter, real PyTorch CPU trials, the committed rules rendered 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +30,8 @@ torch = pytest.importorskip("torch")
 RATE_WINDOW, FOR, STALE_AFTER = "5m", "2s", 6.0
 EXPERIMENT = "first-hour"
 ALERT = "TrainwatchDataloaderBound"
+TRAINWATCH = Path(sys.executable).parent / "trainwatch"
+CPU_TRIAL = ("--workers", "0", "--batch-size", "8")
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +84,74 @@ def test_alert_ends_within_one_evaluation_after_a_clean_exit(stack: LiveStack) -
     wait_until(lambda: alert_states(stack, "exits") == [], timeout=60,
                what=f"{ALERT} gone after the clean exit", interval=0.1)
     assert time.monotonic() - exited < 5
+
+
+def diagnose(stack: LiveStack, trial: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(TRAINWATCH), "diagnose", "--prometheus", stack.prometheus.url,
+                           "--experiment", EXPERIMENT, "--trial", trial, *extra],
+                          capture_output=True, text=True, timeout=30, check=False)
+
+
+def verdict_of(stack: LiveStack, trial: str) -> tuple[int, dict[str, Any]] | None:
+    done = diagnose(stack, trial, "--format", "json")
+    if done.returncode not in (0, 1):
+        return None
+    [report] = json.loads(done.stdout)["reports"]
+    return done.returncode, report
+
+
+def test_diagnose_answers_within_a_minute_of_the_start_marked_early(stack: LiveStack) -> None:
+    started = time.monotonic()
+    # 50 ms per batch in the loader: at most 20 steps/s, ~98% of each step in dataloader_next.
+    proc = stack.start_trial(EXPERIMENT, "young", *CPU_TRIAL, "--loader-delay", "0.05",
+                             "--steps", "3000")
+
+    def loader_verdict() -> tuple[int, dict[str, Any]] | None:
+        assert proc.poll() is None, stack.trial_log("young")
+        found = verdict_of(stack, "young")
+        return found if found and found[1]["verdict"]["kind"] == "dataloader" else None
+
+    code, report = wait_until(loader_verdict, timeout=60, what="a data-loader verdict",
+                              interval=1.0)
+    elapsed = time.monotonic() - started
+    verdict = report["verdict"]
+    assert code == 1 and verdict["early"] is True and verdict["steps"] >= 1, verdict
+    assert elapsed < 60 and report["phases"][0]["phase"] == "dataloader_next"
+    # Steps/s over the samples that exist: at most the loader's 20/s, and at least the steps
+    # counted over the whole time since launch (imports included), which under-counts. A rate
+    # over the 5m window would read some ten times lower.
+    floor = verdict["steps"] / elapsed
+    assert 0.8 * floor <= report["steps_per_second"] <= 21, (report, floor)
+    assert report["lifetime_seconds"] < 60
+    text = diagnose(stack, "young").stdout
+    assert "VERDICT (early, " in text and "steps): Data loader:" in text, text
+
+
+def test_a_trial_that_stopped_pushing_gets_its_last_profile_and_the_clean_up_line(
+        stack: LiveStack) -> None:
+    # It exits without deleting its group, as a killed trial leaves it.
+    proc = stack.start_trial(EXPERIMENT, "gone", *CPU_TRIAL, "--loader-delay", "0.02",
+                             "--steps", "60", "--keep-group")
+    assert proc.wait(timeout=60) == 0, stack.trial_log("gone")
+
+    def stale_verdict() -> tuple[int, dict[str, Any]] | None:
+        found = verdict_of(stack, "gone")
+        return found if found and found[1]["verdict"]["kind"] == "stale" else None
+
+    code, report = wait_until(stale_verdict, timeout=STALE_AFTER + 30,
+                              what="a stopped-pushing verdict", interval=0.5)
+    verdict = report["verdict"]
+    assert code == 1 and verdict["title"].startswith("Stopped pushing ") and \
+        verdict["title"].endswith(" ago: crashed or killed"), verdict
+    assert verdict["measured"] > STALE_AFTER and verdict["alert"] == "TrainwatchTrialStale"
+    assert verdict["steps"] == 60 and verdict["last_profile"].startswith("Data loader: ")
+    assert report["phases"][0]["phase"] == "dataloader_next" and report["step_seconds"]["0.5"] > 0
+    group = f"/metrics/job/trainwatch_trial/experiment/{EXPERIMENT}/trial/gone/rank/0"
+    assert verdict["cleanup"] == f"curl -X DELETE {stack.pushgateway.url}{group}"
+    text = diagnose(stack, "gone").stdout
+    assert "clean up once it is gone: curl -X DELETE" in text and "last profile: Data loader" in text
+    # The clean-up line works: the group goes, and with it the trial.
+    urllib.request.urlopen(urllib.request.Request(stack.pushgateway.url + group, method="DELETE"),
+                           timeout=5).close()
+    wait_until(lambda: diagnose(stack, "gone").returncode == 2, timeout=30,
+               what="the deleted trial gone from Prometheus", interval=0.5)

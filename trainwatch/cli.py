@@ -8,7 +8,7 @@ Without --prometheus, diagnose and trials read $TRAINWATCH_PROMETHEUS, else the 
 the running `trainwatch stack`.
 
 Exit codes of diagnose: 0 no bottleneck (GPU-bound, or no GPU metrics to judge), 1 a bottleneck
-found, 2 usage or configuration error (unknown trial, Prometheus unreachable, rules not loaded,
+found or the trial stopped pushing, 2 usage or configuration error (unknown trial, Prometheus unreachable, rules not loaded,
 no timings yet). With several ranks the worst code wins.
 """
 

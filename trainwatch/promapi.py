@@ -60,6 +60,13 @@ class PrometheusAPI:
         data = self.get("query", query=expr)
         return [(dict(s["metric"]), float(s["value"][1])) for s in data.get("result", [])]
 
+    def samples(self, expr: str) -> list[tuple[Labels, list[tuple[float, float]]]]:
+        """A range selector's raw samples (``m{...}[5m]`` at an instant) as (labels, [(time,
+        value), ...]) pairs, oldest first."""
+        data = self.get("query", query=expr)
+        return [(dict(s["metric"]), [(float(t), float(v)) for t, v in s.get("values", [])])
+                for s in data.get("result", [])]
+
     def rules(self) -> list[dict[str, Any]]:
         """Every loaded rule (recording and alerting), flattened out of their groups."""
         return [rule for group in self.get("rules")["groups"] for rule in group["rules"]]

@@ -56,6 +56,11 @@ STALE_TRIAL = (
     "cannot reach the Pushgateway. Check its process (trainwatch_trial_info has nodename and "
     "pid) and its log; once it is gone, delete the group so the alert resolves.")
 
+# How to delete a stale trial's Pushgateway group (docs/runbooks.md#trainwatchtrialstale quotes
+# it with PUSHGATEWAY, E, T and R; `trainwatch diagnose` fills them in).
+DELETE_GROUP = ("curl -X DELETE {pushgateway}/metrics/job/trainwatch_trial/experiment/{experiment}"
+                "/trial/{trial}/rank/{rank}")
+
 PUSH_FAILING = (
     "Check the Pushgateway URL the trial uses (TRAINWATCH_PUSHGATEWAY), the network path or "
     "policy between the trial and the Pushgateway, and the Pushgateway's log. Training is "

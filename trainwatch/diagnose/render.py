@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from trainwatch.diagnose.report import RankReport
 from trainwatch.diagnose.trials import TrialRow
+from trainwatch.diagnose.verdict import STALE
 
 BAR_WIDTH = 30
 
@@ -24,6 +25,10 @@ def ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
 
 
+def steps(count: int | None) -> str:
+    return "? steps" if count is None else f"{count} step" + ("" if count == 1 else "s")
+
+
 def bar(share: float) -> str:
     return "█" * round(max(0.0, min(1.0, share)) * BAR_WIDTH)
 
@@ -34,6 +39,13 @@ def report_text(r: RankReport) -> str:
     if r.push_age_seconds is not None:
         head += f", last push {r.push_age_seconds:.1f} s ago"
     lines = [head]
+    if r.verdict is not None and r.verdict.early:
+        lines.append(f"  EARLY: the trial is younger than the {r.window} rate window; numbers over "
+                     f"its whole run so far ({steps(r.verdict.steps)}, "
+                     f"{num(r.lifetime_seconds, ' s', 0)} of samples)")
+    elif r.verdict is not None and r.verdict.kind == STALE:
+        lines.append(f"  STOPPED: numbers over its whole run up to its last push "
+                     f"({steps(r.verdict.steps)})")
     lines.append(f"  step time p50 {ms(r.step_seconds.get('0.5'))}, "
                  f"p95 {ms(r.step_seconds.get('0.95'))}; {num(r.steps_per_second)} steps/s, "
                  f"{num(r.samples_per_second, digits=1)} samples/s")
@@ -59,12 +71,19 @@ def verdict_text(r: RankReport) -> list[str]:
     v = r.verdict
     if v is None:
         return []
-    head = f"VERDICT: {v.title}"
-    if v.measured is not None and v.threshold is not None:
+    head = f"VERDICT (early, {steps(v.steps)}): {v.title}" if v.early else f"VERDICT: {v.title}"
+    if v.kind == STALE:
+        head += f" ({v.alert}: no push for over {v.threshold:g} s)"
+    elif v.measured is not None and v.threshold is not None:
         head += f": {pct(v.measured)} {v.comparison} threshold {pct(v.threshold)}"
         if v.alert:
             head += f" ({v.alert})"
-    lines = [head, f"  what to change: {v.remedy}"]
+    lines = [head]
+    if v.last_profile:
+        lines.append(f"  last profile: {v.last_profile}")
+    lines.append(f"  what to change: {v.remedy}")
+    if v.cleanup:
+        lines.append(f"  clean up once it is gone: {v.cleanup}")
     if r.alerts:
         lines.append("  alerts: " + ", ".join(f"{a.name} {a.state}" for a in r.alerts))
     else:

@@ -8,11 +8,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from trial_instrumentation import names
-from trainwatch.diagnose.deployed import Deployment
-from trainwatch.promapi import Labels, PrometheusAPI
+from trainwatch.diagnose import verdict as verdicts
+from trainwatch.diagnose.deployed import TRIAL_STALE, Deployment
+from trainwatch.diagnose.lifetime import Lifetime, lifetimes, young_ranks
 from trainwatch.diagnose.records import QUANTILES
 from trainwatch.diagnose.verdict import Measurements, Verdict, decide
+from trainwatch.promapi import Labels, PrometheusAPI
+from trial_instrumentation import names, remedies
 
 TRIAL_LABELS = names.GROUPING_LABELS
 BY_TRIAL = f"by ({', '.join(TRIAL_LABELS)})"
@@ -78,6 +80,9 @@ class RankReport:
     push_age_seconds: float | None = None
     alerts: list[AlertState] = field(default_factory=list)
     verdict: Verdict | None = None
+    # Set when the numbers above are over the rank's whole run instead of the rate window (it
+    # is younger than the window, or stopped pushing): the seconds of samples they rest on.
+    lifetime_seconds: float | None = None
 
 
 def by_rank(api: PrometheusAPI, expr: str) -> dict[tuple[str, str, str], list[tuple[Labels,
@@ -124,6 +129,10 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     cpu = by_rank(api, f"max {BY_TRIAL} ({selector(names.TRIAL_INFO, **sel)} * on(nodename) "
                         f"group_left() max by (nodename) ({on_host}))")
     age = by_rank(api, push_age(**sel))
+    stale_after = deployment.threshold(TRIAL_STALE)
+    stale = {key for key, rows in age.items() if rows[0][1] > stale_after}
+    young = young_ranks(api, selector, n.window, **sel) - stale
+    lives = lifetimes(api, selector, n.window, **sel) if young or stale else {}
     firing = api.alerts()
     instances = {labels.get("nodename"): labels.get("instance")
                  for labels, _ in api.query(HOST_INFO)}
@@ -141,10 +150,38 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
         r.gpus = _gpus(gpu_info[key], gpu_util[key], gpu_mem[key])
         r.node_cpu, r.push_age_seconds = first_value(cpu[key]), first_value(age[key])
         r.alerts = _alerts(firing, key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
-        r.verdict = decide(Measurements(shares, r.node_cpu, first_value(gpu_avg[key])),
-                           deployment.alerts)
+        gpu = first_value(gpu_avg[key])
+        if key in stale:
+            life = _from_lifetime(r, lives.get(key, Lifetime()))
+            r.steps_per_second = r.samples_per_second = None  # it is not running
+            profile = decide(Measurements(dict(r.phases)), deployment.alerts)
+            cleanup = remedies.DELETE_GROUP.format(pushgateway=_pushgateway(api), experiment=key[0],
+                                                   trial=key[1], rank=key[2])
+            r.verdict = verdicts.stale(r.push_age_seconds or 0.0, deployment.alerts[TRIAL_STALE],
+                                       profile, life.steps, cleanup)
+        elif key in young:
+            life = _from_lifetime(r, lives.get(key, Lifetime()))
+            r.verdict = verdicts.early(decide(Measurements(dict(r.phases), r.node_cpu, gpu),
+                                              deployment.alerts), life.steps)
+        else:
+            r.verdict = decide(Measurements(shares, r.node_cpu, gpu), deployment.alerts)
         reports.append(r)
     return reports
+
+
+def _from_lifetime(r: RankReport, life: Lifetime) -> Lifetime:
+    """Put a young or stale rank's whole-run numbers into its report."""
+    r.phases = sorted(life.shares.items(), key=lambda item: -item[1])
+    r.step_seconds = dict(life.step_seconds)
+    r.steps_per_second, r.samples_per_second = life.steps_per_second, life.samples_per_second
+    r.lifetime_seconds = life.data_seconds
+    return life
+
+
+def _pushgateway(api: PrometheusAPI) -> str:
+    """The Pushgateway's URL when Prometheus scrapes exactly one, else a placeholder."""
+    instances = {labels.get("instance") for labels, _ in api.query("pushgateway_build_info")}
+    return f"http://{instances.pop()}" if len(instances) == 1 else "http://PUSHGATEWAY"
 
 
 def _gpus(info: list[tuple[Labels, float]], util: list[tuple[Labels, float]],

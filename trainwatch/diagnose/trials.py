@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from trial_instrumentation import names
 from trainwatch.diagnose.deployed import TRIAL_STALE, Deployment
+from trainwatch.diagnose.lifetime import lifetimes, young_ranks
 from trainwatch.promapi import PrometheusAPI
 from trainwatch.diagnose.report import (
     BY_TRIAL,
@@ -40,10 +41,17 @@ def list_trials(api: PrometheusAPI, deployment: Deployment,
     gpu = by_rank(api, f"avg {BY_TRIAL} ({selector(n.trial_gpu_utilization, **sel)})")
     age = by_rank(api, push_age(**sel))
     stale_after = deployment.threshold(TRIAL_STALE)
+    # A trial younger than the rate window: its own samples, not a rate that reads low.
+    young = young_ranks(api, selector, n.window, **sel)
+    lives = lifetimes(api, selector, n.window, **sel) if young else {}
     rows = []
     for key, [(labels, _), *_] in info.items():
         pushed = first_value(age[key])
-        rows.append(TrialRow(*key, labels.get("nodename"), first_value(steps[key]), first_value(loader[key]),
-                             first_value(gpu[key]), pushed,
-                             live=pushed is not None and pushed < stale_after))
+        rate, share = first_value(steps[key]), first_value(loader[key])
+        if key in young and key in lives:
+            rate = lives[key].steps_per_second
+            share = lives[key].shares.get(names.DATALOADER_NEXT)
+        live = pushed is not None and pushed < stale_after
+        rows.append(TrialRow(*key, labels.get("nodename"), rate if live else None, share,
+                             first_value(gpu[key]), pushed, live=live))
     return sorted(rows, key=lambda r: (not r.live, r.experiment, r.trial, r.rank))

@@ -7,6 +7,7 @@ dashboard agree.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -54,6 +55,11 @@ class Verdict:
     alert: str | None
     remedy: str
     runbook_url: str | None
+    # Early: decided over the trial's whole life so far, shorter than the rate window.
+    early: bool = False
+    steps: int | None = None  # the steps an early or a stale verdict rests on
+    last_profile: str | None = None  # stale: what its pushed timings said before it stopped
+    cleanup: str | None = None  # stale: the command that deletes its Pushgateway group
 
     @property
     def exit_code(self) -> int:
@@ -63,6 +69,7 @@ class Verdict:
 
 
 NO_TIMINGS, NO_GPU_METRICS, GPU_BOUND = "no_timings", "no_gpu_metrics", "gpu_bound"
+STALE = "stale"
 # (kind, title, alert whose threshold decides, measurement, bottleneck when above it?)
 CHECKS = (
     ("dataloader", "Data loader", DATALOADER_BOUND, "dataloader_share", True),
@@ -85,9 +92,9 @@ def decide(m: Measurements, alerts: Mapping[str, AlertRule]) -> Verdict:
     """
     if not m.phase_shares:
         return Verdict(NO_TIMINGS, "No timings yet", False, None, None, None, None,
-                       "The trial has pushed no phase timings over the rate window yet: wait "
-                       "one window after it starts, or check that it times its loop "
-                       "(trial.loader(), trial.phase()).", None)
+                       "No finished step of this trial has reached Prometheus yet: a new trial "
+                       "shows up one push and one scrape after its first step; otherwise check "
+                       "that it times its loop (trial.loader(), trial.phase()).", None)
     for kind, title, alert, measurement, above in CHECKS:
         value: float | None = getattr(m, measurement)
         rule = alerts[alert]
@@ -110,3 +117,39 @@ def worst_exit_code(verdicts: Iterable[Verdict]) -> int:
     0
     """
     return max((v.exit_code for v in verdicts), default=EXIT_OK)
+
+
+def early(verdict: Verdict, steps: int | None) -> Verdict:
+    """``verdict`` marked as decided early, over ``steps`` steps of a trial younger than the
+    rate window."""
+    return dataclasses.replace(verdict, early=True, steps=steps)
+
+
+def ago(seconds: float) -> str:
+    """``ago(75)`` -> '75 seconds'; ``ago(420)`` -> '7 minutes'; ``ago(9000)`` -> '2.5 hours'."""
+    if seconds < 120:
+        return f"{seconds:.0f} seconds"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.1f} hours"
+
+
+def stale(push_age: float, rule: AlertRule, profile: Verdict, steps: int | None,
+          cleanup: str) -> Verdict:
+    """The verdict on a rank whose last push is older than TrainwatchTrialStale's threshold:
+    it stopped, whatever its timings said; ``profile`` is what they said up to then.
+
+    Example:
+        >>> rule = AlertRule("TrainwatchTrialStale", 300, "delete the group")
+        >>> profile = Verdict("dataloader", "Data loader", True, 0.9, ">", 0.3, None, "", None)
+        >>> v = stale(420, rule, profile, 1200, "curl -X DELETE ...")
+        >>> v.title, v.last_profile, v.exit_code
+        ('Stopped pushing 7 minutes ago: crashed or killed', 'Data loader: 90.0% > threshold 30.0%', 1)
+    """
+    said = profile.title
+    if profile.measured is not None and profile.threshold is not None and profile.comparison:
+        said += (f": {profile.measured:.1%} {profile.comparison} threshold "
+                 f"{profile.threshold:.1%}")
+    return Verdict(STALE, f"Stopped pushing {ago(push_age)} ago: crashed or killed", True,
+                   push_age, ">", rule.threshold, rule.name, rule.remedy, rule.runbook_url,
+                   steps=steps, last_profile=said, cleanup=cleanup)
