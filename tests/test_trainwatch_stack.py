@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.stack import REPO, free_port, http_get, require_binary, wait_until
 from trainwatch.stack import procs
 from trainwatch.stack.lookup import prometheus_url
+from trainwatch.stack.services import grafana_provisioning
 from trainwatch.stack.settings import SERVICES
 
 CORE = ("exporter", "prometheus", "pushgateway", "alertmanager")
@@ -192,10 +194,14 @@ def test_up_with_short_windows_reloads_rendered_rules_then_goes_back(stack: Stac
 def test_a_corrupt_pid_file_is_replaced_by_the_process_found_by_its_marker(stack: Stack) -> None:
     pid = pid_of(stack.state, "exporter")
     (stack.state / "run" / "exporter.pid").write_text("{not json")
+    (stack.state / "stack.json").write_text("[")  # ports come from the processes themselves
     done = trainwatch("stack", "status", state=stack.state)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "exporter.pid is corrupt" in done.stdout and f"found pid {pid}" in done.stdout
     assert pid_of(stack.state, "exporter") == pid
+    assert f"{stack.url('prometheus')}   pid" in done.stdout
+    assert prometheus_url(None, {"TRAINWATCH_STATE_DIR": str(stack.state)}) == \
+        stack.url("prometheus")
 
 
 def test_a_process_that_died_is_reported_alerted_on_and_restarted_alone(stack: Stack) -> None:
@@ -226,6 +232,42 @@ def test_a_process_that_died_is_reported_alerted_on_and_restarted_alone(stack: S
         {s: p for s, p in before.items() if s != "exporter"}
 
 
+@pytest.mark.skipif(Path(sys.prefix) != REPO / ".venv" or not (REPO / ".venv/.installed").exists(),
+                    reason="`make run` uses the checkout's .venv, which is not the one running")
+def test_make_run_starts_the_stack_and_make_stop_stops_it(tmp_path: Path) -> None:
+    ports = dict(zip(SERVICES, free_ports(len(SERVICES))))
+    env = {**os.environ, "TRAINWATCH_STATE_DIR": str(tmp_path / "s")}
+    run = subprocess.run(["make", "-s", "run", "ARGS=" + " ".join(port_flags(ports))], cwd=REPO,
+                         env=env, capture_output=True, text=True, timeout=300, check=False)
+    try:
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert f"export TRAINWATCH_PUSHGATEWAY=http://127.0.0.1:{ports['pushgateway']}" \
+            in run.stdout
+        assert len(marked(tmp_path / "s")) == len(CORE)
+    finally:
+        stop = subprocess.run(["make", "-s", "stop"], cwd=REPO, env=env, capture_output=True,
+                              text=True, timeout=120, check=False)
+    assert stop.returncode == 0, stop.stdout + stop.stderr
+    assert marked(tmp_path / "s") == []
+
+
+def test_grafana_gets_the_projects_provisioning_with_this_checkouts_dashboards(
+        tmp_path: Path) -> None:
+    out = grafana_provisioning(tmp_path)
+    source = REPO / "grafana" / "provisioning"
+    assert (out / "datasources" / "trainwatch.yaml").read_text() == \
+        (source / "datasources" / "trainwatch.yaml").read_text()
+    shipped = yaml.safe_load((source / "dashboards" / "trainwatch.yaml").read_text())
+    written = yaml.safe_load((out / "dashboards" / "trainwatch.yaml").read_text())
+    folder = Path(written["providers"][0]["options"]["path"])
+    assert folder == REPO / "grafana" / "dashboards"
+    assert sorted(p.name for p in folder.glob("*.json")) == \
+        ["fleet.json", "node-gpu.json", "trial-profile.json"]
+    # Only the folder differs from the shipped provider.
+    shipped["providers"][0]["options"]["path"] = str(folder)
+    assert written == shipped
+
+
 def test_a_taken_port_fails_with_one_line_and_starts_nothing(tmp_path: Path) -> None:
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
@@ -236,6 +278,20 @@ def test_a_taken_port_fails_with_one_line_and_starts_nothing(tmp_path: Path) -> 
                                          state=tmp_path / "s"))
     assert f"port {taken} for prometheus" in line and "--prometheus-port" in line
     assert marked(tmp_path / "s") == []
+
+
+def test_a_service_that_cannot_start_fails_with_its_log_and_leaves_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "alertmanager.yml"
+    bad.write_text("route: {receiver: nobody}\n")  # a receiver that is not defined
+    ports = dict(zip(SERVICES, free_ports(len(SERVICES))))
+    line = one_clear_line(trainwatch("stack", "up", *port_flags(ports), "--alertmanager-config",
+                                     str(bad), state=tmp_path / "s"))
+    assert line.startswith("trainwatch stack up: error: alertmanager exited with 1 before it "
+                           "was ready: ")
+    assert f"(log: {tmp_path / 's' / 'logs' / 'alertmanager.log'})" in line
+    # The Pushgateway and exporter it had started first are stopped again.
+    assert marked(tmp_path / "s") == []
+    assert not list((tmp_path / "s" / "run").glob("*.pid"))
 
 
 def test_a_missing_binary_fails_with_one_line_and_starts_nothing(tmp_path: Path) -> None:

@@ -6,8 +6,9 @@
 
 Modules: ``layout`` (state directory), ``settings`` (ports, overrides), ``configs`` (files
 derived from the project's), ``services`` (command lines), ``procs`` (start, recognise, stop),
-``inventory`` (what runs), ``health`` (readiness and Prometheus's view), ``commands``,
-``cli``, and ``lookup`` (the running stack's Prometheus for other commands).
+``inventory`` (what runs), ``health`` (readiness and Prometheus's view), ``up``,
+``commands`` (status, down), ``cli``, and ``lookup`` (the running stack's Prometheus, for
+the other commands).
 """
 
 from trainwatch.stack.layout import StackError, StateDir

@@ -9,6 +9,7 @@ from typing import Any
 from trainwatch.stack import commands
 from trainwatch.stack.layout import ENV_STATE_DIR, StackError, StateDir
 from trainwatch.stack.settings import DEFAULT_PORTS, StackSettings
+from trainwatch.stack.up import up
 
 HELP = "a local Prometheus, Pushgateway, Alertmanager, exporter (and Grafana) on loopback"
 
@@ -47,12 +48,16 @@ def run(args: argparse.Namespace) -> int:
                 for_=args.for_, rate_window=args.rate_window,
                 scrape_interval=args.scrape_interval,
                 alertmanager_config=args.alertmanager_config)
-            return commands.up(state, asked)
+            return up(state, asked)
         if args.action == "status":
             return commands.status(state)
         return commands.down(state)
     except StackError as err:
         print(f"trainwatch stack {args.action}: error: {err}", file=sys.stderr)
+        return commands.EXIT_USAGE
+    except OSError as err:  # e.g. the state directory turned read-only under a running stack
+        print(f"trainwatch stack {args.action}: error: {err.filename or ''}: {err.strerror}",
+              file=sys.stderr)
         return commands.EXIT_USAGE
     except KeyboardInterrupt:
         print(f"trainwatch stack {args.action}: interrupted; what this run started was stopped",

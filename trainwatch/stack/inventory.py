@@ -10,6 +10,8 @@ from trainwatch.stack.layout import StateDir
 from trainwatch.stack.procs import CorruptRecord, ProcRecord
 from trainwatch.stack.settings import SERVICES
 
+LISTEN_FLAG = "--web.listen-address="
+
 
 @dataclass
 class Inventory:
@@ -27,6 +29,20 @@ class Inventory:
     def forget(self, service: str) -> None:
         self.state.pid_file(service).unlink(missing_ok=True)
         self.alive.pop(service, None)
+
+
+def listening_ports(inv: Inventory) -> dict[str, int]:
+    """The port each running service was started with, read from its command line: the truth
+    even when stack.json was lost. (Grafana takes its port from the environment: not here.)"""
+    ports = {service: listen_port(record) for service, record in inv.alive.items()}
+    return {service: port for service, port in ports.items() if port is not None}
+
+
+def listen_port(record: ProcRecord) -> int | None:
+    for arg in record.argv:
+        if arg.startswith(LISTEN_FLAG):
+            return int(arg.rsplit(":", 1)[1])
+    return None
 
 
 def _session_leader(record: ProcRecord) -> bool:

@@ -6,9 +6,9 @@ import os
 from collections.abc import Mapping
 
 from trainwatch.stack import procs
+from trainwatch.stack.inventory import listen_port
 from trainwatch.stack.layout import ENV_STATE_DIR, StateDir
 from trainwatch.stack.procs import CorruptRecord, ProcRecord
-from trainwatch.stack.settings import StackSettings
 
 ENV_PROMETHEUS = "TRAINWATCH_PROMETHEUS"
 
@@ -33,13 +33,13 @@ def prometheus_url(given: str | None, env: Mapping[str, str] | None = None) -> s
     if env.get(ENV_PROMETHEUS):
         return env[ENV_PROMETHEUS]
     state = StateDir.resolve(None, env)
-    settings = StackSettings.load(state.settings_file)
     try:
-        record = ProcRecord.load(state.pid_file("prometheus"))
+        record: ProcRecord | None = ProcRecord.load(state.pid_file("prometheus"))
     except (CorruptRecord, OSError):
         record = None
-    if settings is None or record is None or not procs.is_ours(record, str(state.root)):
+    port = listen_port(record) if record else None
+    if record is None or port is None or not procs.is_ours(record, str(state.root)):
         raise NoPrometheus(f"no Prometheus: pass --prometheus URL, set {ENV_PROMETHEUS}, or "
                            f"start one with `trainwatch stack up` (none runs with state in "
                            f"{state.root}; {ENV_STATE_DIR} picks another)")
-    return settings.url("prometheus")
+    return f"http://127.0.0.1:{port}"

@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from trainwatch.stack import configs
+from trainwatch.stack.inventory import LISTEN_FLAG
 from trainwatch.stack.layout import REPO, StackError, StateDir, project_file
 from trainwatch.stack.settings import READY_PATHS, StackSettings
 
@@ -50,7 +51,7 @@ def binary(name: str) -> str:
 
 
 def listen(settings: StackSettings, service: str) -> str:
-    return f"--web.listen-address=127.0.0.1:{settings.ports[service]}"
+    return f"{LISTEN_FLAG}127.0.0.1:{settings.ports[service]}"
 
 
 def build(name: str, state: StateDir, settings: StackSettings) -> ServiceSpec | None:
@@ -95,9 +96,9 @@ def _grafana(state: StateDir, settings: StackSettings) -> ServiceSpec | None:
     argv = (exe, "--homepath", str(home)) if exe.endswith("-server") \
         else (exe, "server", "--homepath", str(home))
     env = {"GF_SERVER_HTTP_ADDR": "127.0.0.1", "GF_SERVER_HTTP_PORT": str(settings.ports["grafana"]),
-           "GF_PATHS_DATA": str(data / "data"), "GF_PATHS_LOGS": str(state.logs),
+           "GF_PATHS_DATA": str(data / "data"), "GF_PATHS_LOGS": str(data / "logs"),
            "GF_PATHS_PLUGINS": str(data / "plugins"),
-           "GF_PATHS_PROVISIONING": str(_provisioning(data)),
+           "GF_PATHS_PROVISIONING": str(grafana_provisioning(data)),
            "GF_AUTH_ANONYMOUS_ENABLED": "true",  # loopback only: look without logging in
            "PROMETHEUS_URL": settings.url("prometheus")}  # read by the datasource file
     return ServiceSpec("grafana", argv, env=env, cwd=home, optional=True)
@@ -111,7 +112,7 @@ def _grafana_home(exe: Path) -> Path:
                      "reinstall Grafana from its Debian package or tarball")
 
 
-def _provisioning(data: Path) -> Path:
+def grafana_provisioning(data: Path) -> Path:
     """grafana/provisioning with the dashboards folder pointed at this checkout's JSON."""
     out = data / "provisioning"
     source = project_file("grafana/provisioning")

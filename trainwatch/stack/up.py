@@ -1,0 +1,142 @@
+"""`trainwatch stack up`: start what is not running, reload what is, say where it all is."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from trainwatch.stack import configs, health, inventory, procs, services
+from trainwatch.stack.commands import EXIT_OK, Say, say_line, status
+from trainwatch.stack.layout import StackError, StateDir
+from trainwatch.stack.procs import ProcRecord
+from trainwatch.stack.services import ServiceSpec
+from trainwatch.stack.settings import DEFAULT_PORTS, StackSettings, check_ports
+from trial_instrumentation import names
+
+# Started in this order: Prometheus last, so its first scrapes and alert sends find the others.
+START_ORDER = ("pushgateway", "exporter", "alertmanager", "prometheus", "grafana")
+# How long `up` waits for Prometheus's first scrape of every target (seconds): long enough for
+# the committed 15 s interval; after it `up` reports what is not healthy yet instead of waiting.
+FIRST_SCRAPE_WAIT = 30.0
+
+
+def _tail(state: StateDir, service: str) -> Callable[[], str]:
+    def last_line() -> str:
+        path = state.log_file(service)
+        lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
+        return f"{lines[-1][:300] if lines else '(no output)'} (log: {path})"
+    return last_line
+
+
+def up(state: StateDir, asked: StackSettings, say: Say = say_line) -> int:
+    """Start what is not running, reload what is, print where everything is; the exit code is
+    `status`'s (0 when every process answers and every target is scraped)."""
+    state.prepare()
+    inv = inventory.take(state)
+    for service, note in inv.notes.items():
+        say(f"{service}: {note}")
+    settings = _settings(state, inv, asked)
+    prometheus_changed = "prometheus" in inv.alive and \
+        configs.prometheus_config(state, settings)[1]
+    specs = _specs(state, settings)
+    _refresh_running(settings, specs, inv, prometheus_changed, say)
+    missing = [s for s in START_ORDER if s in specs and s not in inv.alive]
+    taken = [s for s in missing if health.port_taken(settings.ports[s])]
+    if taken:
+        port = settings.ports[taken[0]]
+        raise StackError(f"port {port} for {taken[0]} on 127.0.0.1 is taken by another "
+                         f"program: stop it, or pass --{taken[0]}-port PORT")
+    settings.save(state.settings_file)
+    started = _start_all(state, settings, [specs[s] for s in missing], inv.stack)
+    if "prometheus" in specs:
+        health.wait_scraped(settings.url("prometheus"), settings.url("alertmanager"),
+                            FIRST_SCRAPE_WAIT)
+    for service in (s for s in START_ORDER if s in specs):
+        record = inv.alive.get(service) or started[service]
+        verb = "already running" if service in inv.alive else "started"
+        say(f"{service:<13} {_link(settings, specs[service]):<38} pid {record.pid:<8} {verb}")
+    if "grafana" not in specs:
+        say(services.GRAFANA_HINT)
+    say(f"state and logs: {state.root}")
+    say("training scripts push here with no flags after:")
+    say(f"  export {names.ENV_PUSHGATEWAY}={settings.url('pushgateway')}")
+    lines: list[str] = []
+    code = status(state, say=lines.append)
+    if code != EXIT_OK:  # say what is wrong; when all is well the lines above are enough
+        say("not healthy yet (`trainwatch stack status` again to check):")
+        for line in lines:
+            say("  " + line)
+    return code
+
+
+def _settings(state: StateDir, inv: inventory.Inventory, asked: StackSettings) -> StackSettings:
+    """Ports stay what running services listen on (moving one needs `down`); everything else
+    is what this `up` asks for, so `up` after `up --for 20s` goes back to the committed rules."""
+    saved = StackSettings.load(state.settings_file)
+    running = {**(saved.ports if saved and inv.alive else DEFAULT_PORTS),
+               **inventory.listening_ports(inv)}
+    settings = replace(asked, ports={**running, **{k: v for k, v in asked.ports.items() if v}})
+    check_ports(settings.ports)
+    for service in inv.alive:
+        if settings.ports[service] != running[service]:
+            raise StackError(f"{service} already runs on port {running[service]} in "
+                             f"{state.root}: `trainwatch stack down` first to change ports")
+    return settings
+
+
+def _start_all(state: StateDir, settings: StackSettings, specs: list[ServiceSpec],
+               stack: str) -> dict[str, ProcRecord]:
+    """Start each in turn, waiting until it is ready; on any failure stop those started here,
+    so a failed `up` leaves no half stack behind."""
+    started: dict[str, ProcRecord] = {}
+    try:
+        for spec in specs:
+            started[spec.name] = _start(state, spec, settings)
+    except BaseException:
+        procs.stop(list(started.values()), stack)
+        for service in started:
+            state.pid_file(service).unlink(missing_ok=True)
+        raise
+    return started
+
+
+def _specs(state: StateDir, settings: StackSettings) -> dict[str, ServiceSpec]:
+    """Every service's spec (Grafana left out when absent); StackError on a missing binary."""
+    built = {name: services.build(name, state, settings) for name in START_ORDER}
+    return {name: spec for name, spec in built.items() if spec is not None}
+
+
+def _link(settings: StackSettings, spec: ServiceSpec) -> str:
+    return settings.url(spec.name) + spec.show_path
+
+
+def _refresh_running(settings: StackSettings, specs: dict[str, ServiceSpec],
+                     inv: inventory.Inventory, prometheus_changed: bool, say: Say) -> None:
+    """Apply new rules and configuration to services already running: reload Prometheus and
+    Alertmanager; restart a service whose command line changed (another config file)."""
+    for service, record in list(inv.alive.items()):
+        if service in specs and record.argv != specs[service].argv:
+            say(f"{service}: its command line changed; restarting it")
+            procs.stop([record], inv.stack)
+            inv.forget(service)
+    if prometheus_changed and "prometheus" in inv.alive:
+        health.reload("prometheus", settings.url("prometheus"))
+        say("prometheus: configuration or rules changed; reloaded")
+    if "alertmanager" in inv.alive:
+        health.reload("alertmanager", settings.url("alertmanager"))
+
+
+def _start(state: StateDir, spec: ServiceSpec, settings: StackSettings) -> ProcRecord:
+    log = state.log_file(spec.name)
+    proc, record = procs.spawn(spec.name, spec.argv, str(state.root), log, spec.cwd, spec.env)
+    record.save(state.pid_file(spec.name))
+    try:
+        health.wait_ready(spec.name, settings.url(spec.name) + spec.ready_path, proc,
+                          _tail(state, spec.name))
+    except BaseException:
+        procs.stop([record], str(state.root))
+        state.pid_file(spec.name).unlink(missing_ok=True)
+        raise
+    return record
+
+
