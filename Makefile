@@ -15,7 +15,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter prometheus-alertmanager
 ARGS ?=
 
-.PHONY: run stop status test tools helm-tools venv bench lint generate rules dashboards chart-files clean \
+.PHONY: run stop status demo test tools helm-tools venv bench lint generate rules dashboards chart-files clean \
 	image image-base image-tools image-test-tools image-name compose-schema
 
 run: tools venv
@@ -26,6 +26,11 @@ stop: venv
 
 status: venv
 	$(VENV)/bin/trainwatch stack status
+
+# A slow and a healthy PyTorch trial on a stack of their own (short alert windows), printing the
+# alerts, the notification Alertmanager delivered, `trainwatch diagnose` and where to look next.
+demo: tools venv
+	$(PY) -m trainwatch.demo $(ARGS)
 
 test: tools helm-tools image-test-tools compose-schema venv
 	$(PY) -m pytest $(ARGS)

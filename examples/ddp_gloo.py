@@ -29,6 +29,8 @@ def all_reduce(tensor: torch.Tensor) -> torch.Tensor:
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = parse_args(argv, __doc__)
+    if args.max_seconds is not None:  # ranks would stop at different steps and hang
+        raise SystemExit("ddp_gloo.py: --max-seconds is not supported under DDP; use --steps")
     trial = make_trial(args)  # rank and world size from torchrun's RANK / WORLD_SIZE
     dist.init_process_group("gloo")
     try:

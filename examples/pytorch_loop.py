@@ -5,8 +5,9 @@
 
 Trial settings left off the command line come from TRAINWATCH_* (and RANK / WORLD_SIZE).
 ``--loader-delay`` sleeps once per batch inside the Dataset, in the DataLoader workers, to
-show a dataloader-bound trial. Exits 0 after the final push and (unless ``--keep-group``)
-the delete of its Pushgateway group.
+show a dataloader-bound trial. ``--max-seconds`` trains epoch after epoch until that much time
+has passed (a time budget; `make demo` runs its trials so). Exits 0 after the final push and
+(unless ``--keep-group``) the delete of its Pushgateway group.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -23,6 +25,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler, Sequent
 import trial_instrumentation as ti
 
 FEATURES, CLASSES = 32, 10
+T = TypeVar("T")
 log = logging.getLogger("pytorch_loop")
 
 
@@ -48,7 +51,11 @@ class SlowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
 def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=100, help="training steps (batches)")
+    parser.add_argument("--steps", type=int, default=100,
+                        help="training steps (batches) per epoch")
+    parser.add_argument("--max-seconds", type=float,
+                        help="train epochs until this many seconds have passed (default: one "
+                        "epoch); the exit is a clean one, as at the end of the data")
     parser.add_argument("--loader-delay", type=float, default=0.0,
                         help="seconds slept per batch in the Dataset (a slow loader)")
     parser.add_argument("--batch-size", type=int, default=32)
@@ -65,6 +72,8 @@ def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__) -> 
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1 or args.workers < 0 or args.loader_delay < 0:
         parser.error("--steps and --batch-size must be >= 1, --workers and --loader-delay >= 0")
+    if args.max_seconds is not None and args.max_seconds <= 0:
+        parser.error("--max-seconds must be > 0")
     return args
 
 
@@ -81,7 +90,21 @@ def make_loader(args: argparse.Namespace, dataset: SlowDataset,
     return DataLoader(dataset, batch_size=None, sampler=batches, num_workers=args.workers)
 
 
-def train(trial: ti.Trial, loader: DataLoader[tuple[torch.Tensor, torch.Tensor]],
+def epochs_until(loader: Iterable[T], max_seconds: float | None) -> Iterator[T]:
+    """One pass over ``loader``, or passes until ``max_seconds`` have gone by (checked between
+    batches, so the loop ends as it would at the end of its data)."""
+    if max_seconds is None:
+        yield from loader
+        return
+    deadline = time.monotonic() + max_seconds
+    while True:
+        for batch in loader:
+            if time.monotonic() >= deadline:
+                return
+            yield batch
+
+
+def train(trial: ti.Trial, loader: Iterable[tuple[torch.Tensor, torch.Tensor]],
           device: torch.device,
           reduce: Callable[[torch.Tensor], torch.Tensor] = lambda t: t,
           wrap: Callable[[nn.Module], nn.Module] = lambda m: m) -> float:
@@ -119,8 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dataset = SlowDataset(args.steps * args.batch_size, args.loader_delay)
     with trial:
-        loss = train(trial, make_loader(args, dataset), device)
-    log.info("trained %d steps on %s, mean loss %.4f", args.steps, device, loss)
+        loss = train(trial, epochs_until(make_loader(args, dataset), args.max_seconds), device)
+    budget = f"{args.max_seconds:g} s" if args.max_seconds else f"{args.steps} steps"
+    log.info("trained %s on %s, mean loss %.4f", budget, device, loss)
     return 0
 
 

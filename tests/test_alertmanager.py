@@ -221,11 +221,3 @@ def test_render_config_names_a_bad_file(tmp_path: Path) -> None:
     with pytest.raises(AlertmanagerConfigError, match="cannot read"):
         render_config(tmp_path / "missing.yml", webhook_url="http://127.0.0.1:1/")
 
-
-@pytest.mark.parametrize("module", ["trainwatch.alertmanager", "trainwatch.webhook"])
-def test_docstring_examples(module: str) -> None:
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(module))
-    assert result.attempted and result.failed == 0

@@ -1,0 +1,85 @@
+"""`make demo` itself (trainwatch/demo), on a stack of its own in a temp state directory: the
+slow trial's alert fires, is delivered and resolved; the healthy trial gets none; diagnose
+names the data loader for the slow trial only; and the stack it leaves is stopped here."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from trainwatch.demo import DemoResult, run
+from trainwatch.demo.__main__ import main
+from trainwatch.stack import commands
+from trainwatch.stack.layout import StateDir
+from trainwatch.webhook import alerts_in
+from trial_instrumentation import remedies
+
+pytest.importorskip("torch")
+
+ALERT = "TrainwatchDataloaderBound"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DemoResult, str, Path]]:
+    state_dir = tmp_path_factory.mktemp("demo") / "state"
+    out = io.StringIO()
+    try:
+        # 30 s per trial: the shortest budget the demo accepts, to keep the test short.
+        result = run(state_dir, seconds=30, out=out)
+        yield result, out.getvalue(), state_dir
+    finally:
+        commands.down(StateDir(state_dir), say=lambda _: None)
+
+
+def test_alert_fires_for_the_slow_trial_only(demo: tuple[DemoResult, str, Path]) -> None:
+    result, text, _ = demo
+    assert ALERT in result.fired["slow-loader"]
+    assert result.fired["healthy"] == []
+    assert "  trial slow-loader  TrainwatchDataloaderBound" in text
+    assert "  trial healthy      none" in text
+
+
+def test_the_notification_is_delivered_then_resolved_and_none_names_the_healthy_trial(
+        demo: tuple[DemoResult, str, Path]) -> None:
+    result, text, _ = demo
+    slow = [(n["status"], a["status"]) for n, a in
+            alerts_in(result.notifications, ALERT, trial="slow-loader")]
+    assert slow == [("firing", "firing"), ("resolved", "resolved")]
+    assert alerts_in(result.notifications, trial="healthy") == []
+    assert result.trial_exit == {"slow-loader": 0, "healthy": 0}  # both ended cleanly
+    # What the notification said, as printed through the shipped templates.
+    assert "[FIRING:1] TrainwatchDataloaderBound demo/slow-loader: Training waits" in text
+    assert "[RESOLVED] TrainwatchDataloaderBound demo/slow-loader" in text
+    assert f"Remedy: {remedies.DATALOADER}" in text and "Measured: 9" in text
+    assert "Runbook: https://" in text
+
+
+def test_diagnose_names_the_data_loader_for_the_slow_trial_only(
+        demo: tuple[DemoResult, str, Path]) -> None:
+    result, text, _ = demo
+    assert result.diagnose_exit["slow-loader"] == 1
+    slow, healthy = text.split("--trial slow-loader ==")[1].split("--trial healthy ==")
+    assert "VERDICT: Data loader:" in slow
+    assert "VERDICT: Data loader" not in healthy.split("==")[0]
+
+
+def test_it_says_where_to_look_next(demo: tuple[DemoResult, str, Path]) -> None:
+    _, text, state_dir = demo
+    tail = text.split("== Where to look next ==")[1]
+    assert "/alerts" in tail and "/#/alerts" in tail
+    assert f"trainwatch stack down --state-dir {state_dir}" in tail
+
+
+def test_bad_arguments_and_a_file_as_state_dir_give_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--seconds", "5"])
+    assert exc.value.code == 2 and "--seconds must be at least 30" in capsys.readouterr().err
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert main(["--state-dir", str(afile)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("make demo: error: state directory") and err.count("\n") == 1

@@ -1,0 +1,99 @@
+"""What `make demo` prints: the alerts per trial, a delivered notification, where to look next.
+
+Example:
+    >>> firing = [{"labels": {"alertname": "TrainwatchDataloaderBound", "experiment": "demo",
+    ...            "trial": "slow-loader"}, "state": "firing"},
+    ...           {"labels": {"alertname": "TrainwatchCPUSaturated", "instance": "n1"},
+    ...            "state": "firing"}]
+    >>> alerts_by_trial(firing, "demo", ["slow-loader", "healthy"])
+    ({'slow-loader': ['TrainwatchDataloaderBound'], 'healthy': []}, ['TrainwatchCPUSaturated (n1)'])
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+from trainwatch.webhook import Notification
+
+# The title and text that the commented Slack/email receivers of alertmanager.yml send.
+TEMPLATE_TEXT = ('--template.text={{ template "trainwatch.title" . }}\n'
+                 '{{ template "trainwatch.text" . }}')
+
+
+def alerts_by_trial(alerts: Iterable[dict[str, Any]], experiment: str, trials: Iterable[str]
+                    ) -> tuple[dict[str, list[str]], list[str]]:
+    """Firing alert names per trial of ``experiment``, and the node-level ones (no trial)."""
+    per_trial: dict[str, list[str]] = {t: [] for t in trials}
+    node: list[str] = []
+    for alert in alerts:
+        if alert.get("state") != "firing":
+            continue
+        labels = alert["labels"]
+        if labels.get("trial") is None:
+            where = labels.get("instance") or labels.get("job") or "?"
+            node.append(f"{labels['alertname']} ({where})")
+        elif labels.get("experiment") == experiment and labels["trial"] in per_trial:
+            per_trial[labels["trial"]].append(labels["alertname"])
+    return {t: sorted(set(names)) for t, names in per_trial.items()}, sorted(set(node))
+
+
+def print_alerts(out: TextIO, per_trial: dict[str, list[str]], node: list[str]) -> None:
+    out.write("\n== Alerts firing in Prometheus ==\n")
+    out.writelines(f"  trial {trial:<12} {', '.join(names) if names else 'none'}\n"
+                   for trial, names in per_trial.items())
+    if node:
+        out.write(f"  the node         {', '.join(node)}\n")
+
+
+def notification_text(note: Notification, templates: Path) -> str:
+    """The notification as a Slack message or an email would read (the shipped templates,
+    rendered by amtool from the webhook body, which is the same template data); the
+    alerts' plain annotations where amtool is missing."""
+    amtool = shutil.which("amtool")
+    if amtool is not None:
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as data:
+            json.dump(note, data)
+            data.flush()
+            done = subprocess.run(
+                [amtool, "template", "render", f"--template.glob={templates}/*.tmpl",
+                 TEMPLATE_TEXT, f"--template.data={data.name}"],
+                capture_output=True, text=True, timeout=30, check=False)
+        if done.returncode == 0:
+            return done.stdout.rstrip()
+    lines = [f"[{note.get('status', '?').upper()}] {note.get('groupLabels', {})}"]
+    for alert in note.get("alerts", []):
+        notes = alert.get("annotations", {})
+        lines += [f"* {alert['labels'].get('alertname')} {alert.get('status')}",
+                  *(f"  {key}: {notes[key]}" for key in ("summary", "measured", "remedy",
+                                                          "runbook_url") if key in notes)]
+    return "\n".join(lines)
+
+
+def print_notification(out: TextIO, heading: str, note: Notification, templates: Path) -> None:
+    out.write(f"\n== {heading} (webhook receiver '{note.get('receiver')}') ==\n")
+    out.writelines(f"  {line}\n" for line in notification_text(note, templates).splitlines())
+
+
+def print_next_steps(out: TextIO, urls: dict[str, str], state_dir: Path,
+                     experiment: str, share: str, runbook: str) -> None:
+    """URLs into the demo stack; ``share`` is the recorded phase-share series."""
+    prometheus, alertmanager = urls["prometheus"], urls["alertmanager"]
+    out.write("\n== Where to look next ==\n")
+    out.write(f"  Prometheus alerts    {prometheus}/alerts\n")
+    out.write(f"  where steps go       {prometheus}/graph?g0.expr={share}"
+              f"%7Bexperiment%3D%22{experiment}%22%7D&g0.tab=0&g0.range_input=5m\n")
+    out.write(f"  Alertmanager         {alertmanager}/#/alerts\n")
+    if "grafana" in urls:
+        out.write(f"  Grafana              {urls['grafana']}/dashboards\n")
+    out.write(f"  runbook              {runbook}\n")
+    out.write(f"  diagnose again       trainwatch diagnose --prometheus {prometheus} "
+              f"--experiment {experiment}\n")
+    out.write(f"  stop the demo stack  trainwatch stack down --state-dir {state_dir}\n")
+    out.write("  your own training    `make run`, then export TRAINWATCH_PUSHGATEWAY as it says, "
+              "and wrap your loop (README: Timing a training loop)\n")
