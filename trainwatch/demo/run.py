@@ -33,6 +33,7 @@ from trainwatch.stack import commands
 from trainwatch.stack.health import http_status
 from trainwatch.stack.layout import StateDir, project_file
 from trainwatch.stack.settings import DEFAULT_PORTS, READY_PATHS, StackSettings
+from trainwatch.stack.up import up as stack_up
 from trainwatch.webhook import Notification, WebhookReceiver, alerts_in
 
 T = TypeVar("T")
@@ -98,7 +99,7 @@ def start_stack(state: StateDir, hook: WebhookReceiver, out: TextIO) -> StackSet
     def say(line: str) -> None:
         out.write(f"  {line}\n")
 
-    if commands.up(state, settings, say=say) != 0:
+    if stack_up(state, settings, say=say) != 0:
         raise DemoError(f"the stack is not healthy: see `trainwatch stack status --state-dir "
                         f"{state.root}`")
     return settings
