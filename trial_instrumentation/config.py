@@ -6,6 +6,8 @@ from, so a typo fails before the first step instead of mid-training.
 
 from __future__ import annotations
 
+import difflib
+import logging
 import math
 import os
 import re
@@ -18,6 +20,11 @@ from trial_instrumentation import names
 from trial_instrumentation.timing import validate_buckets
 
 V = TypeVar("V")
+log = logging.getLogger(__name__)
+# A duration: seconds as a bare number (10, 2.5), or Prometheus/Go-style units (10s, 1m, 1m30s,
+# 500ms, 1h).
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 # NVML's UUID form: GPU-<hex and dashes>, or MIG-<...> for a MIG instance.
@@ -89,11 +96,59 @@ def _url(value: str) -> str:
     return str(value).rstrip("/")
 
 
+def parse_duration(value: str | float) -> float:
+    """Seconds from ``10``, ``2.5``, ``"10"``, ``"10s"``, ``"1m"``, ``"1m30s"`` or ``"500ms"``.
+
+    >>> [parse_duration(v) for v in (10, "10", "10s", "1m", "1m30s", "500ms")]
+    [10.0, 10.0, 10.0, 60.0, 90.0, 0.5]
+    """
+    if isinstance(value, bool):
+        raise ValueError("expected seconds, not a boolean")
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError("expected seconds (10, 2.5) or a duration like 10s, 1m, 1m30s, 500ms")
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+
+
 def _positive(value: str | float) -> float:
-    number = float(value)
+    number = parse_duration(value)
     if not math.isfinite(number) or number <= 0:
-        raise ValueError("must be a finite number of seconds > 0")
+        raise ValueError("must be a duration > 0: seconds (10) or with a unit (10s, 1m)")
     return number
+
+
+def warn_unknown_variables(env: Mapping[str, str]) -> list[str]:
+    """Log (and return) one warning per ``TRAINWATCH_*`` variable nobody reads, naming the
+    closest known one: a misspelt TRAINWATCH_PUSHGATWAY would otherwise leave the trial a silent
+    no-op."""
+    known = (*names.TRIAL_ENV, *names.OTHER_ENV)
+    warnings = []
+    for name in sorted(env):
+        if not name.startswith("TRAINWATCH_") or name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(names.TRIAL_ENV)}"
+        warnings.append(f"trainwatch: unknown environment variable {name}, ignored ({hint})")
+        log.warning("%s", warnings[-1])
+    return warnings
+
+
+def _warn_metrics_path(gateway: str, where: str) -> None:
+    """prometheus_client appends /metrics/job/... to the URL: a URL that already ends in the
+    Pushgateway's /metrics path gets 404 on every push."""
+    parts = urllib.parse.urlsplit(gateway)
+    if re.search(r"/metrics(/|$)", parts.path):
+        base = urllib.parse.urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+        log.warning("trainwatch: %s: the Pushgateway URL %s has the path %s; pushes go to "
+                    "<URL>/metrics/job/%s/..., so they will be answered 404. Give the "
+                    "Pushgateway's base URL, e.g. %s", where, gateway, parts.path, names.JOB, base)
 
 
 def _bool(value: str | bool) -> bool:
@@ -144,14 +199,19 @@ def _timing_mode(value: str) -> str:
 def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
             experiment: str | None = None, trial: str | None = None, rank: int | None = None,
             world_size: int | None = None, local_rank: int | None = None,
-            gpu_uuids: str | Iterable[str] | None = None, push_interval: float | None = None, delete_on_exit: bool | None = None,
+            gpu_uuids: str | Iterable[str] | None = None,
+            push_interval: float | str | None = None, delete_on_exit: bool | None = None,
             timing_mode: str | None = None, buckets: Iterable[float] | None = None,
             username: str | None = None, password: str | None = None,
-            connect_timeout: float = 2.0, read_timeout: float = 5.0, exit_timeout: float = 10.0,
+            connect_timeout: float | str = 2.0, read_timeout: float | str = 5.0,
+            exit_timeout: float | str = 10.0,
             env: Mapping[str, str] | None = None) -> TrialConfig:
     """Validate the arguments of :class:`~trial_instrumentation.Trial`, filling gaps from env."""
     src = _Source(os.environ if env is None else env)
-    gateway, _ = src.get(pushgateway, "pushgateway", names.ENV_PUSHGATEWAY, _url, None)
+    warn_unknown_variables(src.env)
+    gateway, gateway_from = src.get(pushgateway, "pushgateway", names.ENV_PUSHGATEWAY, _url, None)
+    if gateway is not None:
+        _warn_metrics_path(gateway, gateway_from)
     port, _ = src.get(pull_port, "pull_port", names.ENV_PULL_PORT, _port, None)
     if gateway is not None and port is not None:
         raise ValueError(f"set either a Pushgateway ({names.ENV_PUSHGATEWAY}) or a pull port "

@@ -56,6 +56,15 @@ ENV_NODENAME = "TRAINWATCH_NODENAME"
 # The GPUs the trial uses, as NVML UUIDs, comma-separated; replaces detection through torch.
 # For other frameworks (JAX, TensorFlow) or a scheduler that knows the allocation.
 ENV_GPU_UUIDS = "TRAINWATCH_GPU_UUIDS"
+# Every TRAINWATCH_* variable this library reads; any other one in a trial's environment is
+# reported as unknown (with the closest of these), so a typo is not a silent no-op.
+TRIAL_ENV = (ENV_PUSHGATEWAY, ENV_EXPERIMENT, ENV_TRIAL, ENV_PUSH_INTERVAL, ENV_DELETE_ON_EXIT,
+             ENV_PULL_PORT, ENV_TIMING_MODE, ENV_USERNAME, ENV_PASSWORD, ENV_NODENAME,
+             ENV_GPU_UUIDS)
+# TRAINWATCH_* variables that other parts of trainwatch read (the operator CLI and the stack it
+# starts): not the library's, but not a typo either.
+OTHER_ENV = ("TRAINWATCH_PROMETHEUS", "TRAINWATCH_STATE_DIR", "TRAINWATCH_STACK",
+             "TRAINWATCH_STACK_SERVICE")
 # torchrun's variables. LOCAL_RANK picks the GPU a rank reports when nothing better is known
 # (see torch_devices.training_devices).
 ENV_RANK = "RANK"

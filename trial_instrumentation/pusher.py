@@ -45,6 +45,8 @@ class Pusher:
         self._stopping = threading.Event()
         self._delete = False
         self._failing_since: float | None = None
+        self._pushed = 0  # pushes that succeeded
+        self._last_error: str | None = None
         self._backoff = min(config.push_interval / 4, MAX_FIRST_BACKOFF_SECONDS)
         self._thread = threading.Thread(target=self._run, name="trainwatch-pusher", daemon=True)
 
@@ -56,6 +58,12 @@ class Pusher:
         self._delete = delete
         self._stopping.set()
         self._thread.join(timeout)
+        if self._pushed == 0:
+            # The one summary a user needs: nothing of this run reached Prometheus.
+            log.warning("trainwatch: no push to %s succeeded in this run (%d failed; last error: "
+                        "%s): none of this trial's timings reached the Pushgateway",
+                        self._config.pushgateway, self._state.push_failures,
+                        self._last_error or "none finished in time")
         if self._thread.is_alive():
             log.warning("trainwatch: final push to %s did not finish within %.1fs; giving up "
                         "(the group is left for the staleness alert)",
@@ -92,6 +100,8 @@ class Pusher:
                 if not retryable or attempt == RETRIES or wait(self._backoff * 2**attempt):
                     return False
             else:
+                if action == self._push:
+                    self._pushed += 1
                 self._recovered()
                 return True
         return False
@@ -99,6 +109,7 @@ class Pusher:
     def _failed(self, action: Callable[[], None], exc: Exception) -> None:
         if action == self._push:
             self._state.push_failures += 1
+        self._last_error = f"{type(exc).__name__}: {exc}"
         if self._failing_since is None:
             self._failing_since = time.monotonic()
             log.warning("trainwatch: %s to %s failed: %s: %s (training goes on; retrying, "

@@ -43,15 +43,15 @@ class Trial:
     """
 
     def __init__(self, experiment: str | None = None, trial: str | None = None,
-                 pushgateway: str | None = None, push_interval: float | None = None, *,
+                 pushgateway: str | None = None, push_interval: float | str | None = None, *,
                  pull_port: int | None = None, rank: int | None = None,
                  world_size: int | None = None, local_rank: int | None = None,
                  gpu_uuids: str | Iterable[str] | None = None,
                  delete_on_exit: bool | None = None,
                  timing_mode: str | None = None, buckets: Iterable[float] | None = None,
                  username: str | None = None, password: str | None = None,
-                 connect_timeout: float = 2.0, read_timeout: float = 5.0,
-                 exit_timeout: float = 10.0) -> None:
+                 connect_timeout: float | str = 2.0, read_timeout: float | str = 5.0,
+                 exit_timeout: float | str = 10.0) -> None:
         self.config = configuration.resolve(
             experiment=experiment, trial=trial, pushgateway=pushgateway,
             push_interval=push_interval, pull_port=pull_port, rank=rank, world_size=world_size,
@@ -72,6 +72,7 @@ class Trial:
         self._pusher: Pusher | None = None
         self._server: Any = None
         self._closed = False
+        self._announced = False
         self._make_phase = self._phase_factory() if cfg.enabled else None
         if cfg.enabled:
             pull = cfg.pull_port is not None
@@ -126,14 +127,24 @@ class Trial:
     def start(self) -> Self:
         """Start pushing (or serving); ``with Trial(...)`` calls it."""
         cfg = self.config
+        who = f"trial {cfg.experiment}/{cfg.trial} rank {cfg.rank}"
         if cfg.pushgateway is not None and self._pusher is None:
             self._pusher = Pusher(cfg, self.registry, self._state)
             self._pusher.start()
+            # One line that says where the timings go, so a wrong URL is seen at once.
+            log.info("trainwatch: pushing %s to %s every %gs (job %s)", who, cfg.pushgateway,
+                     cfg.push_interval, names.JOB)
         elif cfg.pull_port is not None and self._server is None:
             try:
                 self._server, _ = start_http_server(cfg.pull_port, registry=self.registry)
+                log.info("trainwatch: serving %s on port %d at /metrics", who, self.pull_port)
             except OSError as exc:  # a taken port must not stop training
                 log.error("trainwatch: cannot serve /metrics on port %s: %s", cfg.pull_port, exc)
+        elif not cfg.enabled and not self._announced:
+            log.info("trainwatch: disabled, timings are not recorded: no Pushgateway configured "
+                     "(set %s or pass pushgateway=) and no pull port (%s)",
+                     names.ENV_PUSHGATEWAY, names.ENV_PULL_PORT)
+        self._announced = True
         self._gpus.note()
         return self
 
