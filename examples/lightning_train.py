@@ -79,7 +79,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--experiment", help="default: $TRAINWATCH_EXPERIMENT")
     parser.add_argument("--trial", help="default: $TRAINWATCH_TRIAL")
     parser.add_argument("--pushgateway", help="default: $TRAINWATCH_PUSHGATEWAY (unset: no-op)")
-    parser.add_argument("--push-interval", type=float, help="seconds; default 10")
+    parser.add_argument("--push-interval", help="10, 10s, 1m; default 10 (seconds)")
     parser.add_argument("--keep-group", action="store_true",
                         help="leave the Pushgateway group on exit")
     args = parser.parse_args(argv)

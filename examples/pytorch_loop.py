@@ -63,8 +63,8 @@ def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__) -> 
     parser.add_argument("--experiment", help="default: $TRAINWATCH_EXPERIMENT")
     parser.add_argument("--trial", help="default: $TRAINWATCH_TRIAL")
     parser.add_argument("--pushgateway", help="default: $TRAINWATCH_PUSHGATEWAY (unset: no-op)")
-    parser.add_argument("--push-interval", type=float,
-                        help="seconds; default: $TRAINWATCH_PUSH_INTERVAL or 10")
+    parser.add_argument("--push-interval",
+                        help="10, 10s, 1m; default: $TRAINWATCH_PUSH_INTERVAL or 10 (seconds)")
     parser.add_argument("--timing-mode", choices=ti.TIMING_MODES,
                         help="default: $TRAINWATCH_TIMING_MODE or wall")
     parser.add_argument("--keep-group", action="store_true",

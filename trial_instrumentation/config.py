@@ -126,15 +126,18 @@ def _positive(value: str | float) -> float:
 
 def warn_unknown_variables(env: Mapping[str, str]) -> list[str]:
     """Log (and return) one warning per ``TRAINWATCH_*`` variable nobody reads, naming the
-    closest known one: a misspelt TRAINWATCH_PUSHGATWAY would otherwise leave the trial a silent
+    closest known one: a misspelt Pushgateway variable would otherwise leave the trial a silent
     no-op."""
-    known = (*names.TRIAL_ENV, *names.OTHER_ENV)
+    known, prefix = (*names.TRIAL_ENV, *names.OTHER_ENV), "TRAINWATCH_"
     warnings = []
     for name in sorted(env):
-        if not name.startswith("TRAINWATCH_") or name in known:
+        if not name.startswith(prefix) or name in known:
             continue
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(names.TRIAL_ENV)}"
+        # Compared without the shared prefix, which would make every name look alike.
+        close = difflib.get_close_matches(name[len(prefix):], [k[len(prefix):] for k in known],
+                                          n=1, cutoff=0.6)
+        hint = (f"did you mean {prefix}{close[0]}?" if close
+                else f"known: {', '.join(names.TRIAL_ENV)}")
         warnings.append(f"trainwatch: unknown environment variable {name}, ignored ({hint})")
         log.warning("%s", warnings[-1])
     return warnings
