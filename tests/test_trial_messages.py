@@ -38,8 +38,8 @@ def test_start_line_names_where_the_trial_pushes(pushgateway: Service,
     with ti.Trial(experiment="e", trial="t", pushgateway=pushgateway.url, push_interval="1m"):
         pass
     assert messages(caplog, logging.INFO) == [
-        f"trainwatch: pushing trial e/t rank 0 to {pushgateway.url} every 60s "
-        "(job trainwatch_trial)"]
+        (f"trainwatch: pushing trial e/t rank 0 to {pushgateway.url} every 60s "
+        "(job trainwatch_trial)")]
     assert messages(caplog, logging.WARNING) == []  # it pushed: no exit summary
 
 
@@ -69,10 +69,10 @@ def test_a_misspelt_variable_is_named_with_the_closest_known_one(
     trial = ti.Trial(trial="t")
     assert not trial.enabled
     assert messages(caplog, logging.WARNING) == [
-        "trainwatch: unknown environment variable TRAINWATCH_EXPERIMNET, ignored (did you mean "
-        "TRAINWATCH_EXPERIMENT?)",
-        "trainwatch: unknown environment variable TRAINWATCH_PUSHGATWAY, ignored (did you mean "
-        "TRAINWATCH_PUSHGATEWAY?)",
+        ("trainwatch: unknown environment variable TRAINWATCH_EXPERIMNET, ignored (did you mean "
+        "TRAINWATCH_EXPERIMENT?)"),
+        ("trainwatch: unknown environment variable TRAINWATCH_PUSHGATWAY, ignored (did you mean "
+        "TRAINWATCH_PUSHGATEWAY?)"),
         "trainwatch: unknown environment variable TRAINWATCH_ZZZ, ignored (known: "
         + ", ".join(names.TRIAL_ENV) + ")"]
 
@@ -83,7 +83,8 @@ def test_every_trainwatch_variable_the_code_reads_is_known() -> None:
     for package in ("trial_instrumentation", "trainwatch", "exporter"):
         for path in (REPO / package).rglob("*.py"):
             used |= set(re.findall(r"\bTRAINWATCH_[A-Z][A-Z_]*[A-Z]\b", path.read_text()))
-    assert used - set(names.TRIAL_ENV) - set(names.OTHER_ENV) == set()
+    unknown = used - set(names.TRIAL_ENV) - set(names.OTHER_ENV)
+    assert unknown == set(), f"add {sorted(unknown)} to trial_instrumentation/names.py OTHER_ENV"
 
 
 def test_a_url_with_the_metrics_path_gets_a_hint(caplog: pytest.LogCaptureFixture) -> None:

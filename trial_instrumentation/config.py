@@ -103,7 +103,7 @@ def parse_duration(value: str | float) -> float:
     [10.0, 10.0, 10.0, 60.0, 90.0, 0.5]
     """
     if isinstance(value, bool):
-        raise ValueError("expected seconds, not a boolean")
+        raise TypeError("expected seconds, not a boolean")
     if isinstance(value, (int, float)):
         return float(value)
     text = str(value).strip()

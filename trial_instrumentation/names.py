@@ -64,7 +64,7 @@ TRIAL_ENV = (ENV_PUSHGATEWAY, ENV_EXPERIMENT, ENV_TRIAL, ENV_PUSH_INTERVAL, ENV_
 # TRAINWATCH_* variables that other parts of trainwatch read (the operator CLI and the stack it
 # starts): not the library's, but not a typo either.
 OTHER_ENV = ("TRAINWATCH_PROMETHEUS", "TRAINWATCH_STATE_DIR", "TRAINWATCH_STACK",
-             "TRAINWATCH_STACK_SERVICE")
+             "TRAINWATCH_STACK_SERVICE", "TRAINWATCH_DEMO_STATE_DIR")
 # torchrun's variables. LOCAL_RANK picks the GPU a rank reports when nothing better is known
 # (see torch_devices.training_devices).
 ENV_RANK = "RANK"
