@@ -89,13 +89,14 @@ def alertmanagers(prometheus: str) -> list[str] | None:
 
 
 def wait_scraped(prometheus: str, alertmanager: str, timeout: float) -> None:
-    """Wait (bounded; a slow first scrape is not an error) until every target was scraped
-    once and Prometheus has found the Alertmanager."""
+    """Wait (bounded: after it, `status` says what is wrong) until every target's last scrape
+    succeeded and Prometheus has found the Alertmanager. "Scraped once" is not enough: a
+    restarted exporter stays "down" in Prometheus's view until its next scrape."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = targets(prometheus) or []
         managers = alertmanagers(prometheus) or []
-        if found and all(t.health != "unknown" for t in found) \
+        if found and all(t.health == "up" for t in found) \
                 and any(m.startswith(alertmanager) for m in managers):
             return
         time.sleep(0.2)
