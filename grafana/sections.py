@@ -18,6 +18,23 @@ def gpu_ratio(q: Promql, title: str, expr: str, *, description: str,
                       description=description, max_value=1)
 
 
+ACTIVITY_DESCRIPTION = (
+    "NVML utilization is the share of time *any* kernel ran; SM activity is the share of SMs "
+    "busy and tensor activity the share of time tensor cores worked (NVML GPM, Hopper and "
+    "newer, averaged since the previous scrape). 99% utilization beside 20% SM activity means "
+    "small or launch-bound kernels.")
+
+
+def gpu_activity(q: Promql, utilization: str, sm_active: str, tensor_active: str, *,
+                 legend: str = GPU_LEGEND) -> Panel:
+    """NVML utilization beside GPM SM and tensor activity, per GPU, on one axis."""
+    return timeseries("Utilization vs. SM and tensor activity", "percentunit", [
+        Query(q.with_gpu_name(utilization), f"{legend} utilization"),
+        Query(q.with_gpu_name(sm_active), f"{legend} SM active"),
+        Query(q.with_gpu_name(tensor_active), f"{legend} tensor active"),
+    ], description=ACTIVITY_DESCRIPTION, max_value=1)
+
+
 def add_host_panels(layout: Layout, q: Promql, matchers: Sequence[str] = (),
                     restrict: Callable[[str], str] = lambda expr: expr) -> None:
     """CPU, memory, network and disk of the hosts picked by ``matchers`` and ``restrict``.

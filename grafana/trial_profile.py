@@ -18,7 +18,7 @@ from grafana.promql import (
     Promql,
     parens,
 )
-from grafana.sections import add_host_panels, gpu_ratio
+from grafana.sections import add_host_panels, gpu_activity, gpu_ratio
 
 UID = "trainwatch-trial-profile"
 # Variable names; the Fleet table's links set them as var-<name>.
@@ -89,6 +89,10 @@ def build(q: Promql) -> db.Dashboard:
     layout.add(gpu_ratio(q, "GPU utilization", select(n.trial_gpu_utilization, *MATCHERS),
                          legend=rank_gpu, description="Utilization of exactly the GPUs the "
                          "trial reported (trainwatch_trial_gpu_info, joined on uuid)."), 12, 8)
+    layout.add(gpu_activity(q, select(n.trial_gpu_utilization, *MATCHERS),
+                            select(n.trial_gpu_sm_active, *MATCHERS),
+                            select(n.trial_gpu_tensor_active, *MATCHERS), legend=rank_gpu),
+               12, 8)
     layout.add(gpu_ratio(q, "GPU memory used", select(n.trial_gpu_memory_used, *MATCHERS),
                          legend=rank_gpu, description="Used / total memory of the trial's "
                          "GPUs."), 12, 8)

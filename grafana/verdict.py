@@ -18,7 +18,7 @@ from rulegen.promql import number, select
 
 from grafana.panels import Mapping
 from grafana.promql import BY_TRIAL, Promql
-from trainwatch.diagnose.verdict import CHECKS
+from trainwatch.diagnose.verdict import CHECKS, GATES
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,9 @@ _LOOK = {
     "dataloader": ("red", remedies.DATALOADER),
     "memory_copies": ("orange", remedies.MEMORY_COPIES),
     "busy_cpu": ("orange", remedies.BUSY_CPU),
+    "launch_bound": ("yellow", remedies.LAUNCH_BOUND_GPU),
     "underused_gpu": ("yellow", remedies.UNDERUTILIZED_GPU),
+    "tensor_cores_idle": ("purple", remedies.TENSOR_CORES_IDLE),
 }
 
 
@@ -48,25 +50,33 @@ def verdicts(q: Promql, matchers: Sequence[str]) -> list[Verdict]:
     def share(phases: str) -> str:
         return f"sum {BY_TRIAL} ({select(n.phase_share, *matchers, phases)})"
 
-    gpu = (f"avg {BY_TRIAL} (avg_over_time("
-           f"{select(n.trial_gpu_utilization, *matchers)}[{s.rate_window}]))")
+    def window_avg(record: str) -> str:
+        return f"avg {BY_TRIAL} (avg_over_time({select(record, *matchers)}[{s.rate_window}]))"
+
+    gpu, sm = window_avg(n.trial_gpu_utilization), window_avg(n.trial_gpu_sm_active)
     # PromQL for each measurement the CLI's checks name (trainwatch diagnose's Measurements).
     measured = {
         "dataloader_share": share(s.selector("dataloader_phase")),
         "host_to_device_share": share(s.selector("host_to_device_phases")),
         "node_cpu": q.per_trial(n.cpu_utilization, *matchers),
         "gpu_utilization": gpu,
+        "gpu_sm_active": sm,
+        "gpu_tensor_active": window_avg(n.trial_gpu_tensor_active),
+        # SM activity where GPM gives it, else NVML utilization (Measurements.gpu_busy).
+        "gpu_busy": f"({sm} or {gpu})",
     }
     outcomes = []
     for code, (kind, title, alert, measurement, above) in enumerate(CHECKS, start=1):
         color, remedy = _LOOK[kind]
         condition = (f"{measured[measurement]} {'>' if above else '<'} "
                      f"{number(s.threshold(alert))}")
+        if kind in GATES:
+            condition = f"({condition}) and ({measured[GATES[kind]]} >= {number(s.busy(alert))})"
         outcomes.append(Verdict(code, title, color, condition, remedy))
     code = len(outcomes)
     return [
         *outcomes,
-        Verdict(code + 1, "GPU-bound", "green", gpu, remedies.BUSY_GPU),
+        Verdict(code + 1, "GPU-bound", "green", measured["gpu_busy"], remedies.BUSY_GPU),
         # Any trial that reports phases at all gets a verdict, GPU metrics or not.
         Verdict(code + 2, "No GPU metrics", "blue", f"sum {BY_TRIAL} "
                 f"({select(n.phase_share, *matchers)})", remedies.NO_GPU_METRICS),

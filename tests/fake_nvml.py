@@ -40,6 +40,12 @@ H100_GPM = {pynvml.NVML_GPM_METRIC_SM_UTIL: 22.5, pynvml.NVML_GPM_METRIC_SM_OCCU
             pynvml.NVML_GPM_METRIC_FP64_UTIL: 0.0, pynvml.NVML_GPM_METRIC_FP32_UTIL: 1.5,
             pynvml.NVML_GPM_METRIC_FP16_UTIL: 0.5, pynvml.NVML_GPM_METRIC_INTEGER_UTIL: 2.0}
 H100_RESERVED_BYTES = 503_316_480  # nvmlMemory_v2.reserved on an idle H100, driver 580
+# A healthy, busy GPU (what FakeGpu.deterministic reads, plus its index): most SMs active,
+# tensor cores doing the matmuls. No trainwatch alert or verdict objects to it.
+BUSY_GPM = {pynvml.NVML_GPM_METRIC_SM_UTIL: 60.0, pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: 30.0,
+            pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 45.0, pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: 35.0,
+            pynvml.NVML_GPM_METRIC_FP64_UTIL: 0.0, pynvml.NVML_GPM_METRIC_FP32_UTIL: 10.0,
+            pynvml.NVML_GPM_METRIC_FP16_UTIL: 5.0, pynvml.NVML_GPM_METRIC_INTEGER_UTIL: 8.0}
 
 
 def fake_uuid(index: int) -> str:
@@ -100,7 +106,7 @@ class FakeGpu:
                    clock_event_mask=pynvml.nvmlClocksEventReasonSwPowerCap,
                    memory_reserved=H100_RESERVED_BYTES,
                    ecc=(index, 0), pcie_kbps=(1000 + index, 2000 + index),
-                   gpm={metric: value + index for metric, value in H100_GPM.items()},
+                   gpm={metric: value + index for metric, value in BUSY_GPM.items()},
                    nvlink_mibps=(100.0 + index, 200.0 + index), remapped_rows=(index, 0, 0, 0),
                    processes=((4242 + index, (1 + index) * 2**30),),
                    process_util=((4242 + index, 40 + index, 2**62),))

@@ -216,15 +216,21 @@ def test_firing_alerts_panel_shows_the_trials_own_gpu_and_node_alerts(tmp_path: 
 
 
 # Ranks of trial "t" crossing several thresholds at once (default thresholds: loader 30%,
-# copies 20%, node CPU 90%, GPU under 50%): rank -> (phase shares, node, GPU utilization).
-# Nodes n1 (CPU 95%) and n2 (CPU 50%).
-VERDICT_RANKS: dict[str, tuple[dict[str, float], str, float | None]] = {
-    "0": ({"dataloader_next": 0.4, "to_device": 0.25, "train_batch": 0.35}, "n1", 0.1),
-    "1": ({"dataloader_next": 0.1, "to_device": 0.15, "from_device": 0.1}, "n1", 0.1),
-    "2": ({"dataloader_next": 0.1, "to_device": 0.05, "train_batch": 0.85}, "n1", 0.1),
-    "3": ({"train_batch": 0.9}, "n2", 0.1),
-    "4": ({"train_batch": 0.9}, "n2", 0.9),
-    "5": ({"train_batch": 0.9}, "n2", None),
+# copies 20%, node CPU 90%, GPU under 50%, launch-bound under 50% SMs at >= 90% utilization,
+# tensor cores under 5% at >= 50% SMs): rank -> (phase shares, node, GPU utilization, and
+# where the GPU has GPM, (SM activity, tensor activity)). Nodes n1 (CPU 95%) and n2 (CPU 50%).
+VERDICT_RANKS: dict[str, tuple[dict[str, float], str, float | None,
+                               tuple[float, float] | None]] = {
+    "0": ({"dataloader_next": 0.4, "to_device": 0.25, "train_batch": 0.35}, "n1", 0.1, None),
+    "1": ({"dataloader_next": 0.1, "to_device": 0.15, "from_device": 0.1}, "n1", 0.1, None),
+    "2": ({"dataloader_next": 0.1, "to_device": 0.05, "train_batch": 0.85}, "n1", 0.1, None),
+    "3": ({"train_batch": 0.9}, "n2", 0.1, None),
+    "4": ({"train_batch": 0.9}, "n2", 0.9, (0.8, 0.6)),
+    "5": ({"train_batch": 0.9}, "n2", None, None),
+    "6": ({"train_batch": 0.9}, "n2", 0.99, (0.2, 0.2)),  # looks busy, SMs idle
+    "7": ({"train_batch": 0.9}, "n2", 0.99, (0.8, 0.01)),  # fp32: tensor cores idle
+    "8": ({"train_batch": 0.9}, "n2", 0.7, (0.2, 0.1)),  # underused by SM activity
+    "9": ({"train_batch": 0.9}, "n2", 0.9, None),  # GPU-bound by NVML utilization (no GPM)
 }
 NODE_CPU = {"n1": 0.95, "n2": 0.5}
 
@@ -248,8 +254,12 @@ def test_bottleneck_panel_and_trainwatch_diagnose_name_the_same_bottleneck(
         series.append((f"instance:trainwatch_cpu_utilization:ratio_rate5m{{{host}}}", cpu))
         host_info = f'trainwatch_host_info{{job="trainwatch-exporter", {host}, nodename="{node}"}}'
         series.append((host_info, 1))
-    for rank, (shares, node, gpu) in VERDICT_RANKS.items():
+    for rank, (shares, node, gpu, gpm) in VERDICT_RANKS.items():
         trial = f'experiment="e", trial="t", rank="{rank}"'
+        if gpm is not None:
+            for record, value in zip(("sm_active", "tensor_active"), gpm, strict=True):
+                name = f'trial_gpu:trainwatch_gpu_{record}:ratio{{{trial}, uuid="GPU-{rank}"}}'
+                series.append((name, value))
         info = f'trainwatch_trial_info{{job="trainwatch_trial", {trial}, nodename="{node}"}}'
         series.append((info, 1))
         for phase, share in shares.items():
@@ -259,17 +269,19 @@ def test_bottleneck_panel_and_trainwatch_diagnose_name_the_same_bottleneck(
         if gpu is not None:
             gpu_series = f'trial_gpu:trainwatch_gpu_utilization:ratio{{{trial}, uuid="GPU-{rank}"}}'
             series.append((gpu_series, gpu))
-    alerts = {name: AlertRule(name, settings.threshold(name), "") for name in (
+    alerts = {name: AlertRule(name, settings.threshold(name), "",
+                              busy=settings.alert(name).busy) for name in (
         "TrainwatchDataloaderBound", "TrainwatchHostToDeviceBound", "TrainwatchCPUSaturated",
-        "TrainwatchGPUUnderutilized")}
+        "TrainwatchGPUUnderutilized", "TrainwatchGPULaunchBound", "TrainwatchGPUTensorCoresIdle")}
     expected = []
-    for rank, (shares, node, gpu) in VERDICT_RANKS.items():
-        verdict = decide(Measurements(shares, NODE_CPU[node], gpu), alerts)
+    for rank, (shares, node, gpu, gpm) in VERDICT_RANKS.items():
+        sm, tensor = gpm or (None, None)
+        verdict = decide(Measurements(shares, NODE_CPU[node], gpu, sm, tensor), alerts)
         code = next(c for c, text in words.items() if text == verdict.title)
         expected.append({"labels": f'{{experiment="e", trial="t", rank="{rank}", '
                                    f'nodename="{node}"}}', "value": code})
-    # Every outcome is reached once: the cases cover the whole priority order.
-    assert sorted(e["value"] for e in expected) == sorted(words)
+    # Every outcome is reached: the cases cover the whole priority order.
+    assert {e["value"] for e in expected} == set(words)
     case = {"rule_files": [], "evaluation_interval": "1m", "tests": [{
         "interval": "1m",
         "input_series": [{"series": s, "values": f"{v}x10"} for s, v in series],

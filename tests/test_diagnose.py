@@ -23,6 +23,8 @@ from trainwatch.diagnose import verdict as verdict_module
 from trainwatch.diagnose.deployed import (
     CPU_SATURATED,
     DATALOADER_BOUND,
+    GPU_LAUNCH_BOUND,
+    GPU_TENSOR_CORES_IDLE,
     GPU_UNDERUTILIZED,
     HOST_TO_DEVICE_BOUND,
     REQUIRED_ALERTS,
@@ -62,6 +64,11 @@ def alerts(**thresholds: float) -> dict[str, AlertRule]:
 
 DEFAULT = alerts(**{DATALOADER_BOUND: 0.3, HOST_TO_DEVICE_BOUND: 0.2, CPU_SATURATED: 0.9,
                     GPU_UNDERUTILIZED: 0.5})
+DEFAULT_GPM = {**DEFAULT,
+               GPU_LAUNCH_BOUND: AlertRule(GPU_LAUNCH_BOUND, 0.5, f"remedy of {GPU_LAUNCH_BOUND}",
+                                           busy=0.9),
+               GPU_TENSOR_CORES_IDLE: AlertRule(GPU_TENSOR_CORES_IDLE, 0.05,
+                                                f"remedy of {GPU_TENSOR_CORES_IDLE}", busy=0.5)}
 
 # (phase shares, node CPU, GPU utilization) -> (verdict kind, measured, exit code)
 VERDICTS = [
@@ -101,7 +108,43 @@ def test_checks_follow_the_dashboards_priority_order() -> None:
     # the panel's query against the same cases in a real PromQL engine.
     assert [(kind, alert) for kind, _, alert, _, _ in CHECKS] == [
         ("dataloader", DATALOADER_BOUND), ("memory_copies", HOST_TO_DEVICE_BOUND),
-        ("busy_cpu", CPU_SATURATED), ("underused_gpu", GPU_UNDERUTILIZED)]
+        ("busy_cpu", CPU_SATURATED), ("launch_bound", GPU_LAUNCH_BOUND),
+        ("underused_gpu", GPU_UNDERUTILIZED), ("tensor_cores_idle", GPU_TENSOR_CORES_IDLE)]
+
+
+# GPM (Hopper and newer): (NVML utilization, SM activity, tensor activity) -> (kind, measured,
+# the metric the verdict names). Defaults: launch-bound under 50% SMs while utilization >= 90%,
+# tensor cores idle under 5% while SMs >= 50%, underused under 50%.
+GPM_VERDICTS = [
+    # The issue-12 H100: NVML says 99%, the SMs are 22.5% active.
+    (0.99, 0.225, 0.218, "launch_bound", 0.225, "SM activity (NVML GPM)"),
+    # Not looking busy (70%), SMs idle: underused, decided by SM activity where it exists.
+    (0.7, 0.2, 0.1, "underused_gpu", 0.2, "SM activity (NVML GPM)"),
+    # Busy SMs, tensor cores idle: an fp32 model.
+    (0.99, 0.8, 0.01, "tensor_cores_idle", 0.01, "tensor-core activity (NVML GPM)"),
+    # Busy SMs doing tensor work: GPU-bound, measured by SM activity.
+    (0.99, 0.8, 0.6, "gpu_bound", 0.8, "SM activity (NVML GPM)"),
+    # A board without GPM: NVML utilization decides, as before.
+    (0.99, None, None, "gpu_bound", 0.99, "NVML utilization (any kernel running)"),
+    (0.3, None, None, "underused_gpu", 0.3, "NVML utilization (any kernel running)"),
+]
+
+
+@pytest.mark.parametrize(("util", "sm", "tensor", "kind", "measured", "metric"), GPM_VERDICTS)
+def test_gpm_verdicts_use_sm_activity_wherever_it_exists(
+        util: float, sm: float | None, tensor: float | None, kind: str, measured: float,
+        metric: str) -> None:
+    v = decide(Measurements({"train_batch": 1.0}, 0.5, util, sm, tensor), DEFAULT_GPM)
+    assert (v.kind, v.measured, v.metric) == (kind, pytest.approx(measured), metric)
+    if v.bottleneck:
+        assert v.remedy == f"remedy of {v.alert}"
+
+
+def test_gpm_checks_are_skipped_where_their_alerts_are_not_deployed() -> None:
+    # Rules deployed before the GPM alerts: no launch-bound verdict; SM activity still decides
+    # whether the GPU is busy.
+    v = decide(Measurements({"train_batch": 1.0}, 0.5, 0.99, 0.2, 0.2), DEFAULT)
+    assert (v.kind, v.alert) == ("underused_gpu", GPU_UNDERUTILIZED)
 
 
 RANKS = {  # rank -> (measurements, its exit code alone)
@@ -158,6 +201,11 @@ def test_deployment_reads_thresholds_and_remedies_from_the_committed_rules() -> 
     for name in REQUIRED_ALERTS:
         assert d.threshold(name) == pytest.approx(float(THRESHOLDS[name]["threshold"])), name
     assert d.alerts[DATALOADER_BOUND].remedy == remedies.DATALOADER
+    for name in (GPU_LAUNCH_BOUND, GPU_TENSOR_CORES_IDLE):  # the gate's level comes along
+        assert d.alerts[name].busy == pytest.approx(float(THRESHOLDS[name]["busy"])), name
+        assert d.threshold(name) == pytest.approx(float(THRESHOLDS[name]["threshold"])), name
+    older = Deployment.from_rules([r for r in loaded_rules() if r["name"] != GPU_LAUNCH_BOUND])
+    assert GPU_LAUNCH_BOUND not in older.alerts  # rules from before the GPM alerts still load
     assert str(d.alerts[HOST_TO_DEVICE_BOUND].runbook_url).endswith("#trainwatchhosttodevicebound")
 
 
@@ -203,7 +251,9 @@ def test_text_and_json_carry_the_same_verdict() -> None:
         "kind": "dataloader", "title": "Data loader", "bottleneck": True, "measured": 0.6,
         "comparison": ">", "threshold": 0.3, "alert": DATALOADER_BOUND, "remedy": None,
         "runbook_url": f"runbook#{DATALOADER_BOUND}", "exit_code": 1, "early": False,
-        "steps": None, "last_profile": None, "cleanup": None}
+        "steps": None, "last_profile": None, "cleanup": None,
+        "metric": "dataloader_next share of step time"}
+    assert "  measured: dataloader_next share of step time" in text
     assert doc["phases"][0] == {"phase": "dataloader_next", "share": 0.6}
     assert doc["gpus"][0]["uuid"] == "GPU-1" and doc["nodename"] == "node-a"
 

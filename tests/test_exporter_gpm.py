@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 from exporter.collector import ScrapeCollector
 from exporter.gpu import GpuCollector
 from exporter.nvml import NvmlSession
-from tests.fake_nvml import H100_RESERVED_BYTES, FakeGpu, FakeNvml, fake_uuid
+from tests.fake_nvml import H100_GPM, H100_RESERVED_BYTES, FakeGpu, FakeNvml, fake_uuid
 
 MIB = 2**20
 GPM_RATIOS = ("trainwatch_gpu_sm_active_ratio", "trainwatch_gpu_sm_occupancy_ratio",
@@ -53,15 +53,16 @@ def success(registry: CollectorRegistry) -> float | None:
 
 def test_gpm_values_in_base_units_and_pcie_from_gpm() -> None:
     nvml = FakeNvml.with_gpus(2)
+    nvml.gpus[0].gpm = dict(H100_GPM)  # issue 12's H100: NVML utilization 99%, SMs 22.5%
     value = registry_for(nvml).get_sample_value
-    assert value("trainwatch_gpu_sm_active_ratio", gpu(0)) == pytest.approx(0.225)
-    assert value("trainwatch_gpu_sm_occupancy_ratio", gpu(0)) == pytest.approx(0.033)
-    assert value("trainwatch_gpu_tensor_active_ratio", gpu(0)) == pytest.approx(0.218)
-    assert value("trainwatch_gpu_dram_active_ratio", gpu(0)) == pytest.approx(0.092)
-    assert value("trainwatch_gpu_sm_active_ratio", gpu(1)) == pytest.approx(0.235)
+    assert value("trainwatch_gpu_sm_active_ratio", gpu(0)) == 0.225
+    assert value("trainwatch_gpu_sm_occupancy_ratio", gpu(0)) == 0.033
+    assert value("trainwatch_gpu_tensor_active_ratio", gpu(0)) == 0.218
+    assert value("trainwatch_gpu_dram_active_ratio", gpu(0)) == 0.092
+    assert value("trainwatch_gpu_sm_active_ratio", gpu(1)) == 0.61
     pipes = {p: value("trainwatch_gpu_pipe_active_ratio", gpu(1, pipe=p))
              for p in ("fp64", "fp32", "fp16", "integer")}
-    assert pipes == pytest.approx({"fp64": 0.01, "fp32": 0.025, "fp16": 0.015, "integer": 0.03})
+    assert pipes == {"fp64": 0.01, "fp32": 0.11, "fp16": 0.06, "integer": 0.09}
     assert value("trainwatch_gpu_nvlink_transmit_bytes_per_second", gpu(1)) == 101 * MIB
     assert value("trainwatch_gpu_nvlink_receive_bytes_per_second", gpu(1)) == 201 * MIB
     # PCIe from GPM: same bytes/s as the sampled call would give, without its 20 ms.
@@ -133,12 +134,12 @@ def test_a_gpu_lost_between_two_samples_drops_only_its_series() -> None:
     assert "trainwatch_gpu_sm_active_ratio" in names_of(r, 1)
     nvml.gpus[1].lost = True
     assert names_of(r, 1) == set()
-    assert r.get_sample_value("trainwatch_gpu_sm_active_ratio", gpu(0)) == pytest.approx(0.225)
+    assert r.get_sample_value("trainwatch_gpu_sm_active_ratio", gpu(0)) == pytest.approx(0.6)
     assert success(r) == 0
     nvml.gpus[1].lost = False
     # Back, with a fresh interval: one scrape to take its first sample, then values again.
     assert "trainwatch_gpu_utilization_ratio" in names_of(r, 1)
-    assert r.get_sample_value("trainwatch_gpu_sm_active_ratio", gpu(1)) == pytest.approx(0.235)
+    assert r.get_sample_value("trainwatch_gpu_sm_active_ratio", gpu(1)) == pytest.approx(0.61)
     assert success(r) == 1
 
 

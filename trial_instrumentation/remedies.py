@@ -46,6 +46,27 @@ UNDERUTILIZED_GPU = (
     "neither, the batch is too small or Python overhead dominates: raise the batch size and "
     "torch.compile the model.")
 
+LAUNCH_BOUND_GPU = (
+    "The GPU looks busy but most of its SMs idle: kernels too small or launch-bound. Raise "
+    "the batch size, capture the step with CUDA graphs (torch.compile(mode=\"reduce-overhead\")), "
+    "fuse small ops with torch.compile, and remove host syncs from the step (.item(), "
+    "print(tensor), .cpu(), torch.cuda.synchronize()).")
+
+TENSOR_CORES_IDLE = (
+    "Train in bf16/fp16 with autocast: the SMs are busy but the tensor cores are idle, so "
+    "matmuls and convolutions run on the slow FP32 path. Wrap the forward pass in "
+    "torch.autocast(\"cuda\", dtype=torch.bfloat16) (fp16 needs a GradScaler), or at least allow "
+    "TF32 (torch.backends.cuda.matmul.allow_tf32 = True).")
+
+ROW_REMAP_PENDING = (
+    "Reset the GPU when its jobs end (drain the node, then nvidia-smi -r or reboot): a memory "
+    "row failed and its remap to a spare takes effect only at the next reset; until then "
+    "the bad row is still in use.")
+
+ROW_REMAP_FAILED = (
+    "Drain the node and have the GPU serviced: a memory row failed and could not be remapped "
+    "(no spare rows left), so the GPU keeps hitting uncorrectable errors.")
+
 THROTTLED_GPU = (
     "Check the cooling (fans, airflow, inlet temperature) and the power delivery of the node; "
     "hw_slowdown and hw_power_brake_slowdown come from the board or the chassis, the thermal "

@@ -49,13 +49,18 @@ class _Group:
         self.rules: list[dict[str, Any]] = []
 
     def add(self, name: str, expr: str, summary: str, description: str, remedy: str,
-            measured: _Shown | None = None) -> None:
+            measured: _Shown | None = None, uses_busy: bool = False) -> None:
         """``measured`` is how the value shows (``_AS_PERCENT``...); None for a yes/no alert,
-        whose value is only the fact that it fired, and which takes no threshold."""
+        whose value is only the fact that it fired, and which takes no threshold.
+        ``uses_busy``: the alert has a gate, whose level (thresholds.yaml ``busy``) it exposes
+        in a ``busy`` annotation for ``trainwatch diagnose``."""
         setting = self.s.alert(name)
         if measured is None and setting.threshold is not None:
             raise SettingsError(f"{self.s.source}: alerts.{name}.threshold is not used by this "
                                 "yes/no alert; remove it")
+        if not uses_busy and setting.busy is not None:
+            raise SettingsError(f"{self.s.source}: alerts.{name}.busy is not used by this "
+                                "alert; remove it")
         annotations = {"summary": summary, "description": f"{description} {remedy}",
                        "runbook_url": f"{RUNBOOK_URL}#{name.lower()}", "remedy": remedy}
         if measured is not None:
@@ -64,6 +69,8 @@ class _Group:
             annotations["threshold"] = number(threshold)
             shown = measured.threshold(threshold)
             annotations["measured"] = f"{measured.value} (threshold {shown})"
+        if uses_busy:
+            annotations["busy"] = number(self.s.busy(name))
         self.rules.append({"alert": name, "expr": expr, "for": setting.for_,
                            "labels": {"severity": setting.severity},
                            "annotations": annotations})
@@ -123,6 +130,21 @@ def underutilized_trial_gpus(s: Settings, *trial_matchers: str) -> str:
             f"and {on(*TRIAL_LABELS)}\n{live}")
 
 
+def gpm_trial_gpus(s: Settings, alert: str, measured: str, gate: str,
+                   *trial_matchers: str) -> str:
+    """Live trials' GPUs whose ``measured`` recorded series averages under ``alert``'s
+    threshold over the rate window while ``gate`` averages at least its ``busy`` level: the
+    GPM alerts' condition (series exist only for GPUs with GPM)."""
+    live = live_trials(s.selector("trial"), s.threshold("TrainwatchTrialStale"))
+
+    def avg(record: str) -> str:
+        return f"avg_over_time({select(record, *trial_matchers)}[{s.rate_window}])"
+
+    return (f"{avg(measured)} < {number(s.threshold(alert))}\n"
+            f"and\n{avg(gate)} >= {number(s.busy(alert))}\n"
+            f"and {on(*TRIAL_LABELS)}\n{live}")
+
+
 def gpu_alerts(s: Settings) -> list[dict[str, Any]]:
     g, n, exporter = _Group(s), RecordNames(s.rate_window), s.selector("exporter")
     t = s.threshold("TrainwatchGPUUnderutilized")
@@ -143,6 +165,33 @@ def gpu_alerts(s: Settings) -> list[dict[str, Any]]:
           "A GPU is slowing its clocks down.",
           f"{_GPU} is throttled: clock event reason {{{{ $labels.reason }}}} is active.",
           remedies.THROTTLED_GPU)
+    t, busy = s.threshold("TrainwatchGPULaunchBound"), s.busy("TrainwatchGPULaunchBound")
+    g.add("TrainwatchGPULaunchBound",
+          gpm_trial_gpus(s, "TrainwatchGPULaunchBound", n.trial_gpu_sm_active,
+                         n.trial_gpu_utilization),
+          "A live trial's GPU looks busy, but its SMs mostly idle.",
+          f"{_GPU}, used by trial {_TRIAL_ID}, had {_AS_PERCENT.value} of its SMs active over "
+          f"{s.rate_window} (threshold {_pct(t)}) while NVML utilization read at least "
+          f"{_pct(busy)}.", remedies.LAUNCH_BOUND_GPU, measured=_AS_PERCENT, uses_busy=True)
+    t, busy = s.threshold("TrainwatchGPUTensorCoresIdle"), s.busy("TrainwatchGPUTensorCoresIdle")
+    g.add("TrainwatchGPUTensorCoresIdle",
+          gpm_trial_gpus(s, "TrainwatchGPUTensorCoresIdle", n.trial_gpu_tensor_active,
+                         n.trial_gpu_sm_active),
+          "A live trial's SMs are busy, but its tensor cores idle.",
+          f"{_GPU}, used by trial {_TRIAL_ID}, had its tensor cores active "
+          f"{_AS_PERCENT.value} of the time over {s.rate_window} (threshold {_pct(t)}) while "
+          f"at least {_pct(busy)} of its SMs were active.", remedies.TENSOR_CORES_IDLE,
+          measured=_AS_PERCENT, uses_busy=True)
+    for name, flag, summary, what, remedy in (
+            ("TrainwatchGPURowRemapPending", "trainwatch_gpu_row_remap_pending",
+             "A GPU needs a reset to remap a failed memory row.",
+             "has a memory row remap pending until the GPU is reset.",
+             remedies.ROW_REMAP_PENDING),
+            ("TrainwatchGPURowRemapFailed", "trainwatch_gpu_row_remap_failure",
+             "A GPU could not remap a failed memory row.",
+             "failed to remap a memory row (no spare rows left).", remedies.ROW_REMAP_FAILED)):
+        g.add(name, f"max {by(*GPU_LABELS)} ({select(flag, exporter)}) > 0", summary,
+              f"{_GPU} {what}", remedy)
     return g.rules
 
 

@@ -76,6 +76,10 @@ def _gpu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
         _record(n.gpu_memory_used, (f"{per_gpu('trainwatch_gpu_memory_used_bytes')}\n"
                                     f"/\n{per_gpu('trainwatch_gpu_memory_total_bytes')}")),
         _record(n.trial_gpu_utilization, for_trials(per_gpu("trainwatch_gpu_utilization_ratio"))),
+        # GPM activity: recorded only for GPUs that have it (Hopper and newer).
+        _record(n.trial_gpu_sm_active, for_trials(per_gpu("trainwatch_gpu_sm_active_ratio"))),
+        _record(n.trial_gpu_tensor_active,
+                for_trials(per_gpu("trainwatch_gpu_tensor_active_ratio"))),
         _record(n.trial_gpu_memory_used, for_trials(n.gpu_memory_used)),
     ]
 

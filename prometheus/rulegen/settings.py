@@ -35,11 +35,13 @@ def check_duration(value: object, where: str) -> str:
 
 @dataclass(frozen=True)
 class AlertSetting:
-    """One alert's tunables; ``threshold`` is None for yes/no alerts."""
+    """One alert's tunables; ``threshold`` is None for yes/no alerts, ``busy`` (the level at
+    which a gating measurement counts as busy) None where the alert has no gate."""
 
     threshold: float | None
     for_: str
     severity: str
+    busy: float | None = None
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,12 @@ class Settings:
             raise SettingsError(f"{self.source}: alerts.{name}.threshold is missing")
         return value
 
+    def busy(self, name: str) -> float:
+        value = self.alert(name).busy
+        if value is None:
+            raise SettingsError(f"{self.source}: alerts.{name}.busy is missing")
+        return value
+
     def with_overrides(self, *, for_: str | None = None, rate_window: str | None = None,
                        stale_after: float | None = None) -> Settings:
         """A copy with every alert's ``for``, the rate window and/or TrainwatchTrialStale's
@@ -100,20 +108,21 @@ def _mapping(value: object, where: str) -> Mapping[str, Any]:
 
 
 def _alert(doc: Mapping[str, Any], where: str) -> AlertSetting:
-    unknown = set(doc) - {"threshold", "for", "severity"}
+    unknown = set(doc) - {"threshold", "busy", "for", "severity"}
     if unknown:
         raise SettingsError(f"{where}: unknown key(s) {sorted(unknown)}")
-    threshold = doc.get("threshold")
-    if threshold is not None and (isinstance(threshold, bool)
-                                  or not isinstance(threshold, (int, float))):
-        raise SettingsError(f"{where}.threshold: {threshold!r} is not a number")
+    threshold, busy = doc.get("threshold"), doc.get("busy")
+    for key, value in (("threshold", threshold), ("busy", busy)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise SettingsError(f"{where}.{key}: {value!r} is not a number")
     if "for" not in doc:
         raise SettingsError(f"{where}.for is missing")
     severity = doc.get("severity")
     if severity not in SEVERITIES:
         raise SettingsError(f"{where}.severity: {severity!r} is not one of {SEVERITIES}")
     return AlertSetting(threshold=None if threshold is None else float(threshold),
-                        for_=check_duration(doc["for"], f"{where}.for"), severity=severity)
+                        for_=check_duration(doc["for"], f"{where}.for"), severity=severity,
+                        busy=None if busy is None else float(busy))
 
 
 def parse_settings(doc: object, source: str) -> Settings:

@@ -17,6 +17,11 @@ GPU_UNDERUTILIZED = "TrainwatchGPUUnderutilized"
 TRIAL_STALE = "TrainwatchTrialStale"
 REQUIRED_ALERTS = (DATALOADER_BOUND, HOST_TO_DEVICE_BOUND, CPU_SATURATED, GPU_UNDERUTILIZED,
                    TRIAL_STALE)
+# GPM alerts (threshold and `busy` gate): read when loaded; rules deployed before them lack
+# them, and the CLI then skips their checks.
+GPU_LAUNCH_BOUND = "TrainwatchGPULaunchBound"
+GPU_TENSOR_CORES_IDLE = "TrainwatchGPUTensorCoresIdle"
+OPTIONAL_ALERTS = (GPU_LAUNCH_BOUND, GPU_TENSOR_CORES_IDLE)
 
 
 class DeploymentError(ValueError):
@@ -31,6 +36,7 @@ class AlertRule:
     threshold: float
     remedy: str
     runbook_url: str | None = None
+    busy: float | None = None  # the gate's level, for alerts that have one
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,8 @@ class Deployment:
                 "(rule_files in prometheus.yml, or the Helm chart's PrometheusRule)")
         loaded = {r["name"]: r for r in rules if r.get("type") == "alerting"}
         alerts = {name: _alert_rule(name, loaded.get(name), where) for name in REQUIRED_ALERTS}
+        alerts.update({name: _alert_rule(name, loaded[name], where)
+                       for name in OPTIONAL_ALERTS if name in loaded})
         return cls(names=names, alerts=alerts)
 
 
@@ -84,4 +92,10 @@ def _alert_rule(name: str, rule: Mapping[str, Any] | None, where: str) -> AlertR
     if not remedy:
         raise DeploymentError(f"{where}: alert {name} has no `remedy` annotation; deploy the "
                               "current prometheus/rules")
-    return AlertRule(name, threshold, str(remedy), annotations.get("runbook_url"))
+    busy = annotations.get("busy")
+    try:
+        gate = None if busy is None else float(str(busy))
+    except ValueError:
+        raise DeploymentError(f"{where}: alert {name} has a non-numeric `busy` annotation "
+                              f"({busy!r}); deploy the current prometheus/rules") from None
+    return AlertRule(name, threshold, str(remedy), annotations.get("runbook_url"), gate)

@@ -49,6 +49,8 @@ class RecordNames:
         return f"trial:trainwatch_trial_samples:rate{self.window}"
 
     trial_gpu_utilization = "trial_gpu:trainwatch_gpu_utilization:ratio"
+    trial_gpu_sm_active = "trial_gpu:trainwatch_gpu_sm_active:ratio"
+    trial_gpu_tensor_active = "trial_gpu:trainwatch_gpu_tensor_active:ratio"
     trial_gpu_memory_used = "trial_gpu:trainwatch_gpu_memory_used:ratio"
     gpu_memory_used = "gpu:trainwatch_gpu_memory_used:ratio"
 

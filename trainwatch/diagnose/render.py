@@ -58,7 +58,9 @@ def report_text(r: RankReport) -> str:
     if r.gpus:
         for g in r.gpus:
             where = f" (GPU {g.gpu} on {g.instance})" if g.instance else " (no exporter series)"
-            lines.append(f"  GPU {g.uuid}{where}: utilization {pct(g.utilization)}, "
+            gpm = (f", SM active {pct(g.sm_active)}, tensor active {pct(g.tensor_active)}"
+                   if g.sm_active is not None else "")
+            lines.append(f"  GPU {g.uuid}{where}: utilization {pct(g.utilization)}{gpm}, "
                          f"memory used {pct(g.memory_used)}")
     else:
         lines.append("  GPUs: none reported by the trial")
@@ -79,6 +81,8 @@ def verdict_text(r: RankReport) -> list[str]:
         if v.alert:
             head += f" ({v.alert})"
     lines = [head]
+    if v.metric is not None:
+        lines.append(f"  measured: {v.metric}")
     if v.last_profile:
         lines.append(f"  last profile: {v.last_profile}")
     lines.append(f"  what to change: {v.remedy}")

@@ -51,6 +51,8 @@ class Gpu:
     gpu: str | None
     utilization: float | None = None
     memory_used: float | None = None
+    sm_active: float | None = None  # GPM (Hopper and newer) only
+    tensor_active: float | None = None
 
 
 @dataclass
@@ -122,9 +124,17 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     gpu_info = by_rank(api, selector(names.GPU_INFO, **sel))
     gpu_util = by_rank(api, selector(n.trial_gpu_utilization, **sel))
     gpu_mem = by_rank(api, selector(n.trial_gpu_memory_used, **sel))
-    # The dashboard's and the alert's measure: utilization averaged over the rate window.
-    gpu_avg = by_rank(api, f"avg {BY_TRIAL} (avg_over_time("
-                            f"{selector(n.trial_gpu_utilization, **sel)}[{n.window}]))")
+    gpu_sm = by_rank(api, selector(n.trial_gpu_sm_active, **sel))
+    gpu_tensor = by_rank(api, selector(n.trial_gpu_tensor_active, **sel))
+
+    # The dashboard's and the alerts' measure: each averaged over the rate window.
+    def window_avg(record: str) -> dict[tuple[str, str, str], list[tuple[Labels, float]]]:
+        return by_rank(api, f"avg {BY_TRIAL} (avg_over_time({selector(record, **sel)}"
+                            f"[{n.window}]))")
+
+    gpu_avg, sm_avg, tensor_avg = (window_avg(n.trial_gpu_utilization),
+                                   window_avg(n.trial_gpu_sm_active),
+                                   window_avg(n.trial_gpu_tensor_active))
     on_host = f"{n.cpu_utilization} * on(instance) group_left(nodename) {HOST_INFO}"
     cpu = by_rank(api, f"max {BY_TRIAL} ({selector(names.TRIAL_INFO, **sel)} * on(nodename) "
                         f"group_left() max by (nodename) ({on_host}))")
@@ -147,10 +157,13 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
         r.samples_per_second = first_value(samples_rate[key])
         shares = {labels.get("phase", ""): v for labels, v in phases[key]}
         r.phases = sorted(shares.items(), key=lambda item: -item[1])
-        r.gpus = _gpus(gpu_info[key], gpu_util[key], gpu_mem[key])
+        r.gpus = _gpus(gpu_info[key], {"utilization": gpu_util[key], "memory_used": gpu_mem[key],
+                                       "sm_active": gpu_sm[key],
+                                       "tensor_active": gpu_tensor[key]})
         r.node_cpu, r.push_age_seconds = first_value(cpu[key]), first_value(age[key])
         r.alerts = _alerts(firing, key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
-        gpu = first_value(gpu_avg[key])
+        gpu = (first_value(gpu_avg[key]), first_value(sm_avg[key]),
+               first_value(tensor_avg[key]))
         if key in stale:
             life = _from_lifetime(r, lives.get(key, Lifetime()))
             r.steps_per_second = r.samples_per_second = None  # it is not running
@@ -161,10 +174,10 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
                                        profile, life.steps, cleanup)
         elif key in young:
             life = _from_lifetime(r, lives.get(key, Lifetime()))
-            r.verdict = verdicts.early(decide(Measurements(dict(r.phases), r.node_cpu, gpu),
+            r.verdict = verdicts.early(decide(Measurements(dict(r.phases), r.node_cpu, *gpu),
                                               deployment.alerts), life.steps)
         else:
-            r.verdict = decide(Measurements(shares, r.node_cpu, gpu), deployment.alerts)
+            r.verdict = decide(Measurements(shares, r.node_cpu, *gpu), deployment.alerts)
         reports.append(r)
     return reports
 
@@ -184,10 +197,10 @@ def _pushgateway(api: PrometheusAPI) -> str:
     return f"http://{instances.pop()}" if len(instances) == 1 else "http://PUSHGATEWAY"
 
 
-def _gpus(info: list[tuple[Labels, float]], util: list[tuple[Labels, float]],
-          mem: list[tuple[Labels, float]]) -> list[Gpu]:
+def _gpus(info: list[tuple[Labels, float]],
+          by_attr: dict[str, list[tuple[Labels, float]]]) -> list[Gpu]:
     gpus = {labels["uuid"]: Gpu(labels["uuid"], None, None) for labels, _ in info}
-    for rows, attr in ((util, "utilization"), (mem, "memory_used")):
+    for attr, rows in by_attr.items():
         for labels, value in rows:
             gpu = gpus.setdefault(labels["uuid"], Gpu(labels["uuid"], None, None))
             gpu.instance, gpu.gpu = labels.get("instance"), labels.get("gpu")

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from trainwatch.diagnose.deployed import (
     CPU_SATURATED,
     DATALOADER_BOUND,
+    GPU_LAUNCH_BOUND,
+    GPU_TENSOR_CORES_IDLE,
     GPU_UNDERUTILIZED,
     HOST_TO_DEVICE_BOUND,
     AlertRule,
@@ -31,6 +33,14 @@ class Measurements:
     phase_shares: Mapping[str, float]
     node_cpu: float | None = None
     gpu_utilization: float | None = None  # averaged over the rank's GPUs
+    gpu_sm_active: float | None = None  # GPM (Hopper and newer), likewise
+    gpu_tensor_active: float | None = None
+
+    @property
+    def gpu_busy(self) -> float | None:
+        """How busy the GPU is: SM activity wherever GPM gives it (NVML utilization says only
+        that *some* kernel ran), else NVML utilization."""
+        return self.gpu_sm_active if self.gpu_sm_active is not None else self.gpu_utilization
 
     @property
     def dataloader_share(self) -> float | None:
@@ -60,6 +70,7 @@ class Verdict:
     steps: int | None = None  # the steps an early or a stale verdict rests on
     last_profile: str | None = None  # stale: what its pushed timings said before it stopped
     cleanup: str | None = None  # stale: the command that deletes its Pushgateway group
+    metric: str | None = None  # what ``measured`` is, in words (which GPU metric was used)
 
     @property
     def exit_code(self) -> int:
@@ -75,12 +86,49 @@ CHECKS = (
     ("dataloader", "Data loader", DATALOADER_BOUND, "dataloader_share", True),
     ("memory_copies", "Host↔device copies", HOST_TO_DEVICE_BOUND, "host_to_device_share", True),
     ("busy_cpu", "Node CPUs saturated", CPU_SATURATED, "node_cpu", True),
-    ("underused_gpu", "GPU underused", GPU_UNDERUTILIZED, "gpu_utilization", False),
+    # Before underused_gpu: a GPU that looks busy with idle SMs needs this remedy, not that one.
+    ("launch_bound", "Kernels too small", GPU_LAUNCH_BOUND, "gpu_sm_active", False),
+    ("underused_gpu", "GPU underused", GPU_UNDERUTILIZED, "gpu_busy", False),
+    ("tensor_cores_idle", "Tensor cores idle", GPU_TENSOR_CORES_IDLE, "gpu_tensor_active", False),
 )
+# A gated check holds only while this measurement is at least its alert's `busy` level (the
+# alert's own gate): launch-bound needs a GPU that *looks* busy, idle tensor cores busy SMs.
+GATES = {"launch_bound": "gpu_utilization", "tensor_cores_idle": "gpu_sm_active"}
+# What each measurement is, for the reader of the verdict.
+METRICS = {
+    "dataloader_share": "dataloader_next share of step time",
+    "host_to_device_share": "to_device + from_device share of step time",
+    "node_cpu": "node CPU busy",
+    "gpu_utilization": "NVML utilization (any kernel running)",
+    "gpu_sm_active": "SM activity (NVML GPM)",
+    "gpu_tensor_active": "tensor-core activity (NVML GPM)",
+}
+
+
+def metric_of(m: Measurements, measurement: str) -> str:
+    if measurement == "gpu_busy":
+        measurement = "gpu_sm_active" if m.gpu_sm_active is not None else "gpu_utilization"
+    return METRICS[measurement]
+
+
+def _holds(m: Measurements, kind: str, measurement: str, above: bool,
+           rule: AlertRule) -> float | None:
+    """The measured value when the check holds, else None."""
+    value: float | None = getattr(m, measurement)
+    if value is None or not (value > rule.threshold if above else value < rule.threshold):
+        return None
+    gate = GATES.get(kind)
+    if gate is not None:
+        gated: float | None = getattr(m, gate)
+        if gated is None or rule.busy is None or gated < rule.busy:
+            return None
+    return value
 
 
 def decide(m: Measurements, alerts: Mapping[str, AlertRule]) -> Verdict:
     """The first check whose measurement crosses its alert's threshold; else GPU-bound.
+
+    Checks whose alert is not deployed (rules older than the GPM alerts) are skipped.
 
     Example:
         >>> rules = {a: AlertRule(a, t, f"fix {a}") for a, t in [(DATALOADER_BOUND, 0.3),
@@ -89,6 +137,9 @@ def decide(m: Measurements, alerts: Mapping[str, AlertRule]) -> Verdict:
         'dataloader'
         >>> decide(Measurements({"train_batch": 1.0}, gpu_utilization=0.97), rules).kind
         'gpu_bound'
+        >>> decide(Measurements({"train_batch": 1.0}, gpu_utilization=0.97, gpu_sm_active=0.2),
+        ...        rules).metric
+        'SM activity (NVML GPM)'
     """
     if not m.phase_shares:
         return Verdict(NO_TIMINGS, "No timings yet", False, None, None, None, None,
@@ -96,17 +147,17 @@ def decide(m: Measurements, alerts: Mapping[str, AlertRule]) -> Verdict:
                        "shows up one push and one scrape after its first step; otherwise check "
                        "that it times its loop (trial.loader(), trial.phase()).", None)
     for kind, title, alert, measurement, above in CHECKS:
-        value: float | None = getattr(m, measurement)
-        rule = alerts[alert]
-        if value is not None and (value > rule.threshold if above else value < rule.threshold):
+        rule = alerts.get(alert)
+        value = None if rule is None else _holds(m, kind, measurement, above, rule)
+        if rule is not None and value is not None:
             return Verdict(kind, title, True, value, ">" if above else "<", rule.threshold,
-                           alert, rule.remedy, rule.runbook_url)
-    if m.gpu_utilization is None:
+                           alert, rule.remedy, rule.runbook_url, metric=metric_of(m, measurement))
+    if m.gpu_busy is None:
         return Verdict(NO_GPU_METRICS, "No GPU metrics", False, None, None, None, None,
                        remedies.NO_GPU_METRICS, None)
     rule = alerts[GPU_UNDERUTILIZED]
-    return Verdict(GPU_BOUND, "GPU-bound", False, m.gpu_utilization, ">=", rule.threshold,
-                   None, remedies.BUSY_GPU, None)
+    return Verdict(GPU_BOUND, "GPU-bound", False, m.gpu_busy, ">=", rule.threshold,
+                   None, remedies.BUSY_GPU, None, metric=metric_of(m, "gpu_busy"))
 
 
 def worst_exit_code(verdicts: Iterable[Verdict]) -> int:
