@@ -221,3 +221,50 @@ def test_render_config_names_a_bad_file(tmp_path: Path) -> None:
     with pytest.raises(AlertmanagerConfigError, match="cannot read"):
         render_config(tmp_path / "missing.yml", webhook_url="http://127.0.0.1:1/")
 
+
+
+def test_webhook_printer_shows_what_alertmanager_delivers(tmp_path: Path) -> None:
+    """`python -m trainwatch.webhook`, for the `make run` stack: each notification printed
+    through the shipped templates; Ctrl-C ends it cleanly."""
+    import signal
+    import urllib.request
+
+    from tests.stack import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "trainwatch.webhook", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=REPO)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == f"listening on http://127.0.0.1:{port}/alerts; Ctrl-C stops\n"
+        slow = as_fired("TrainwatchDataloaderBound", "firing", "95.2%", experiment="exp",
+                        trial="slow", rank="0")
+        body = json.dumps(notification("firing", slow)).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/alerts/warning", data=body)
+        with urllib.request.urlopen(request, timeout=5) as resp:
+            assert resp.status == 200
+        lines = [proc.stdout.readline() for _ in range(4)]
+        assert lines[0] == "--- via receiver trainwatch-warning\n"
+        assert lines[1].startswith("[FIRING:1] TrainwatchDataloaderBound exp/slow: ")
+        assert lines[3].startswith("* trial exp/slow rank 0 (warning, firing since ")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_webhook_printer_on_a_taken_port_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    from trainwatch.webhook import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert main(["--port", str(taken.getsockname()[1])]) == 2
+    err = capsys.readouterr().err
+    assert "cannot listen on 127.0.0.1:" in err and "pass --port PORT" in err
+    assert err.count("\n") == 1

@@ -1,6 +1,11 @@
 """A local Alertmanager webhook receiver: keeps every notification it is sent, in order.
 
-`make demo` prints what it received; the end-to-end alert test asserts on it. Alertmanager
+`make demo` prints what it received; the end-to-end alert test asserts on it; and
+
+    python -m trainwatch.webhook [--port 10919]
+
+prints every notification the `make run` stack's Alertmanager delivers (the shipped
+alertmanager.yml's webhooks point at 127.0.0.1:10919) as its templates render it. Alertmanager
 POSTs one JSON document per notification (its "webhook" format, version 4): the receiver's
 name, the group's status and labels, and every alert with its labels and annotations.
 
@@ -15,18 +20,26 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 import threading
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Notification = dict[str, Any]
+# Where the shipped alertmanager.yml's webhooks send.
+DEFAULT_PORT = 10919
 
 
 class WebhookReceiver:
-    """An HTTP server on 127.0.0.1 (``port`` 0 picks a free one) recording notifications."""
+    """An HTTP server on 127.0.0.1 (``port`` 0 picks a free one) recording notifications;
+    ``on_notification`` is called with each one as it arrives."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0,
+                 on_notification: Callable[[Notification], None] | None = None) -> None:
+        self._on_notification = on_notification
         self._received: list[Notification] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, port), self._handler())
@@ -48,6 +61,8 @@ class WebhookReceiver:
                     return
                 with owner._lock:
                     owner._received.append(doc)
+                    if owner._on_notification is not None:
+                        owner._on_notification(doc)
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -87,3 +102,43 @@ def alerts_in(notifications: list[Notification], alertname: str | None = None,
             if all(have.get(k) == v for k, v in labels.items()):
                 found.append((note, alert))
     return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print every notification delivered to 127.0.0.1:PORT until Ctrl-C."""
+    from trainwatch.demo.show import notification_text
+    from trainwatch.stack.layout import StackError, project_file
+
+    parser = argparse.ArgumentParser(prog="python -m trainwatch.webhook",
+                                     description="print Alertmanager's webhook notifications")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"default {DEFAULT_PORT}, where the shipped alertmanager.yml sends")
+    args = parser.parse_args(argv)
+    try:
+        templates = project_file("prometheus/alertmanager/templates")
+    except StackError as err:
+        print(f"trainwatch.webhook: error: {err}", file=sys.stderr)
+        return 2
+
+    def show(note: Notification) -> None:
+        print(f"--- via receiver {note.get('receiver')}\n{notification_text(note, templates)}",
+              flush=True)
+
+    try:
+        receiver = WebhookReceiver(port=args.port, on_notification=show)
+    except OSError as err:
+        print(f"trainwatch.webhook: error: cannot listen on 127.0.0.1:{args.port} "
+              f"({err.strerror}): pass --port PORT", file=sys.stderr)
+        return 2
+    print(f"listening on {receiver.url}; Ctrl-C stops", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        receiver.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
