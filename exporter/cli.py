@@ -18,7 +18,7 @@ from dataclasses import fields
 from types import FrameType
 from typing import Any, NoReturn
 
-from exporter import __version__
+from exporter import __version__, logformat
 from exporter.collectors import COLLECTORS, build_registry
 from exporter.config import ConfigError, Settings, key_of, load_file, merge, unknown_collector
 
@@ -81,8 +81,7 @@ def main(argv: Sequence[str] | None = None, *, nvml: Any | None = None) -> int:
     try:
         settings = parse_settings(sys.argv[1:] if argv is None else argv)
         level = settings.log_level.upper().replace("WARN", "WARNING")
-        logging.basicConfig(level=level, format="ts=%(asctime)s level=%(levelname)s "
-                            "logger=%(name)s msg=%(message)s")
+        logformat.configure(level, settings.log_format)
         from exporter.web import make_server  # after logging: http.server is no small import
 
         server = make_server(settings, build_registry(settings, nvml))

@@ -69,7 +69,7 @@ def _host(sources: Sources) -> Collector:
 
     from exporter.host import HostCollector
 
-    return HostCollector(psutil)
+    return HostCollector(psutil, disk_exclude=sources.settings.host_disk_device_exclude)
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,13 @@ from typing import Any
 
 from exporter.collectors import COLLECTORS
 from exporter.configfile import UnsafeYAML, cut, parse_yaml, read_text, shown
+from exporter.host import DISK_DEVICE_EXCLUDE
 from exporter.webauth import parse_hash
 
 # Outside 9100-9999, which the Prometheus wiki's default-port list has fully handed out.
 DEFAULT_LISTEN_ADDRESS = ":10910"
 LOG_LEVELS = ("debug", "info", "warn", "error")
+LOG_FORMATS = ("logfmt", "json")
 _LISTEN = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:\[\]]*):(?P<port>\d{1,5})$")
 
 
@@ -50,6 +52,15 @@ def _finite_non_negative(key: str) -> Callable[[float], None]:
     return validate
 
 
+def _regexp(key: str) -> Callable[[str], None]:
+    def validate(value: str) -> None:
+        try:
+            re.compile(value)
+        except re.error as err:
+            raise ConfigError(f"{key}: {shown(value)} is not a regular expression: {err}") from None
+    return validate
+
+
 def _default_collectors() -> dict[str, bool]:
     return {name: entry.default for name, entry in COLLECTORS.items()}
 
@@ -72,6 +83,11 @@ class Settings:
                                              validate=_finite_non_negative(
                                                  "gpu.nvml_retry_seconds"))
     log_level: str = _setting("info", str, "log verbosity", choices=LOG_LEVELS)
+    log_format: str = _setting("logfmt", str, "log line format on stderr", choices=LOG_FORMATS)
+    host_disk_device_exclude: str = _setting(
+        DISK_DEVICE_EXCLUDE, str, "regexp of block devices left out of the disk counters "
+        "(partitions, RAM, zram and loop devices, floppies: node_exporter 1.6+'s default)",
+        validate=_regexp("host.disk_device_exclude"))
     collectors: Mapping[str, bool] = field(default_factory=_default_collectors)
 
     @property
@@ -99,8 +115,12 @@ def parse_listen_address(address: str) -> tuple[str, int]:
     >>> parse_listen_address(":10910")
     ('', 10910)
     """
+    match = re.match(r"^(?P<rest>.*):(?P<port>\d+)$", address) if isinstance(address, str) else None
+    if match and int(match["port"]) > 65535 and _LISTEN.match(f"{match['rest']}:0"):
+        raise ConfigError(f"invalid listen address {shown(address)}: port {match['port']} is "
+                          "out of range 0-65535")
     match = _LISTEN.match(address)
-    if not match or int(match["port"]) > 65535:
+    if not match:
         raise ConfigError(f"invalid listen address {shown(address)}: expected HOST:PORT, "
                           "e.g. ':10910' or '127.0.0.1:10910'")
     return match["host"].strip("[]"), int(match["port"])

@@ -1,8 +1,10 @@
 """The ``host`` collector: CPU, memory, network and disk counters read through psutil.
 
 Devices follow node_exporter's defaults so the two agree and sums do not double count:
-loopback is not network traffic, and partitions, RAM disks and loop devices are left out of the
-disk counters (their I/O is already counted on the whole disk).
+loopback is not network traffic, and partitions (their I/O is already counted on the whole
+disk), RAM disks, zram (compressed RAM: swap, not storage) and loop devices are left out of the
+disk counters (``--host.disk-device-exclude`` changes the pattern). Device-mapper volumes
+(``dm-*``: LVM, dm-crypt) are kept, as node_exporter keeps them: the file systems live there.
 
 Each section (cpu, memory, network, disk) is read on its own: one that fails is logged and the
 others are still exported.
@@ -20,9 +22,11 @@ from prometheus_client.core import Metric
 from exporter import metrics as m
 from exporter.collector import Sample, emit
 
-# node_exporter 1.5 defaults (--collector.netdev.device-exclude, ...diskstats.device-exclude).
+# node_exporter's defaults (--collector.netdev.device-exclude; --collector.diskstats.device-exclude
+# of 1.6 and later, which added zram to 1.5's pattern). The disk one is the default of
+# --host.disk-device-exclude.
 NETWORK_DEVICE_EXCLUDE = re.compile(r"^lo$")
-DISK_DEVICE_EXCLUDE = re.compile(r"^(ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\d+$")
+DISK_DEVICE_EXCLUDE = r"^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\d+$"
 # /proc/stat modes that are disjoint; guest and guest_nice are already inside user and nice.
 CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
@@ -57,11 +61,14 @@ def network_samples(per_nic: Mapping[str, Any]) -> list[Sample]:
     return samples
 
 
-def disk_samples(per_disk: Mapping[str, Any]) -> list[Sample]:
-    """psutil.disk_io_counters(perdisk=True) (bytes already x 512) -> samples per whole disk."""
+def disk_samples(per_disk: Mapping[str, Any],
+                 exclude: str | re.Pattern[str] = DISK_DEVICE_EXCLUDE) -> list[Sample]:
+    """psutil.disk_io_counters(perdisk=True) (bytes already x 512) -> samples per disk that
+    ``exclude`` does not match."""
+    pattern = re.compile(exclude)
     samples: list[Sample] = []
     for device, io in sorted(per_disk.items()):
-        if DISK_DEVICE_EXCLUDE.match(device):
+        if pattern.search(device):
             continue
         samples.append((m.DISK_READS, (device,), float(io.read_count)))
         samples.append((m.DISK_WRITES, (device,), float(io.write_count)))
@@ -81,8 +88,10 @@ class HostCollector:
     True
     """
 
-    def __init__(self, ps: Any, nodename: str | None = None) -> None:
+    def __init__(self, ps: Any, nodename: str | None = None,
+                 disk_exclude: str = DISK_DEVICE_EXCLUDE) -> None:
         self._ps = ps
+        disk_pattern = re.compile(disk_exclude)
         self._nodename = nodename or os.environ.get(NODENAME_ENV) or os.uname().nodename
         # psutil raises its own Error tree, OSError for /proc, RuntimeError
         # (NotImplementedError) where a platform lacks a counter, and ValueError for a
@@ -92,7 +101,8 @@ class HostCollector:
             ("cpu", lambda: cpu_samples(ps.cpu_times(), ps.cpu_count())),
             ("memory", lambda: memory_samples(ps.virtual_memory())),
             ("network", lambda: network_samples(ps.net_io_counters(pernic=True, nowrap=True))),
-            ("disk", lambda: disk_samples(ps.disk_io_counters(perdisk=True, nowrap=True) or {})),
+            ("disk", lambda: disk_samples(ps.disk_io_counters(perdisk=True, nowrap=True) or {},
+                                          disk_pattern)),
         )
 
     def collect(self) -> Iterator[Metric]:
