@@ -9,6 +9,11 @@ target, ``Accept-Encoding: gzip``. Prints median and p99 scrape latency, bytes p
     .venv/bin/python benchmarks/exporter_scrape.py [--rounds 500] [--gpus 8]
 
 Targets (this machine, 2 cores): median scrape <= 0.5x node_exporter's, RSS <= 1.5x.
+
+``--real-gpu`` (on a machine with NVIDIA GPUs): the real exporter with every default
+collector over the real NVML, beside ``nvidia-smi --query-gpu`` (what nvidia_gpu_exporter runs
+per scrape), alternately, in one run. Needs only the exporter's own dependencies and
+nvidia-smi. Target on one H100: median scrape <= 10 ms and <= 0.4x the nvidia-smi query.
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run as a script
 
-from tests.stack import Service, start_node_exporter, start_trainwatch_exporter
+if TYPE_CHECKING:
+    from tests.stack import Service
 
 
 @dataclass
@@ -68,7 +76,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=500)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--real-gpu", action="store_true",
+                        help="real NVML and GPUs, against nvidia-smi --query-gpu")
     args = parser.parse_args()
+    if args.real_gpu:
+        from benchmarks.real_gpu_scrape import run
+
+        run(args.rounds, args.warmup)
+        return
+    from tests.stack import start_node_exporter, start_trainwatch_exporter
+
     with tempfile.TemporaryDirectory() as tmp, \
             start_node_exporter(Path(tmp)) as node, \
             start_trainwatch_exporter(Path(tmp), "--log.level=warn",

@@ -76,8 +76,8 @@ class Settings:
     web_tls_key_file: str | None = _setting(None, str, "PEM private key for the certificate")
     web_basic_auth_users: Mapping[str, str] = _setting(
         {}, dict, "user: password hash (config file only)", flag=False)
-    gpu_pcie_throughput: bool = _setting(True, bool, "read PCIe throughput (NVML samples 20 ms "
-                                         "per direction per GPU at every scrape)")
+    gpu_pcie_throughput: bool = _setting(True, bool, "read PCIe throughput (from GPM where the "
+                                         "GPU has it; else NVML samples 20 ms, all GPUs at once)")
     gpu_nvml_retry_seconds: float = _setting(60.0, float, "while NVML is missing, try to load "
                                              "it again at most this often",
                                              validate=_finite_non_negative(
