@@ -1,7 +1,8 @@
 """The HTTP side: ``/metrics``, a landing page at ``/``, ``/healthz``; optional TLS and basic auth.
 
-This is the one place with a broad ``except``: a bug in a collector answers 500 and is logged
-with its traceback, and the exporter keeps serving.
+The pages are served by ``exporter.httpserver`` (which bounds what a client may cost). This is
+the one place with a broad ``except``: a bug in a collector answers 500 and is logged with its
+traceback, and the exporter keeps serving.
 
 >>> from exporter.collectors import build_registry
 >>> from exporter.config import merge
@@ -18,10 +19,7 @@ import html
 import logging
 import socket
 import ssl
-import sys
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
@@ -30,86 +28,47 @@ from exporter import __version__
 from exporter.config import ConfigError, Settings, parse_listen_address
 from exporter.deadline import SCRAPE_TIMEOUT_HEADER, scrape_deadline
 from exporter.exposition import CONTENT_TYPE, render
-from exporter.webauth import BasicAuth
+from exporter.httpserver import HTTPServer, Limits, Request, Response
+from exporter.webauth import BasicAuth, Verdict
 
 log = logging.getLogger(__name__)
-# A client that stalls mid-request (or mid-TLS-handshake) holds one thread at most this long.
-CONNECTION_TIMEOUT_SECONDS = 30.0
 
 
-class ExporterServer(ThreadingHTTPServer):
-    daemon_threads = True
+class Routes:
+    """The exporter's pages: what ``HTTPServer`` calls, in a worker thread, per request."""
 
-    def __init__(self, address: tuple[str, int], family: socket.AddressFamily,
-                 registry: CollectorRegistry, auth: BasicAuth | None, landing: bytes) -> None:
-        self.address_family = family
-        self.registry = registry
-        self.auth = auth
-        self.landing = landing
-        super().__init__(address, Handler)
+    def __init__(self, registry: CollectorRegistry, auth: BasicAuth | None,
+                 landing: bytes) -> None:
+        self.registry, self.auth, self.landing = registry, auth, landing
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Dropped connections and failed TLS handshakes are the client's problem, not ours.
-        log.debug("connection from %s failed: %r", client_address, sys.exc_info()[1])
-
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: Prometheus reuses the connection
-    server_version = f"trainwatch-exporter/{__version__}"
-    timeout = CONNECTION_TIMEOUT_SECONDS
-    # Headers and body leave in two writes; with Nagle on, a kept-alive client's delayed ACK
-    # holds the body back ~40 ms per scrape.
-    disable_nagle_algorithm = True
-    server: ExporterServer
-
-    def setup(self) -> None:
-        super().setup()
-        if isinstance(self.request, ssl.SSLSocket):
-            # Handshake here, in the connection's thread, not in the accept loop.
-            self.request.do_handshake()
-
-    def do_GET(self) -> None:  # the name http.server dispatches to
-        path = urlsplit(self.path).path
+    def __call__(self, request: Request) -> Response:
+        path = urlsplit(request.target).path
         if path == "/healthz":
-            self._send(200, b"ok\n", "text/plain; charset=utf-8")
-            return
-        auth = self.server.auth
-        if auth is not None and not auth.check(self.headers.get("Authorization")):
-            self._send(401, b"unauthorized\n", "text/plain; charset=utf-8",
-                       {"WWW-Authenticate": 'Basic realm="trainwatch-exporter"'})
-        elif path == "/metrics":
-            self._metrics()
-        elif path == "/":
-            self._send(200, self.server.landing, "text/html; charset=utf-8")
-        else:
-            self._send(404, b"not found: try /metrics\n", "text/plain; charset=utf-8")
+            return Response(200, b"ok\n")
+        if self.auth is not None:
+            verdict = self.auth.verify(request.headers.get("authorization"), request.client)
+            if verdict is Verdict.BUSY:
+                return Response(429, b"too many failed logins; try again later\n",
+                                headers={"Retry-After": "1"})
+            if verdict is not Verdict.OK:
+                return Response(401, b"unauthorized\n",
+                                headers={"WWW-Authenticate": 'Basic realm="trainwatch-exporter"'})
+        if path == "/metrics":
+            return self._metrics(request)
+        if path == "/":
+            return Response(200, self.landing, "text/html; charset=utf-8")
+        return Response(404, b"not found: try /metrics\n")
 
-    def _metrics(self) -> None:
+    def _metrics(self, request: Request) -> Response:
         try:
-            with scrape_deadline(self.headers.get(SCRAPE_TIMEOUT_HEADER)):
-                body = render(self.server.registry.collect())
+            with scrape_deadline(request.headers.get(SCRAPE_TIMEOUT_HEADER.lower())):
+                body = render(self.registry.collect())
         except Exception:  # the one broad except: a bug must not kill serving
             log.exception("scrape failed")
-            self._send(500, b"scrape failed; see the exporter's log\n", "text/plain")
-            return
-        headers = {}
-        if "gzip" in self.headers.get("Accept-Encoding", ""):
-            body = _gzip(body)
-            headers["Content-Encoding"] = "gzip"
-        self._send(200, body, CONTENT_TYPE, headers)
-
-    def _send(self, status: int, body: bytes, content_type: str,
-              headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
+            return Response(500, b"scrape failed; see the exporter's log\n", "text/plain")
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            return Response(200, _gzip(body), CONTENT_TYPE, {"Content-Encoding": "gzip"})
+        return Response(200, body, CONTENT_TYPE)
 
 
 def _gzip(body: bytes) -> bytes:
@@ -127,22 +86,20 @@ def landing_page(settings: Settings) -> bytes:
             f"</body></html>\n").encode()
 
 
-def make_server(settings: Settings, registry: CollectorRegistry) -> ExporterServer:
-    """Bind the listening socket (TLS-wrapped when configured); ``ConfigError`` if it cannot."""
+def make_server(settings: Settings, registry: CollectorRegistry,
+                limits: Limits | None = None) -> HTTPServer:
+    """Bind the listening socket (TLS when configured); ``ConfigError`` if it cannot."""
     host, port = parse_listen_address(settings.web_listen_address)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     auth = BasicAuth(settings.web_basic_auth_users) if settings.web_basic_auth_users else None
     context = _tls_context(settings) if settings.web_tls_cert_file else None
     try:
-        server = ExporterServer((host or "0.0.0.0", port), family, registry, auth,
-                                landing_page(settings))
+        return HTTPServer((host or "0.0.0.0", port), family,
+                          Routes(registry, auth, landing_page(settings)), context,
+                          limits or Limits())
     except (OSError, OverflowError) as err:
         reason = getattr(err, "strerror", None) or str(err)
         raise ConfigError(f"cannot listen on {settings.web_listen_address!r}: {reason}") from None
-    if context is not None:
-        server.socket = context.wrap_socket(server.socket, server_side=True,
-                                            do_handshake_on_connect=False)
-    return server
 
 
 def _tls_context(settings: Settings) -> ssl.SSLContext:

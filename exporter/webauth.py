@@ -7,17 +7,21 @@ it (bcrypt, the toolkit's choice, is not in it). Make one with::
     python -m exporter.webauth            # prompts for the password, prints the hash
 
 A slow hash per request would make every scrape slow, so a verified password is remembered as
-an HMAC under a per-process random key; a wrong one pays the full PBKDF2 cost every time.
+an HMAC under a per-process random key; see ``BasicAuth`` for what a wrong one costs.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import enum
 import getpass
 import hashlib
 import hmac
 import secrets
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Mapping
 
 SCHEME = "pbkdf2_sha256"
@@ -58,8 +62,21 @@ def parse_hash(encoded: str) -> tuple[int, bytes, bytes]:
     return int(iterations), salt.encode(), raw
 
 
+class Verdict(enum.Enum):
+    OK = "ok"
+    DENIED = "denied"
+    BUSY = "busy"  # not checked: this client failed too often, or hashing is at its bound
+
+
 class BasicAuth:
     """Checks ``Authorization: Basic ...`` headers against ``{user: hash}``.
+
+    A verified user-and-password pair is remembered (as an HMAC of both under a per-process
+    key, like exporter-toolkit's cache), so a scrape costs one PBKDF2 run per process, not one
+    per request. Every other attempt costs exactly one PBKDF2 run of the largest iteration count
+    in the file, whether the user exists or not (no user enumeration by timing); at most
+    ``concurrent_hashes`` run at once and each client gets ``burst`` runs, refilled at
+    ``per_second``, so a password flood answers BUSY instead of starving the scrapes.
 
     >>> auth = BasicAuth({"prometheus": hash_password("s3cret", iterations=1000)})
     >>> auth.check("Basic " + base64.b64encode(b"prometheus:s3cret").decode())
@@ -68,29 +85,64 @@ class BasicAuth:
     False
     """
 
-    def __init__(self, users: Mapping[str, str]) -> None:
+    def __init__(self, users: Mapping[str, str], *, burst: int = 10, per_second: float = 1.0,
+                 concurrent_hashes: int = 1, cached: int = 256) -> None:
         if not users:
             raise ValueError("BasicAuth needs at least one user")
         self._users = {user: parse_hash(encoded) for user, encoded in users.items()}
-        # An unknown user costs as much as a known one, so timing does not reveal user names.
-        self._decoy = next(iter(self._users.values()))
+        self._rounds = max(iterations for iterations, _, _ in self._users.values())
+        # What an unknown user is checked against: never matches, costs the same.
+        self._decoy = (self._rounds, secrets.token_bytes(16), secrets.token_bytes(32))
         self._key = secrets.token_bytes(32)
-        self._verified: dict[str, bytes] = {}
+        self._burst, self._per_second, self._cached = burst, per_second, cached
+        self._lock = threading.Lock()
+        self._verified: OrderedDict[bytes, None] = OrderedDict()
+        self._budgets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, when
+        self._hashing = threading.BoundedSemaphore(concurrent_hashes)
 
-    def check(self, header: str | None) -> bool:
+    def check(self, header: str | None, client: str = "") -> bool:
+        return self.verify(header, client) is Verdict.OK
+
+    def verify(self, header: str | None, client: str = "") -> Verdict:
         user_password = _decode(header)
         if user_password is None:
-            return False
+            return Verdict.DENIED
         user, password = user_password
-        remembered = hmac.new(self._key, password, "sha256").digest()
-        if hmac.compare_digest(self._verified.get(user, b""), remembered):
-            return True
-        iterations, salt, expected = self._users.get(user, self._decoy)
-        actual = hashlib.pbkdf2_hmac("sha256", password, salt, iterations)
-        if hmac.compare_digest(actual, expected) and user in self._users:
-            self._verified[user] = remembered
-            return True
-        return False
+        name = user.encode(errors="replace")
+        remembered = hmac.new(self._key, len(name).to_bytes(4, "big") + name + password,
+                              "sha256").digest()
+        with self._lock:
+            if remembered in self._verified:
+                self._verified.move_to_end(remembered)
+                return Verdict.OK
+            if not self._spend(client):
+                return Verdict.BUSY
+        if not self._hashing.acquire(blocking=False):
+            return Verdict.BUSY
+        try:
+            iterations, salt, expected = self._users.get(user, self._decoy)
+            actual = hashlib.pbkdf2_hmac("sha256", password, salt, iterations)
+            if iterations < self._rounds:  # pad: every attempt costs the largest count
+                hashlib.pbkdf2_hmac("sha256", password, salt, self._rounds - iterations)
+        finally:
+            self._hashing.release()
+        if not (hmac.compare_digest(actual, expected) and user in self._users):
+            return Verdict.DENIED
+        with self._lock:
+            self._verified[remembered] = None
+            while len(self._verified) > self._cached:
+                self._verified.popitem(last=False)
+        return Verdict.OK
+
+    def _spend(self, client: str) -> bool:
+        """Take one PBKDF2 run from ``client``'s budget (a token bucket); False if empty."""
+        now = time.monotonic()
+        tokens, then = self._budgets.pop(client, (float(self._burst), now))
+        tokens = min(float(self._burst), tokens + (now - then) * self._per_second)
+        self._budgets[client] = (tokens - 1, now) if tokens >= 1 else (tokens, now)
+        while len(self._budgets) > 4096:  # a flood from many addresses forgets the oldest
+            self._budgets.popitem(last=False)
+        return tokens >= 1
 
 
 def _decode(header: str | None) -> tuple[str, bytes] | None:

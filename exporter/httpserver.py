@@ -1,0 +1,236 @@
+"""A small HTTP/1.1 server that bursts and hostile clients cannot stall.
+
+Connections live on one asyncio event loop and hold no thread while they wait: a slowloris
+client sending a header line every few seconds costs a socket and a buffer until its
+``header_timeout`` closes it. Only a complete request reaches a thread, from a fixed pool of
+``workers``. Beyond ``max_connections`` a new connection is closed at once, never queued. The
+listen backlog absorbs a fleet of scrapers connecting at the same instant (the standard
+library's ``http.server`` listens with 5: the excess SYNs were dropped and retried a second
+later). Requests carry no body here: one that announces a body is answered 413 and its
+connection closed, so the body can never be read as a second request.
+
+``Handler`` gets a ``Request`` and returns a ``Response``; for HEAD the body is left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import socket
+import ssl
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from http import HTTPStatus
+from typing import Any
+
+log = logging.getLogger(__name__)
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+# Headers whose repetition makes a request mean two things to two parsers (smuggling).
+_SINGLE = ("content-length", "transfer-encoding", "host", "authorization")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one client may cost; the defaults suit a node exporter scraped by a few servers."""
+
+    backlog: int = 1024  # the kernel caps it at net.core.somaxconn (4096 here)
+    max_connections: int = 1000  # open at once; fd limit here is 20,000
+    header_timeout: float = 10.0  # from a request's first byte to the end of its headers
+    idle_timeout: float = 120.0  # a kept-alive connection between requests (> scrape interval)
+    write_timeout: float = 30.0  # a client that does not read its response
+    handshake_timeout: float = 10.0  # TLS
+    max_header_bytes: int = 16 * 1024
+    workers: int = 4  # threads that run handlers (scrapes); nothing else takes a thread
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    target: str
+    version: str
+    headers: Mapping[str, str]  # names lower-cased
+    client: str  # the peer's address, for per-client limits
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes
+    content_type: str = "text/plain; charset=utf-8"
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[Request], Response]
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def parse_head(head: bytes, client: str) -> Request:
+    """A request from its line and headers (``head`` ends with the blank line).
+
+    >>> parse_head(b"GET /metrics HTTP/1.1\\r\\nHost: x\\r\\nAccept: a\\r\\n\\r\\n", "::1").headers
+    {'host': 'x', 'accept': 'a'}
+    """
+    lines = head.decode("latin-1").split("\r\n")[:-2]
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not _TOKEN.match(parts[0]) or not parts[1]:
+        raise BadRequest(400, "malformed request line")
+    method, target, version = parts
+    if version not in ("HTTP/1.0", "HTTP/1.1"):
+        raise BadRequest(505, "only versions 1.0 and 1.1 are served")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not _TOKEN.match(name):  # also refuses obsolete line folding
+            raise BadRequest(400, "malformed header line")
+        key, value = name.lower(), value.strip(" \t")
+        if key in headers and key in _SINGLE:
+            raise BadRequest(400, f"repeated {name} header")
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    if "transfer-encoding" in headers or headers.get("content-length", "0") != "0":
+        raise BadRequest(413, "request bodies are not accepted")
+    return Request(method, target, version, headers, client)
+
+
+class HTTPServer:
+    """Serves ``handler`` on a bound socket; ``serve_forever``/``shutdown`` as in socketserver."""
+
+    def __init__(self, address: tuple[str, int], family: socket.AddressFamily, handler: Handler,
+                 context: ssl.SSLContext | None = None, limits: Limits | None = None) -> None:
+        limits = limits or Limits()
+        self.handler, self.context, self.limits = handler, context, limits
+        self.socket = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.socket.bind(address)
+            self.socket.listen(limits.backlog)  # connections queue before serve_forever runs
+        except BaseException:
+            self.socket.close()
+            raise
+        self.server_address = self.socket.getsockname()
+        self.open_connections = 0
+        self.refused_connections = 0
+        self._pool = ThreadPoolExecutor(limits.workers, thread_name_prefix="scrape")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._started, self._stopped = threading.Event(), threading.Event()
+
+    def serve_forever(self) -> None:
+        loop = asyncio.new_event_loop()
+        loop.set_exception_handler(_log_quietly)
+        try:
+            loop.run_until_complete(self._serve(loop))
+        finally:
+            try:
+                loop.run_until_complete(_cancel_connections())
+                loop.close()
+            finally:
+                self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop ``serve_forever`` (from another thread) and wait until it has returned."""
+        self._started.wait()
+        assert self._loop is not None and self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._stopped.wait()
+
+    def server_close(self) -> None:
+        self.socket.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop, self._stop = loop, asyncio.Event()
+        server = await asyncio.start_server(
+            self._connection, sock=self.socket, backlog=self.limits.backlog, ssl=self.context,
+            ssl_handshake_timeout=self.limits.handshake_timeout if self.context else None,
+            limit=self.limits.max_header_bytes)
+        self._started.set()
+        async with server:
+            await self._stop.wait()
+
+    async def _connection(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
+        if self.open_connections >= self.limits.max_connections:
+            self.refused_connections += 1
+            writer.transport.abort()
+            return
+        self.open_connections += 1
+        peer = writer.get_extra_info("peername")
+        try:
+            while await self._exchange(reader, writer, str(peer[0]) if peer else ""):
+                pass
+            writer.close()  # after the last response has been flushed
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+            pass  # the client went away, stalled or sent garbage
+        finally:
+            self.open_connections -= 1
+            if not writer.transport.is_closing():
+                writer.transport.abort()
+
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        client: str) -> bool:
+        """Serve one request; True to keep the connection for another."""
+        limits = self.limits
+        first = await asyncio.wait_for(reader.readexactly(1), limits.idle_timeout)
+        try:
+            head = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"),
+                                                  limits.header_timeout)
+            request = parse_head(head, client)
+        except asyncio.LimitOverrunError:
+            return await self._send(writer, "GET", Response(431, b"headers too large\n"), False)
+        except BadRequest as err:
+            return await self._send(writer, "GET", Response(err.status, f"{err}\n".encode()),
+                                    False)
+        if request.method not in ("GET", "HEAD"):
+            response = Response(405, b"GET or HEAD only\n", headers={"Allow": "GET, HEAD"})
+        else:
+            response = await asyncio.get_running_loop().run_in_executor(
+                self._pool, self._handle, request)
+        keep = request.version == "HTTP/1.1" and \
+            "close" not in request.headers.get("connection", "").lower()
+        return await self._send(writer, request.method, response, keep)
+
+    def _handle(self, request: Request) -> Response:
+        try:
+            return self.handler(request)
+        except Exception:  # the one broad except: a bug must not kill serving
+            log.exception("handling %s %s failed", request.method, request.target[:200])
+            return Response(500, b"internal error; see the exporter's log\n")
+
+    async def _send(self, writer: asyncio.StreamWriter, method: str, response: Response,
+                    keep: bool) -> bool:
+        reason = HTTPStatus(response.status).phrase
+        headers = {"Server": "trainwatch-exporter", "Date": formatdate(usegmt=True),
+                   "Content-Type": response.content_type,
+                   "Content-Length": str(len(response.body)), **response.headers}
+        if not keep:
+            headers["Connection"] = "close"
+        head = f"HTTP/1.1 {response.status} {reason}\r\n" + "".join(
+            f"{name}: {value}\r\n" for name, value in headers.items()) + "\r\n"
+        writer.write(head.encode("latin-1") + (b"" if method == "HEAD" else response.body))
+        await asyncio.wait_for(writer.drain(), self.limits.write_timeout)
+        return keep
+
+
+async def _cancel_connections() -> None:
+    tasks = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _log_quietly(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    # Failed TLS handshakes and reset connections are the client's problem, not ours.
+    error = context.get("exception")
+    if isinstance(error, (OSError, ssl.SSLError, asyncio.TimeoutError)):
+        log.debug("connection failed: %s", context.get("message"))
+    else:
+        loop.default_exception_handler(context)

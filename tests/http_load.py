@@ -1,0 +1,165 @@
+"""Loopback load for the exporter's HTTP tests and benchmarks: bursts, slowloris, scrapers.
+
+Everything is bounded (client counts, durations) and talks to 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import http.client
+import selectors
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def proc_status(pid: int, key: str) -> int:
+    """A number from /proc/PID/status: ``Threads``, ``VmRSS`` (KiB)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    raise KeyError(key)
+
+
+def burst(port: int, clients: int, path: str = "/healthz",
+          timeout: float = 10.0) -> list[tuple[float, float, bytes]]:
+    """Open ``clients`` connections at the same instant, each sending one request; for each,
+    (seconds to connect, seconds to the full response, the response's status line)."""
+    request = f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+    selector = selectors.DefaultSelector()
+    start = time.perf_counter()
+    state: dict[socket.socket, list] = {}
+    for _ in range(clients):
+        sock = socket.socket()
+        sock.setblocking(False)
+        sock.connect_ex(("127.0.0.1", port))
+        state[sock] = [None, None, b""]  # connected at, done at, bytes
+        selector.register(sock, selectors.EVENT_WRITE)
+    deadline = start + timeout
+    while state and any(s[1] is None for s in state.values()) and time.perf_counter() < deadline:
+        for key, events in selector.select(timeout=0.1):
+            sock, entry = key.fileobj, state[key.fileobj]  # type: ignore[index]
+            now = time.perf_counter() - start
+            if events & selectors.EVENT_WRITE:
+                entry[0] = now
+                sock.send(request)  # type: ignore[union-attr]
+                selector.modify(sock, selectors.EVENT_READ)
+            else:
+                chunk = sock.recv(65536)  # type: ignore[union-attr]
+                entry[2] += chunk
+                if not chunk:
+                    entry[1] = now
+                    selector.unregister(sock)
+    results = [(c if c is not None else float("inf"), d if d is not None else float("inf"),
+                data.split(b"\r\n", 1)[0]) for c, d, data in state.values()]
+    for sock in state:
+        sock.close()
+    selector.close()
+    return results
+
+
+@contextmanager
+def slowloris(port: int, clients: int, every: float = 1.0) -> Iterator[list[socket.socket]]:
+    """``clients`` connections that each send a request line, then one header line every
+    ``every`` seconds and never the blank line that ends the headers."""
+    socks: list[socket.socket] = []
+    stop = threading.Event()
+    try:
+        for _ in range(clients):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.setblocking(False)
+            sock.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            socks.append(sock)
+
+        def dribble() -> None:
+            while not stop.wait(every):
+                for sock in socks:
+                    try:
+                        sock.send(b"X-Slow: 1\r\n")
+                    except OSError:
+                        pass  # closed by the server: that is allowed
+
+        thread = threading.Thread(target=dribble, daemon=True)
+        thread.start()
+        yield socks
+    finally:
+        stop.set()
+        for sock in socks:
+            sock.close()
+
+
+def closed_by_peer(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1024) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+@dataclass
+class Scrapes:
+    latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def quantile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.latencies) if self.latencies else float("nan")
+
+
+def scrape_once(port: int, path: str = "/metrics", headers: dict[str, str] | None = None,
+                conn: http.client.HTTPConnection | None = None) -> tuple[int, float]:
+    """(status, seconds) of one GET, on ``conn`` or a new connection."""
+    own = conn is None
+    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    start = time.perf_counter()
+    try:
+        conn.request("GET", path, headers=headers or {})
+        response = conn.getresponse()
+        response.read()
+        return response.status, time.perf_counter() - start
+    finally:
+        if own:
+            conn.close()
+
+
+def scrapers(port: int, clients: int, seconds: float, keep_alive: bool,
+             path: str = "/metrics", headers: dict[str, str] | None = None,
+             pause: float = 0.0, result: Scrapes | None = None) -> Scrapes:
+    """``clients`` threads scraping ``path`` back to back (then ``pause``) for ``seconds``;
+    pass ``result`` to watch it fill from another thread."""
+    result = Scrapes() if result is None else result
+    lock = threading.Lock()
+    deadline = time.monotonic() + seconds
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10) if keep_alive else None
+        while time.monotonic() < deadline:
+            try:
+                status, took = scrape_once(port, path, headers, conn)
+                with lock:
+                    result.latencies.append(took)
+                    if status != 200:
+                        result.errors.append(str(status))
+            except OSError as err:
+                with lock:
+                    result.errors.append(repr(err))
+                if conn is not None:
+                    conn.close()
+            if pause:
+                time.sleep(pause)  # pacing a client, not synchronising
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(seconds + 30)
+    return result
