@@ -15,7 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from exporter.collectors import build_registry
 from exporter.config import merge
 from exporter.deadline import SCRAPE_TIMEOUT_HEADER
-from exporter.web import ExporterServer, make_server
+from exporter.httpserver import HTTPServer
+from exporter.web import make_server
 from tests.fake_nvml import FakeNvml, fake_uuid
 
 HUNG_SECONDS = 60.0
@@ -26,7 +27,7 @@ def hung() -> Iterator[tuple[FakeNvml, str]]:
     """GPU 0 of 2 hangs in nvmlDeviceGetUtilizationRates; the exporter serves on loopback."""
     nvml = FakeNvml.with_gpus(2)
     settings = merge(file={}, flags={"web.listen_address": "127.0.0.1:0"})
-    server: ExporterServer = make_server(settings, build_registry(settings, nvml))
+    server: HTTPServer = make_server(settings, build_registry(settings, nvml))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
