@@ -7,6 +7,7 @@ their own and must neither start nor signal anything.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -292,6 +293,17 @@ def test_a_service_that_cannot_start_fails_with_its_log_and_leaves_nothing(tmp_p
     # The Pushgateway and exporter it had started first are stopped again.
     assert marked(tmp_path / "s") == []
     assert not list((tmp_path / "s" / "run").glob("*.pid"))
+
+
+def test_a_second_command_while_one_works_on_the_stack_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "s" / "run").mkdir(parents=True)
+    with open(tmp_path / "s" / "run" / "lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a running `up` holds it
+        for action in ("up", "down"):
+            line = one_clear_line(trainwatch("stack", action, state=tmp_path / "s"))
+            assert line.endswith(f"another `trainwatch stack` command is working on "
+                                 f"{tmp_path / 's'}; wait for it to finish")
+    assert marked(tmp_path / "s") == []
 
 
 def test_a_missing_binary_fails_with_one_line_and_starts_nothing(tmp_path: Path) -> None:

@@ -78,6 +78,11 @@ def down(state: StateDir, say: Say = say_line) -> int:
     if not state.exists():
         say(f"no stack in {state.root}: nothing to stop")
         return EXIT_OK
+    with state.locked():
+        return _down(state, say)
+
+
+def _down(state: StateDir, say: Say) -> int:
     inv = inventory.take(state)
     for service, note in inv.notes.items():
         say(f"{service}: {note}")
@@ -88,7 +93,7 @@ def down(state: StateDir, say: Say = say_line) -> int:
         say(f"stopped {record.service} (pid {record.pid})")
     for service in SERVICES:
         if not any(r.service == service for r in left):
-            state.pid_file(service).unlink(missing_ok=True)
+            state.forget(service)
     if left:
         say(f"could not stop pid {left[0].pid} ({left[0].service}); stop it yourself")
         return EXIT_DOWN

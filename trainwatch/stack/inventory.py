@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 from trainwatch.stack import procs
@@ -27,7 +28,7 @@ class Inventory:
         return str(self.state.root)
 
     def forget(self, service: str) -> None:
-        self.state.pid_file(service).unlink(missing_ok=True)
+        self.state.forget(service)
         self.alive.pop(service, None)
 
 
@@ -57,8 +58,6 @@ def take(state: StateDir) -> Inventory:
     another program's) is removed and explained; a process of ours whose record was lost or
     corrupt is found by its environment marker and recorded again."""
     inv = Inventory(state)
-    if not state.run_dir.is_dir():
-        return inv
     for service in SERVICES:
         path = state.pid_file(service)
         if not path.exists():
@@ -67,7 +66,7 @@ def take(state: StateDir) -> Inventory:
             record = ProcRecord.load(path)
         except CorruptRecord as err:
             inv.notes[service] = f"{err}; removed it"
-            path.unlink(missing_ok=True)
+            state.forget(service)
             continue
         if procs.is_ours(record, inv.stack):
             inv.alive[service] = record
@@ -78,7 +77,7 @@ def take(state: StateDir) -> Inventory:
         else:
             inv.notes[service] = (f"pid {record.pid} in {path} is now another program "
                                   f"({procs.command_line(record.pid)[:60]}); not touched")
-        path.unlink(missing_ok=True)
+        state.forget(service)
     known = {r.pid for r in inv.alive.values()}
     for found in procs.marked(inv.stack):
         if found.pid in known:
@@ -90,7 +89,8 @@ def take(state: StateDir) -> Inventory:
                           "recorded it again")
             earlier = inv.notes.get(found.service)
             inv.notes[found.service] = f"{earlier}; {found_note}" if earlier else found_note
-            found.save(state.pid_file(found.service))
+            with suppress(OSError):  # a read-only state dir: found again next time
+                found.save(state.pid_file(found.service))
         elif not _session_leader(found) and found.service in inv.alive:
             continue  # a child of one of ours (its group goes down with it)
         else:

@@ -3,9 +3,11 @@ files it runs from (the checkout this package was installed from)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +59,11 @@ class StateDir:
     def settings_file(self) -> Path:
         return self.root / "stack.json"
 
+    def forget(self, service: str) -> None:
+        """Remove a pid record; a read-only state directory leaves it (it is re-checked anyway)."""
+        with suppress(OSError):
+            self.pid_file(service).unlink(missing_ok=True)
+
     def pid_file(self, service: str) -> Path:
         return self.run_dir / f"{service}.pid"
 
@@ -93,6 +100,23 @@ class StateDir:
         except OSError as err:
             raise StackError(f"state directory {self.root} is not writable ({err.strerror}); "
                              f"pass --state-dir DIR or set {ENV_STATE_DIR}") from None
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Held by `up` and `down`: two at once would each start (or stop) the same services.
+        An flock, so a command that dies releases it with its last descriptor."""
+        try:
+            handle = open(self.run_dir / "lock", "w")  # noqa: SIM115 - closed below
+        except OSError:  # a read-only state dir: `down` must still stop what runs
+            yield
+            return
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise StackError(f"another `trainwatch stack` command is working on "
+                                 f"{self.root}; wait for it to finish") from None
+            yield
 
     def _not_a_dir(self) -> StackError:
         return StackError(f"state directory {self.root} is a file, not a directory; "

@@ -46,7 +46,7 @@ class ProcRecord:
             doc = json.loads(path.read_text())
             record = cls(str(doc["service"]), int(doc["pid"]), int(doc["start_time"]),
                          tuple(map(str, doc["argv"])))
-        except (ValueError, KeyError, TypeError) as err:
+        except (OSError, ValueError, KeyError, TypeError) as err:
             raise CorruptRecord(f"{path} is corrupt ({type(err).__name__}: {err})") from None
         if record.pid <= 1:
             raise CorruptRecord(f"{path} is corrupt (pid {record.pid})")

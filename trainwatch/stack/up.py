@@ -32,6 +32,11 @@ def up(state: StateDir, asked: StackSettings, say: Say = say_line) -> int:
     """Start what is not running, reload what is, print where everything is; the exit code is
     `status`'s (0 when every process answers and every target is scraped)."""
     state.prepare()
+    with state.locked():
+        return _up(state, asked, say)
+
+
+def _up(state: StateDir, asked: StackSettings, say: Say) -> int:
     inv = inventory.take(state)
     for service, note in inv.notes.items():
         say(f"{service}: {note}")
@@ -95,7 +100,7 @@ def _start_all(state: StateDir, settings: StackSettings, specs: list[ServiceSpec
     except BaseException:
         procs.stop(list(started.values()), stack)
         for service in started:
-            state.pid_file(service).unlink(missing_ok=True)
+            state.forget(service)
         raise
     return started
 
@@ -135,7 +140,7 @@ def _start(state: StateDir, spec: ServiceSpec, settings: StackSettings) -> ProcR
                           _tail(state, spec.name))
     except BaseException:
         procs.stop([record], str(state.root))
-        state.pid_file(spec.name).unlink(missing_ok=True)
+        state.forget(spec.name)
         raise
     return record
 
