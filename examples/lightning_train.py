@@ -1,8 +1,8 @@
 """PyTorch Lightning timed by trainwatch: one callback, the LightningModule unchanged.
 
-    python examples/lightning_train.py --steps 40 --loader-delay 0.02 \\
+    .venv/bin/python examples/lightning_train.py --steps 40 --loader-delay 0.02 \\
         --pushgateway http://127.0.0.1:9091 --experiment demo --trial lightning
-    python examples/lightning_train.py --devices 2 ...   # DDP, 2 CPU ranks over gloo
+    .venv/bin/python examples/lightning_train.py --devices 2 ...   # DDP, 2 CPU ranks over gloo
 
 Needs ``pip install 'trainwatch[lightning]'``. ``--steps`` is per epoch; every rank pushes
 its own group (rank from Lightning). Trial settings left off the command line come from

@@ -1,6 +1,6 @@
 """A plain PyTorch CPU training loop timed with trial_instrumentation (all six timings).
 
-    python examples/pytorch_loop.py --steps 200 --loader-delay 0.02 \\
+    .venv/bin/python examples/pytorch_loop.py --steps 200 --loader-delay 0.02 \\
         --pushgateway http://127.0.0.1:9091 --experiment demo --trial t1
 
 Trial settings left off the command line come from TRAINWATCH_* (and RANK / WORLD_SIZE).

@@ -93,8 +93,9 @@ EXPORTER_DOWN = (
     "GPU and host alerts cannot fire there.")
 
 COLLECTOR_FAILING = (
-    "The exporter's log names the error on every scrape. For the gpu collector it is usually "
-    "NVML: a driver/library version mismatch after a driver upgrade (reload the driver or "
+    "The exporter logs the error once, when it starts or changes (on every scrape at "
+    "--log.level=debug), and a line when the collector recovers. For the gpu collector it is "
+    "usually NVML: a driver/library version mismatch after a driver upgrade (reload the driver or "
     "reboot) or a container started without the NVIDIA runtime.")
 
 NO_GPU_METRICS = (
