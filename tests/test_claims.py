@@ -107,7 +107,7 @@ def test_example_commands_name_the_venvs_interpreter() -> None:
 
 def test_every_apt_call_waits_for_the_dpkg_lock() -> None:
     makefile = (REPO / "Makefile").read_text()
-    assert re.search(r"^APT := .*apt-get -o DPkg::Lock::Timeout=\d+$", makefile, re.M)
+    assert re.search(r"^APT := .*apt-get -o DPkg::Lock::Timeout=\d+$", makefile, re.MULTILINE)
     for path in (REPO / "Makefile", REPO / ".ci" / "run"):
         for line in path.read_text().splitlines():
             if re.search(r"\bapt-get\b", line) and not line.lstrip().startswith("#"):

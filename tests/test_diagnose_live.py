@@ -16,8 +16,8 @@ import pytest
 from tests.fake_nvml import fake_uuid
 from tests.fake_nvml_exporter import IDLE_PERCENT
 from tests.live_stack import IDLE_GPU, LiveStack, live_stack
-from trial_instrumentation import remedies
 from trainwatch.diagnose.records import RecordNames
+from trial_instrumentation import remedies
 
 pytest.importorskip("torch")
 
@@ -108,7 +108,7 @@ def test_text_report_says_what_to_change(stack: LiveStack) -> None:
     done = trainwatch(stack, "diagnose", "--experiment", EXPERIMENT, "--trial", "slow")
     assert done.returncode == 1, done.stderr
     # Early (the trial may still be younger than the 10s window here) or not, the same verdict.
-    assert re.search(r"^VERDICT( \(early, \d+ steps\))?: Data loader:", done.stdout, re.M), \
+    assert re.search(r"^VERDICT( \(early, \d+ steps\))?: Data loader:", done.stdout, re.MULTILINE), \
         done.stdout
     assert remedies.DATALOADER in done.stdout
     assert "TrainwatchDataloaderBound firing" in done.stdout
