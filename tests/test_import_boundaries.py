@@ -35,7 +35,7 @@ def test_a_training_script_loads_nothing_of_the_operator_cli_or_the_exporter() -
         assert ours(modules, framework) == [], framework
 
 
-@pytest.mark.parametrize("framework", ["lightning"])
+@pytest.mark.parametrize("framework", ["lightning", "transformers"])
 def test_an_integration_module_loads_its_framework(framework: str) -> None:
     pytest.importorskip(framework)
     modules = loaded_after(f"import trial_instrumentation.{framework}")

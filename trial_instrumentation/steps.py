@@ -26,18 +26,26 @@ class StepRecorder:
     (1, 1, 8)
     """
 
-    __slots__ = ("_fetch", "_on_first_step", "_progress", "_step")
+    __slots__ = ("_fetch", "_on_first_step", "_phase_histogram", "_progress", "_step")
 
     def __init__(self, fetch: Histogram, step: Histogram, progress: Progress,
-                 on_first_step: Callable[[], None] | None = None) -> None:
+                 on_first_step: Callable[[], None] | None = None,
+                 phase_histogram: Callable[[str], Histogram] | None = None) -> None:
         self._fetch = fetch
         self._step = step
         self._progress = progress
         self._on_first_step = on_first_step  # notes the GPUs once the model is on them
+        self._phase_histogram = phase_histogram
 
     def fetched(self, seconds: float) -> None:
         """One step's time waiting for its batch."""
         self._fetch.observe(seconds)
+
+    def observe(self, phase: str, seconds: float) -> None:
+        """A host-side phase measured by the integration (wall clock), for a phase whose end
+        is only known when it has ended: ``with trial.phase(...)`` cannot time it."""
+        if self._phase_histogram is not None:
+            self._phase_histogram(phase).observe(seconds)
 
     def stepped(self, seconds: float, samples: int) -> None:
         """One finished step: its whole duration (data loading included) and its samples."""
@@ -57,6 +65,9 @@ class NoopStepRecorder(StepRecorder):
         pass  # holds nothing: every call is a no-op
 
     def fetched(self, seconds: float) -> None:
+        return None
+
+    def observe(self, phase: str, seconds: float) -> None:
         return None
 
     def stepped(self, seconds: float, samples: int) -> None:

@@ -122,7 +122,7 @@ class Trial:
         if not self.enabled:
             return NoopStepRecorder()
         return StepRecorder(self._state.phase_histogram(names.DATALOADER_NEXT), self._state.step,
-                            self._state.progress, self._gpus.note)
+                            self._state.progress, self._gpus.note, self._state.phase_histogram)
 
     def start(self) -> Self:
         """Start pushing (or serving); ``with Trial(...)`` calls it."""

@@ -1,0 +1,153 @@
+"""The Hugging Face callback: real ``Trainer.train()`` runs of a tiny BERT on CPU against a
+real Pushgateway."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import trial_instrumentation as ti
+from tests.stack import Service, wait_until
+from tests.trial_support import EXAMPLES, pushed, pushed_value, run_example
+
+pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+from transformers import TrainerCallback
+
+from trial_instrumentation.transformers import TrainwatchCallback
+
+STEPS, BATCH, DELAY = 16, 4, 0.02
+# The phases the Trainer has (docs/instrumentation.md says where the other two are).
+HF_PHASES = (ti.DATALOADER_NEXT, ti.TRAIN_BATCH, ti.STEP_LR_SCHEDULERS, ti.REDUCE_METRICS)
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    """One intra-op thread, as the subprocess runs get from OMP_NUM_THREADS=1: on a small
+    shared machine two spinning OpenMP threads turn a tiny step into a long stall."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+def example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("transformers_train",
+                                                  EXAMPLES / "transformers_train.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def args(pgw: Service | None, trial: str, delay: float = DELAY) -> argparse.Namespace:
+    gateway = ["--pushgateway", pgw.url] if pgw else []
+    return example().parse_args([
+        "--steps", str(STEPS), "--batch-size", str(BATCH), "--loader-delay", str(delay),
+        "--experiment", "hf", "--trial", trial, "--push-interval", "0.1", *gateway])
+
+
+def samples(pgw: Service, trial: str) -> dict[tuple[str, str | None], float]:
+    return {(name, dict(labels).get("phase")): value
+            for (name, labels), value in pushed(pgw).items() if dict(labels)["trial"] == trial}
+
+
+def test_train_pushes_every_phase_once_per_step_and_a_clean_exit_deletes_the_group(
+        pushgateway: Service, tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+
+    expected = {("trainwatch_trial_phase_seconds_count", phase): STEPS for phase in HF_PHASES}
+    expected[("trainwatch_trial_step_seconds_count", None)] = STEPS
+    expected[("trainwatch_trial_samples_total", None)] = STEPS * BATCH
+
+    class WhileRunning(TrainerCallback):  # type: ignore[misc]
+        """Reads the gateway after the last step (trainwatch ends it at the epoch's end, and
+        runs first), before trainwatch's on_train_end deletes the group."""
+
+        def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            def complete() -> dict[tuple[str, str | None], float] | None:
+                got = samples(pushgateway, "train")
+                return got if {k: got.get(k) for k in expected} == expected else None
+            seen.update(wait_until(complete, what="every step and phase pushed"))
+
+    module = example()
+    trainer = module.make_trainer(args(pushgateway, "train"), str(tmp_path))
+    trainer.add_callback(WhileRunning())
+    loader_class = type(trainer.get_train_dataloader())
+    trainer.train()
+
+    phases = {phase for (name, phase) in seen if name == "trainwatch_trial_phase_seconds_count"}
+    assert phases == set(HF_PHASES)
+    fetched = seen[("trainwatch_trial_phase_seconds_sum", ti.DATALOADER_NEXT)]
+    assert fetched >= 0.9 * STEPS * DELAY
+    phase_sums = sum(seen[("trainwatch_trial_phase_seconds_sum", p)] for p in HF_PHASES)
+    assert phase_sums <= seen[("trainwatch_trial_step_seconds_sum", None)]
+    # A clean exit deletes the group and gives the dataloader its own class back.
+    assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="train") is None
+    assert type(trainer.callback_handler.train_dataloader) is loader_class
+
+
+def test_gradient_accumulation_counts_optimizer_steps_and_all_their_samples(
+        pushgateway: Service, tmp_path: Path) -> None:
+    module = example()
+    run_args = args(pushgateway, "accumulate", delay=DELAY)
+    run_args.keep_group = True
+    trainer = module.make_trainer(run_args, str(tmp_path))
+    trainer.args.gradient_accumulation_steps = 2
+    trainer.train()
+    got = samples(pushgateway, "accumulate")
+    steps = trainer.state.global_step
+    assert steps == STEPS
+    assert got[("trainwatch_trial_steps_total", None)] == steps
+    for phase in HF_PHASES:
+        assert got[("trainwatch_trial_phase_seconds_count", phase)] == steps, phase
+    assert got[("trainwatch_trial_samples_total", None)] == steps * 2 * BATCH
+    # Two slow batches per step, fetched before the step begins.
+    assert got[("trainwatch_trial_phase_seconds_sum", ti.DATALOADER_NEXT)] >= 0.9 * 2 * steps * DELAY
+
+
+def test_unconfigured_the_callback_leaves_the_dataloader_alone(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("TRAINWATCH_PUSHGATEWAY", raising=False)
+    module = example()
+    kinds = []
+
+    class Probe(TrainerCallback):  # type: ignore[misc]
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            kinds.append(type(kwargs["train_dataloader"]).__dict__.get("_trainwatch_original"))
+
+    run_args = args(None, "off", delay=0.0)
+    run_args.steps = 2
+    trainer = module.make_trainer(run_args, str(tmp_path))
+    trainer.add_callback(Probe())
+    trainer.train()
+    assert kinds == [None, None]
+
+
+def test_bad_settings_fail_when_the_callback_is_made() -> None:
+    with pytest.raises(ValueError, match="push_interval"):
+        TrainwatchCallback(experiment="e", trial="t", pushgateway="http://127.0.0.1:1",
+                           push_interval=0)
+    with pytest.raises(ValueError, match="from TrainingArguments"):
+        TrainwatchCallback(experiment="e", trial="t", world_size=2)
+
+
+def test_torchrun_ranks_push_their_own_groups(pushgateway: Service) -> None:
+    steps = 5
+    run_example([EXAMPLES / "transformers_train.py", "--steps", steps, "--batch-size", BATCH,
+                 "--pushgateway", pushgateway.url, "--experiment", "ddp", "--trial", "hf",
+                 "--keep-group"], env={"OMP_NUM_THREADS": "1"}, torchrun=True, timeout=180)
+    for rank in ("0", "1"):
+        assert pushed_value(pushgateway, "trainwatch_trial_steps_total", experiment="ddp",
+                            rank=rank) == steps
+        assert pushed_value(pushgateway, "trainwatch_trial_info", experiment="ddp", rank=rank,
+                            world_size="2") == 1
+        for phase in HF_PHASES:
+            assert pushed_value(pushgateway, "trainwatch_trial_phase_seconds_count",
+                                experiment="ddp", rank=rank, phase=phase) == steps, (rank, phase)
