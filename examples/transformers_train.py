@@ -1,8 +1,8 @@
 """A Hugging Face ``Trainer`` timed by trainwatch: one callback, the model and loop unchanged.
 
-    python examples/transformers_train.py --steps 40 --loader-delay 0.02 \\
+    .venv/bin/python examples/transformers_train.py --steps 40 --loader-delay 0.02 \\
         --pushgateway http://127.0.0.1:9091 --experiment demo --trial bert
-    torchrun --nproc-per-node 2 examples/transformers_train.py ...   # 2 CPU ranks (gloo)
+    .venv/bin/torchrun --nproc-per-node 2 examples/transformers_train.py ...   # 2 CPU ranks (gloo)
 
 Needs ``pip install 'trainwatch[transformers]'``. A tiny BERT built from a config (nothing is
 downloaded) classifies random token sequences; ``--loader-delay`` sleeps once per batch in the
