@@ -1,6 +1,7 @@
-"""The `trainwatch` console script: `trainwatch stack`, `diagnose` and `trials`.
+"""The `trainwatch` console script: `trainwatch stack`, `diagnose`, `trials` and `gc`.
 
     trainwatch stack up | status | down
+    trainwatch gc --pushgateway http://pushgateway:9091 --max-age 1h [--dry-run]
     trainwatch diagnose --prometheus http://prometheus:9090 --experiment E [--trial T] [--rank R]
     trainwatch trials --prometheus http://prometheus:9090 [--experiment E]
 
@@ -18,6 +19,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from trainwatch import gc
 from trainwatch.diagnose import render
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.report import UnknownTrial, gather
@@ -34,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
         "read from Prometheus.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     stack_cli.add_parser(commands)
+    gc.add_parser(commands)
     diagnose = commands.add_parser("diagnose", help="say what holds a trial back")
     trials = commands.add_parser("trials", help="list the trials Prometheus knows")
     for sub in (diagnose, trials):
@@ -53,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "stack":
         return stack_cli.run(args)
+    if args.command == "gc":
+        return gc.run(args)
     try:
         api = PrometheusAPI(prometheus_url(args.prometheus), timeout=args.timeout)
         deployment = Deployment.from_rules(api.rules(), where=f"Prometheus at {api.url}")

@@ -14,7 +14,7 @@ ENV_PROMETHEUS = "TRAINWATCH_PROMETHEUS"
 
 
 class NoPrometheus(ValueError):
-    """No URL given and no running stack to take one from."""
+    """No URL given and no running stack to take one from (Prometheus or another service)."""
 
 
 def prometheus_url(given: str | None, env: Mapping[str, str] | None = None) -> str:
@@ -32,14 +32,21 @@ def prometheus_url(given: str | None, env: Mapping[str, str] | None = None) -> s
         return given
     if env.get(ENV_PROMETHEUS):
         return env[ENV_PROMETHEUS]
+    return stack_url("prometheus", f"pass --prometheus URL, set {ENV_PROMETHEUS}", env)
+
+
+def stack_url(service: str, otherwise: str, env: Mapping[str, str] | None = None) -> str:
+    """The URL of ``service`` in the stack running in ``$TRAINWATCH_STATE_DIR`` (or the
+    default state directory); ``NoPrometheus`` saying ``otherwise`` when none runs."""
+    env = os.environ if env is None else env
     state = StateDir.resolve(None, env)
     try:
-        record: ProcRecord | None = ProcRecord.load(state.pid_file("prometheus"))
+        record: ProcRecord | None = ProcRecord.load(state.pid_file(service))
     except (CorruptRecord, OSError):
         record = None
     port = listen_port(record) if record else None
     if record is None or port is None or not procs.is_ours(record, str(state.root)):
-        raise NoPrometheus(f"no Prometheus: pass --prometheus URL, set {ENV_PROMETHEUS}, or "
-                           f"start one with `trainwatch stack up` (none runs with state in "
-                           f"{state.root}; {ENV_STATE_DIR} picks another)")
+        raise NoPrometheus(f"no {service.capitalize()}: {otherwise}, or start one with "
+                           f"`trainwatch stack up` (none runs with state in {state.root}; "
+                           f"{ENV_STATE_DIR} picks another)")
     return f"http://127.0.0.1:{port}"

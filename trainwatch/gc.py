@@ -1,0 +1,167 @@
+"""`trainwatch gc`: remove trial groups whose pushes stopped longer ago than ``--max-age``.
+
+A trial that dies without a clean exit (SIGKILL, an OOM kill, a lost node) leaves its group on
+the Pushgateway, and Prometheus would scrape its last numbers forever. The Pushgateway stamps
+every group with ``push_time_seconds``, the time of its last successful push; a group older
+than the age is deleted, one that is pushing is never touched (each candidate is read again
+just before its delete). Run it from cron, a Kubernetes CronJob (the chart's ``gc``) or by hand:
+
+    trainwatch gc --pushgateway http://pushgateway:9091 --max-age 1h [--dry-run]
+
+Without --pushgateway it reads $TRAINWATCH_PUSHGATEWAY, else the running `trainwatch stack`'s.
+Basic auth comes from $TRAINWATCH_PUSHGATEWAY_USERNAME / _PASSWORD, as for the trials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trainwatch.stack.lookup import NoPrometheus, stack_url
+from trial_instrumentation import names
+
+EXIT_OK, EXIT_USAGE = 0, 2
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)?$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+
+
+class GcError(Exception):
+    """The Pushgateway cannot be read or answered an error; the message says which."""
+
+
+@dataclass(frozen=True)
+class Group:
+    labels: Mapping[str, str]  # job and the grouping key
+    pushed_at: float  # Unix time of the last successful push
+
+    def path(self) -> str:
+        """The group's URL path; base64 values survive slashes and empty strings."""
+        parts = [f"job@base64/{_b64(self.labels['job'])}"]
+        parts += [f"{name}@base64/{_b64(value)}" for name, value in sorted(self.labels.items())
+                  if name != "job"]
+        return "/metrics/" + "/".join(parts)
+
+    def describe(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in sorted(self.labels.items()) if k != "job")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``90``, ``90s``, ``30m``, ``1h``, ``2d``.
+
+    >>> parse_duration("1h"), parse_duration("90")
+    (3600.0, 90.0)
+    """
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 30m, 1h, 2d)")
+    return float(match[1]) * _UNIT[match[2]]
+
+
+class Pushgateway:
+    """The few calls the janitor makes; ``GcError`` for anything that goes wrong."""
+
+    def __init__(self, url: str, timeout: float, env: Mapping[str, str]) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.headers: dict[str, str] = {}
+        user, password = env.get(names.ENV_USERNAME), env.get(names.ENV_PASSWORD)
+        if user is not None and password is not None:
+            token = base64.b64encode(f"{user}:{password}".encode()).decode()
+            self.headers["Authorization"] = f"Basic {token}"
+
+    def groups(self, job: str) -> list[Group]:
+        body = self._call("GET", "/api/v1/metrics")
+        try:
+            entries = json.loads(body)["data"]
+        except (ValueError, KeyError, TypeError):
+            raise GcError(f"{self.url}/api/v1/metrics: not a Pushgateway's answer") from None
+        return [group for entry in entries if (group := _group(entry)) is not None
+                and group.labels.get("job") == job]
+
+    def delete(self, group: Group) -> None:
+        self._call("DELETE", group.path())
+
+    def _call(self, method: str, path: str) -> bytes:
+        request = urllib.request.Request(self.url + path, method=method, headers=self.headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return bytes(response.read())
+        except urllib.error.HTTPError as err:
+            raise GcError(f"{method} {self.url}{path}: {err.code} {err.reason}") from None
+        except (urllib.error.URLError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            raise GcError(f"cannot reach the Pushgateway at {self.url}: {reason}") from None
+
+
+def _group(entry: Any) -> Group | None:
+    try:
+        labels = {str(k): str(v) for k, v in entry["labels"].items()}
+        pushed_at = float(entry["push_time_seconds"]["metrics"][0]["value"])
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return None  # a group we cannot date is never deleted
+    return Group(labels, pushed_at)
+
+
+def collect(gateway: Pushgateway, job: str, max_age: float, dry_run: bool,
+            now: float | None = None) -> list[Group]:
+    """Delete (unless ``dry_run``) and return the groups of ``job`` older than ``max_age``."""
+    def stale(groups: list[Group]) -> dict[tuple[tuple[str, str], ...], Group]:
+        at = time.time() if now is None else now
+        return {tuple(sorted(g.labels.items())): g for g in groups if at - g.pushed_at > max_age}
+
+    candidates = stale(gateway.groups(job))
+    if dry_run or not candidates:
+        return list(candidates.values())
+    still = stale(gateway.groups(job))  # a group that pushed meanwhile is alive again
+    removed = []
+    for key in candidates:
+        if key in still:
+            gateway.delete(still[key])
+            removed.append(still[key])
+    return removed
+
+
+def add_parser(commands: Any) -> None:
+    """Add `gc` to the `trainwatch` command's subcommands."""
+    gc = commands.add_parser("gc", help="remove trial groups that stopped pushing",
+                             description=__doc__.split("\n\n")[0])
+    gc.add_argument("--pushgateway", metavar="URL", help=f"default: ${names.ENV_PUSHGATEWAY}, "
+                    "else the running `trainwatch stack`'s")
+    gc.add_argument("--max-age", type=parse_duration, default=3600.0, metavar="DURATION",
+                    help="delete groups whose last push is older than this; keep it well above "
+                    "the trials' push interval (default 1h)")
+    gc.add_argument("--job", default=names.JOB, help=f"Pushgateway job (default {names.JOB})")
+    gc.add_argument("--dry-run", action="store_true", help="list, delete nothing")
+    gc.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout, seconds")
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    try:
+        url = args.pushgateway or env.get(names.ENV_PUSHGATEWAY) or stack_url(
+            "pushgateway", f"pass --pushgateway URL, set {names.ENV_PUSHGATEWAY}", env)
+        gateway = Pushgateway(url, args.timeout, env)
+        groups = collect(gateway, args.job, args.max_age, args.dry_run)
+    except (GcError, NoPrometheus) as err:
+        print(f"trainwatch gc: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    verb = "stale" if args.dry_run else "deleted"
+    for group in sorted(groups, key=lambda g: g.pushed_at):
+        age = time.time() - group.pushed_at
+        print(f"{verb} {group.describe()} (last push {age:.0f} s ago)")
+    print(f"{len(groups)} group(s) {verb} of job {args.job} on {gateway.url}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _b64(value: str) -> str:
+    return base64.urlsafe_b64encode(value.encode()).decode() or "="
