@@ -85,6 +85,8 @@ export CONTAINERS_CONF := $(CURDIR)/container/containers.conf
 # is in it, not in the base image); mounted for the build only, never part of the image.
 CA_BUNDLE := /etc/ssl/certs/ca-certificates.crt
 BUILD_MOUNTS := $(if $(wildcard $(CA_BUNDLE)),-v $(CA_BUNDLE):$(CA_BUNDLE):ro)
+# The build's pip reaches PyPI over the host's network: rootless podman's own (slirp4netns)
+# needs /dev/net/tun, which some CI containers do not give a non-root user.
 
 image: image-tools
 	@base="$(BASE_IMAGE)"; \
@@ -92,7 +94,7 @@ image: image-tools
 	  echo "$$base cannot be pulled: building on $(LOCAL_BASE_IMAGE) (Debian packages)"; \
 	  $(MAKE) --no-print-directory image-base && base="$(LOCAL_BASE_IMAGE)"; \
 	fi && \
-	podman build $(BUILD_MOUNTS) --build-arg BASE_IMAGE="$$base" -t $(IMAGE):$(VERSION) . && \
+	podman build --network host $(BUILD_MOUNTS) --build-arg BASE_IMAGE="$$base" -t $(IMAGE):$(VERSION) . && \
 	echo "built $(IMAGE):$(VERSION) on $$base"
 
 image-name:

@@ -30,6 +30,10 @@ ENV = {**os.environ, "CONTAINERS_CONF": str(REPO / "container" / "containers.con
 # How the chart runs it (podSecurityContext and securityContext in helm/trainwatch/values.yaml).
 LOCKED_DOWN = ("--read-only", "--user", "65534", "--cap-drop", "ALL",
                "--security-opt", "no-new-privileges")
+# A container that serves shares the host's network, as docker-compose.yml runs it, listening
+# on a free loopback port; the others get no network. Neither needs rootless podman's
+# slirp4netns, which needs a /dev/net/tun some CI containers do not open to a non-root user.
+OFFLINE = ("--network", "none")
 
 
 def podman(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -57,12 +61,12 @@ def image() -> str:
 
 
 class Container:
-    """A detached container publishing the exporter's port on 127.0.0.1."""
+    """A detached exporter container on the host's network, serving on a free 127.0.0.1 port."""
 
-    def __init__(self, image: str, *flags: str) -> None:
+    def __init__(self, image: str) -> None:
         self.port = free_port()
-        self.id = must("run", "-d", *LOCKED_DOWN, "-p", f"127.0.0.1:{self.port}:10910", image,
-                       *flags)
+        self.id = must("run", "-d", *LOCKED_DOWN, "--network", "host", image,
+                       f"--web.listen-address=127.0.0.1:{self.port}")
         self.url = f"http://127.0.0.1:{self.port}"
         try:
             wait_until(lambda: http_get(self.url + "/healthz", timeout=1.0)[0] == 200,
@@ -100,9 +104,10 @@ def test_image_holds_the_exporter_and_nothing_of_training(image: str) -> None:
     probe = ("import importlib.util as u; "
              "print(sorted(m for m in ('exporter', 'pynvml', 'psutil', 'prometheus_client', "
              "'yaml', 'torch', 'trial_instrumentation', 'trainwatch') if u.find_spec(m)))")
-    out = must("run", "--rm", *LOCKED_DOWN, "--entrypoint", "python3", image, "-c", probe)
+    out = must("run", "--rm", *LOCKED_DOWN, *OFFLINE, "--entrypoint", "python3", image, "-c", probe)
     assert out == str(['exporter', 'prometheus_client', 'psutil', 'pynvml', 'yaml'])
-    assert must("run", "--rm", image, "--version") == f"trainwatch-exporter {__version__}"
+    version = must("run", "--rm", *OFFLINE, image, "--version")
+    assert version == f"trainwatch-exporter {__version__}"
 
 
 def test_read_only_non_root_container_is_scraped_on_loopback(running: Container) -> None:
@@ -125,7 +130,7 @@ def test_container_process_is_nobody_and_cannot_write_its_root(running: Containe
 
 
 def test_bad_flag_exits_2_with_one_line(image: str) -> None:
-    result = podman("run", "--rm", *LOCKED_DOWN, image, "--no-collector.nope")
+    result = podman("run", "--rm", *LOCKED_DOWN, *OFFLINE, image, "--no-collector.nope")
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stdout == ""
     line, = result.stderr.splitlines()
