@@ -40,6 +40,12 @@ def cumulative_buckets(histogram: Histogram) -> tuple[list[tuple[str, float]], f
     return buckets, total
 
 
+LIMIT_DOCS = {
+    names.LOADER_LIMIT: "Samples per second the data loader delivers alone, as measured.",
+    names.STEP_LIMIT: "Samples per second the training step consumes alone, as measured.",
+}
+
+
 @dataclass
 class TrialState:
     """What a trial measures; the hot path writes it, :class:`TrialCollector` reads it."""
@@ -50,6 +56,7 @@ class TrialState:
     progress: Progress = field(default_factory=Progress)
     push_failures: int = 0
     gpu_uuids: Callable[[], Iterable[str]] = tuple
+    limits: dict[str, float] = field(default_factory=dict)  # names.*_LIMIT -> samples/s
 
     def __post_init__(self) -> None:
         self.step = Histogram(self.buckets)
@@ -115,3 +122,8 @@ class TrialCollector(Collector):
         for uuid in state.gpu_uuids():
             gpus.add_metric([*values, uuid], 1)  # type: ignore[attr-defined]
         yield gpus
+        for name, doc in LIMIT_DOCS.items():
+            if name in state.limits:  # only once measured: no made-up zero
+                limit = self._family(GaugeMetricFamily, name, doc)
+                limit.add_metric(values, state.limits[name])  # type: ignore[attr-defined]
+                yield limit

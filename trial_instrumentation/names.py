@@ -18,6 +18,9 @@ SAMPLES = "trainwatch_trial_samples"
 TRIAL_INFO = "trainwatch_trial_info"
 GPU_INFO = "trainwatch_trial_gpu_info"
 PUSH_FAILURES = "trainwatch_trial_push_failures"
+# Measured ceilings (trial_instrumentation.limits): the loader alone, the step alone.
+LOADER_LIMIT = "trainwatch_trial_loader_limit_samples_per_second"
+STEP_LIMIT = "trainwatch_trial_step_limit_samples_per_second"
 
 # The six standard timings (Determined's names); any other phase name is allowed too.
 DATALOADER_NEXT = "dataloader_next"

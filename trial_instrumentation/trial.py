@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from prometheus_client import CollectorRegistry, start_http_server
 
 from trial_instrumentation import config as configuration
-from trial_instrumentation import names
+from trial_instrumentation import limits, names
 from trial_instrumentation.collector import TrialCollector, TrialState
 from trial_instrumentation.gpus import TrainingGpus
 from trial_instrumentation.loader import TimedLoader
@@ -115,6 +115,22 @@ class Trial:
             return iterable
         return TimedLoader(iterable, self._state.phase_histogram(names.DATALOADER_NEXT),
                            self._state.step, self._state.progress, samples, self._gpus.note)
+
+    def measure_loader_limit(self, loader: Iterable[T], seconds: float = 10.0,
+                             samples: int | Callable[[T], int] | None = None) -> float:
+        """The samples/s ``loader`` delivers alone (see :func:`limits.loader_limit`), also
+        published as ``trainwatch_trial_loader_limit_samples_per_second``."""
+        rate = limits.loader_limit(loader, seconds, samples)
+        self._state.limits[names.LOADER_LIMIT] = rate
+        return rate
+
+    def measure_step_limit(self, step: Callable[[T], Any], batch: T, seconds: float = 10.0,
+                           samples: int | Callable[[T], int] | None = None) -> float:
+        """The samples/s ``step`` consumes on one cached batch (see :func:`limits.step_limit`),
+        also published as ``trainwatch_trial_step_limit_samples_per_second``."""
+        rate = limits.step_limit(step, batch, seconds, samples)
+        self._state.limits[names.STEP_LIMIT] = rate
+        return rate
 
     def step_recorder(self) -> StepRecorder:
         """Steps, samples and ``dataloader_next`` measured by a framework's own hooks, for

@@ -65,6 +65,10 @@ def report_text(r: RankReport) -> str:
     else:
         lines.append("  GPUs: none reported by the trial")
     lines.append(f"  node CPU busy: {pct(r.node_cpu)}")
+    if r.loader_limit is not None or r.step_limit is not None:
+        lines.append("  measured limits: " + (r.limits_advice or (
+            f"loader {num(r.loader_limit, ' samples/s', 0)}, "
+            f"step {num(r.step_limit, ' samples/s', 0)}")))
     lines += ["", *verdict_text(r)]
     return "\n".join(lines)
 

@@ -85,6 +85,11 @@ class RankReport:
     # Set when the numbers above are over the rank's whole run instead of the rate window (it
     # is younger than the window, or stopped pushing): the seconds of samples they rest on.
     lifetime_seconds: float | None = None
+    # The measured ceilings in samples/s (trial_instrumentation.limits), when the trial
+    # measured them, and what they say.
+    loader_limit: float | None = None
+    step_limit: float | None = None
+    limits_advice: str | None = None
 
 
 def by_rank(api: PrometheusAPI, expr: str) -> dict[tuple[str, str, str], list[tuple[Labels,
@@ -126,6 +131,8 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     gpu_mem = by_rank(api, selector(n.trial_gpu_memory_used, **sel))
     gpu_sm = by_rank(api, selector(n.trial_gpu_sm_active, **sel))
     gpu_tensor = by_rank(api, selector(n.trial_gpu_tensor_active, **sel))
+    loader_limits = by_rank(api, selector(names.LOADER_LIMIT, **sel))
+    step_limits = by_rank(api, selector(names.STEP_LIMIT, **sel))
 
     # The dashboard's and the alerts' measure: each averaged over the rate window.
     def window_avg(record: str) -> dict[tuple[str, str, str], list[tuple[Labels, float]]]:
@@ -161,6 +168,8 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
                                        "sm_active": gpu_sm[key],
                                        "tensor_active": gpu_tensor[key]})
         r.node_cpu, r.push_age_seconds = first_value(cpu[key]), first_value(age[key])
+        r.loader_limit, r.step_limit = first_value(loader_limits[key]), first_value(step_limits[key])
+        r.limits_advice = verdicts.limits_advice(r.loader_limit, r.step_limit)
         r.alerts = _alerts(firing, key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
         gpu = (first_value(gpu_avg[key]), first_value(sm_avg[key]),
                first_value(tensor_avg[key]))

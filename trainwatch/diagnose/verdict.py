@@ -160,6 +160,23 @@ def decide(m: Measurements, alerts: Mapping[str, AlertRule]) -> Verdict:
                    None, remedies.BUSY_GPU, None, metric=metric_of(m, "gpu_busy"))
 
 
+def limits_advice(loader: float | None, step: float | None) -> str | None:
+    """What the measured ceilings (trial_instrumentation.limits) say: which side is slower and
+    by how much; None until both are measured.
+
+    >>> limits_advice(400.0, 1000.0)
+    'the loader delivers 400 samples/s, the step consumes 1000 samples/s: the loader must get 2.5x faster'
+    >>> limits_advice(3000.0, 1000.0)
+    'the loader delivers 3000 samples/s, the step consumes 1000 samples/s: the step is the limit; the loader has 3.0x headroom'
+    """
+    if loader is None or step is None or loader <= 0 or step <= 0:
+        return None
+    said = f"the loader delivers {loader:.0f} samples/s, the step consumes {step:.0f} samples/s"
+    if loader < step:
+        return f"{said}: the loader must get {step / loader:.1f}x faster"
+    return f"{said}: the step is the limit; the loader has {loader / step:.1f}x headroom"
+
+
 def worst_exit_code(verdicts: Iterable[Verdict]) -> int:
     """The exit code of several ranks: the worst one's, so one bottlenecked rank beside healthy
     ones still fails a CI gate (and one without timings makes it a usage error).
