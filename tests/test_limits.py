@@ -19,10 +19,10 @@ from tests.trial_support import EXAMPLES, pushed_value
 from trial_instrumentation import limits, names
 
 torch = pytest.importorskip("torch")
-from torch.utils.data import DataLoader  # noqa: E402
+from torch.utils.data import DataLoader
 
 sys.path.insert(0, str(EXAMPLES))
-from pytorch_loop import SlowDataset, make_loader, parse_args  # noqa: E402
+from pytorch_loop import SlowDataset, make_loader, parse_args
 
 BATCH, DELAY = 10, 0.02  # a loader of 10 samples per 20 ms: 500 samples/s
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"
