@@ -170,6 +170,7 @@ dashboards: venv
 
 chart-files: rules dashboards
 	$(PY) helm/sync_chart_files.py
+	$(PY) helm/exporter_schema.py
 
 lint: venv
 	$(VENV)/bin/ruff check exporter trial_instrumentation trainwatch tests benchmarks examples prometheus grafana helm

@@ -17,11 +17,17 @@ from exporter.collectors import COLLECTORS
 from exporter.config import SECTIONS
 from tests.test_helm import CHART, SCENARIOS, find, helm, one, render, template
 
-WORKLOADS = ("DaemonSet", "Deployment")
+WORKLOADS = ("DaemonSet", "Deployment", "CronJob")
 
 
 def workloads(docs: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
     return [d for d in docs if d["kind"] in WORKLOADS]
+
+
+def pod_of(workload: dict[str, Any]) -> dict[str, Any]:
+    if workload["kind"] == "CronJob":
+        return dict(workload["spec"]["jobTemplate"]["spec"]["template"]["spec"])
+    return dict(workload["spec"]["template"]["spec"])
 
 
 @pytest.mark.parametrize(("setting", "named"), [
@@ -35,6 +41,20 @@ def workloads(docs: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
     ("exportr.enabled=false", "exportr"),
     ("alertmanager.retention=forever", "alertmanager.retention"),
     ("alertmanager.port=0", "alertmanager.port"),
+    # Values the exporter refused at start on every node (issue 11); the schema is generated
+    # from the exporter's settings by helm/exporter_schema.py.
+    ("exporter.config.web.basic_auth_users.u=plaintext", "exporter.config.web.basic_auth_users.u"),
+    ("exporter.config.web.basic_auth_users.u=pbkdf2_sha256$999999999999$s$AAAA",
+     "exporter.config.web.basic_auth_users.u"),
+    ("exporter.config.web.listen_addres=:1", "listen_addres"),
+    ("exporter.config.gpu.nvml_retry_seconds=-5", "exporter.config.gpu.nvml_retry_seconds"),
+    ("exporter.config.log.level=loud", "exporter.config.log.level"),
+    ("exporter.extraArgs={--bogus}", "exporter.extraArgs.0"),
+    ("exporter.securityContext.privileged=true", "exporter.securityContext.privileged"),
+    ("pushgateway.securityContext.capabilities.add={NET_ADMIN}",
+     "pushgateway.securityContext.capabilities.add"),
+    ("grafana.securityContext.allowPrivilegeEscalation=true",
+     "grafana.securityContext.allowPrivilegeEscalation"),
 ])
 def test_schema_rejects_bad_values_naming_the_key(setting: str, named: str) -> None:
     result = helm("template", "tw", str(CHART), "--set", setting)
@@ -50,6 +70,24 @@ def test_schema_knows_the_exporters_collectors_and_config_sections() -> None:
     assert set(exporter["config"]["propertyNames"]["enum"]) == set(SECTIONS)
 
 
+def test_the_exporters_schema_entries_are_generated_from_its_settings() -> None:
+    import helm.exporter_schema as generator
+
+    current = (CHART / "values.schema.json").read_text()
+    assert generator.rendered(current) == current, "run `make chart-files`"
+
+
+@pytest.mark.parametrize("setting", [
+    "exporter.config.web.basic_auth_users.u=pbkdf2_sha256$600000$salt$AAAA+/8=",
+    "exporter.config.web.listen_address=[::1]:10910",
+    "exporter.config.gpu.nvml_retry_seconds=0",
+    "exporter.extraArgs={--log.level=debug,--no-gpu.pcie-throughput,--log.format,json}",
+])
+def test_schema_accepts_what_the_exporter_accepts(setting: str) -> None:
+    result = helm("template", "tw", str(CHART), "--set", setting)
+    assert result.returncode == 0, result.stderr
+
+
 def test_app_version_and_default_image_are_the_exporters() -> None:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert chart["appVersion"] == __version__
@@ -62,7 +100,7 @@ def test_every_container_runs_locked_down(scenario: str | None) -> None:
     docs = render(scenario)
     assert workloads(docs)
     for workload in workloads(docs):
-        pod = workload["spec"]["template"]["spec"]
+        pod = pod_of(workload)
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] != 0
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -72,11 +110,68 @@ def test_every_container_runs_locked_down(scenario: str | None) -> None:
             assert context["allowPrivilegeEscalation"] is False
             assert context["capabilities"] == {"drop": ["ALL"]}
             assert not context.get("privileged")
-            assert container["livenessProbe"] and container["readinessProbe"]
-            if scenario is None:
-                assert "resources" not in container  # left to the user
+            if workload["kind"] != "CronJob":
+                assert container["livenessProbe"] and container["readinessProbe"]
+            # Requests and limits by default (measured: see values.yaml), for CPU and memory.
+            resources = container["resources"]
+            assert set(resources["requests"]) == set(resources["limits"]) == {"cpu", "memory"}
         # Only Prometheus would need the API, and DNS discovery spares it that too.
-        assert workload["spec"]["template"]["spec"].get("automountServiceAccountToken") is False
+        assert pod.get("automountServiceAccountToken") is False
+
+
+def test_gc_cronjob_runs_trainwatch_gc_against_the_charts_pushgateway() -> None:
+    docs = render()
+    container, = pod_of(one(docs, "CronJob", "-gc"))["containers"]
+    service = one(docs, "Service", "-pushgateway")["metadata"]["name"]
+    assert container["command"] == ["trainwatch", "gc"]
+    assert container["args"] == [
+        f"--pushgateway=http://{service}.gpu-monitoring.svc.cluster.local:9091", "--max-age=1h"]
+    assert container["image"] == f"ghcr.io/trainwatch/trainwatch:{__version__}"
+    assert find(render("hardened"), "CronJob") != []
+    assert find(docs_without_pushgateway(), "CronJob") == []
+
+
+def docs_without_pushgateway() -> tuple[dict[str, Any], ...]:
+    return tuple(d for d in yaml.safe_load_all(template("--set", "pushgateway.enabled=false")) if d)
+
+
+def test_pushgateway_keeps_its_groups_across_restarts() -> None:
+    pod = pod_of(one(render(), "Deployment", "-pushgateway"))
+    container, = pod["containers"]
+    assert "--persistence.file=/data/pushgateway.data" in container["args"]
+    assert {"name": "data", "mountPath": "/data"} in container["volumeMounts"]
+    assert {"name": "data", "emptyDir": {}} in pod["volumes"]
+    hardened = render("hardened")
+    claim = one(hardened, "PersistentVolumeClaim", "-pushgateway")
+    pod = pod_of(one(hardened, "Deployment", "-pushgateway"))
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}} \
+        in pod["volumes"]
+
+
+def test_pushgateway_basic_auth_and_network_policies() -> None:
+    docs = render("hardened")
+    pod = pod_of(one(docs, "Deployment", "-pushgateway"))
+    container, = pod["containers"]
+    assert "--web.config.file=/etc/pushgateway/web-config.yml" in container["args"]
+    web = yaml.safe_load(one(docs, "Secret", "-pushgateway-web")["stringData"]["web-config.yml"])
+    assert set(web["basic_auth_users"]) == {"trainer"}
+    assert "tcpSocket" in container["readinessProbe"]  # every HTTP path asks for a password
+    prometheus = yaml.safe_load(one(docs, "ConfigMap", "-prometheus")["data"]["prometheus.yml"])
+    job, = [j for j in prometheus["scrape_configs"] if j["job_name"] == "pushgateway"]
+    assert job["basic_auth"]["username"] == "trainer"
+    policies = {p["metadata"]["name"].rsplit("-", 1)[1]: p["spec"]
+                for p in find(docs, "NetworkPolicy")}
+    assert set(policies) == {"pushgateway", "exporter"}
+    peers = policies["pushgateway"]["ingress"][0]["from"]
+    components = {p.get("podSelector", {}).get("matchLabels", {}).get(
+        "app.kubernetes.io/component") for p in peers}
+    assert components == {"gc", "prometheus", None}
+    assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "training"}}} \
+        in peers
+    exporter_peers = policies["exporter"]["ingress"][0]["from"]
+    assert [p["podSelector"]["matchLabels"]["app.kubernetes.io/component"]
+            for p in exporter_peers] == ["prometheus"]
+    assert find(render(), "NetworkPolicy") == []  # opt-in
 
 
 def test_exporter_defaults_see_the_node() -> None:
