@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script
 
-from tests.stack import free_port  # noqa: E402
-from tests.http_load import proc_status  # noqa: E402
-from trainwatch.stack.layout import StateDir  # noqa: E402
-from trainwatch.stack.procs import ProcRecord  # noqa: E402
-from trainwatch.stack.settings import DEFAULT_PORTS  # noqa: E402
+from tests.http_load import proc_status
+from tests.stack import free_port
+from trainwatch.stack.layout import StateDir
+from trainwatch.stack.procs import ProcRecord
+from trainwatch.stack.settings import DEFAULT_PORTS
 
 REPO = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")

@@ -21,10 +21,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run as a script
 
-from exporter.cli import build_parser  # noqa: E402
-from exporter.collectors import COLLECTORS  # noqa: E402
-from exporter.config import _LISTEN, OPTIONS, SECTIONS  # noqa: E402
-from exporter.webauth import MAX_ITERATIONS, SCHEME  # noqa: E402
+from exporter.cli import build_parser
+from exporter.collectors import COLLECTORS
+from exporter.config import _LISTEN, OPTIONS, SECTIONS
+from exporter.webauth import MAX_ITERATIONS, SCHEME
 
 SCHEMA = REPO / "helm" / "trainwatch" / "values.schema.json"
 _TYPES = {str: "string", bool: "boolean", float: "number", int: "integer", dict: "object"}
