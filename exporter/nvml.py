@@ -121,36 +121,42 @@ class NvmlSession:
                       deadline: float) -> GpuReads:
         """Run every part of every GPU on its own lane, concurrently, until ``deadline``.
 
-        ``parts(index)`` names the reads of GPU ``index``: (lane suffix, read). A GPU with a part
-        that raises an NVML error (lost, fallen off the bus) contributes no samples at all; a
-        part still running at the deadline is left behind, and the parts that answered are kept.
+        ``parts(index)`` names the reads of GPU ``index``: (lane suffix, read), its main read
+        (suffix "") first. A GPU with a part that raises an NVML error (lost, fallen off the
+        bus), or whose main read misses the deadline, contributes no samples at all; another
+        part that misses it is left out alone. What missed the deadline goes to ``timeouts``.
         """
         try:
             count = lanes.lane("nvml").submit(self._count).wait(deadline)
         except ReadTimeout as err:
             raise CollectorTimeout(str(err)) from None
-        jobs: list[tuple[int, Job]] = []
-        reads = GpuReads()
+        jobs: list[tuple[int, bool, Job | ReadTimeout]] = []
         for index in range(count):
             for suffix, read in parts(index):
                 lane = lanes.lane(f"gpu{index}-{suffix}" if suffix else f"gpu{index}")
                 try:
-                    jobs.append((index, lane.submit(partial(self._read_one, index, read))))
-                except ReadTimeout as err:
-                    reads.timeouts.append(f"GPU {index}: {err}")
+                    job: Job | ReadTimeout = lane.submit(partial(self._read_one, index, read))
+                except ReadTimeout as err:  # still stuck in an earlier scrape's read
+                    job = err
+                jobs.append((index, not suffix, job))
+        reads = GpuReads()
         by_gpu: dict[int, list[Sample]] = {}
-        failed: set[int] = set()
-        for index, job in jobs:
+        dropped: set[int] = set()
+        for index, main, job in jobs:
             try:
+                if isinstance(job, ReadTimeout):
+                    raise job
                 by_gpu.setdefault(index, []).extend(job.wait(deadline))
             except ReadTimeout as err:
                 reads.timeouts.append(f"GPU {index}: {err}")
+                if main:
+                    dropped.add(index)
             except pynvml.NVMLError as err:
-                if index not in failed:
+                if index not in dropped:  # one line per lost GPU, not one per part
                     reads.failures.append(f"GPU {index}: {err}")
-                failed.add(index)
+                dropped.add(index)
         for index, samples in by_gpu.items():
-            if index not in failed:
+            if index not in dropped:
                 reads.samples.extend(samples)
         return reads
 

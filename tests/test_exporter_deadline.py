@@ -10,14 +10,18 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from exporter.collector import ScrapeCollector
 from exporter.collectors import build_registry
 from exporter.config import merge
-from exporter.deadline import SCRAPE_TIMEOUT_HEADER
+from exporter.deadline import SCRAPE_TIMEOUT_HEADER, scrape_deadline
+from exporter.gpu import GpuCollector
 from exporter.httpserver import HTTPServer
+from exporter.nvml import NvmlSession
 from exporter.web import make_server
-from tests.fake_nvml import FakeNvml, fake_uuid
+from tests.fake_nvml import FakeGpu, FakeNvml, fake_uuid
 
 HUNG_SECONDS = 60.0
 
@@ -99,3 +103,22 @@ def test_without_the_header_the_default_budget_applies(hung: tuple[FakeNvml, str
     assert 0.3 <= took < 5
     assert values[("trainwatch_scrape_collector_success", "gpu")] == 1
     assert values[("trainwatch_gpu_temperature_celsius", "1")] == 61
+
+
+def test_a_gpu_whose_main_read_hangs_is_left_out_whole() -> None:
+    """Its PCIe lanes answer, but a GPU without its identity and main readings is not served
+    piecemeal; the other GPU is served whole."""
+    nvml = FakeNvml([FakeGpu(index=i, pcie_kbps=(1, 2)) for i in range(2)])  # no GPM
+    nvml.gpus[0].delays["nvmlDeviceGetTemperature"] = HUNG_SECONDS
+    registry = CollectorRegistry()
+    registry.register(ScrapeCollector({"gpu": GpuCollector(NvmlSession(nvml))}, version="t"))
+    try:
+        with scrape_deadline("0.5"):
+            samples = [s for family in registry.collect() for s in family.samples]
+    finally:
+        nvml.release.set()
+    assert not [s for s in samples if s.labels.get("gpu") == "0"]
+    served = {s.name for s in samples if s.labels.get("gpu") == "1"}
+    assert {"trainwatch_gpu_info", "trainwatch_gpu_pcie_receive_bytes_per_second"} <= served
+    timeouts = [s.value for s in samples if s.name == "trainwatch_scrape_collector_timeouts_total"]
+    assert timeouts == [1]
