@@ -268,3 +268,17 @@ def test_webhook_printer_on_a_taken_port_says_so(capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err
     assert "cannot listen on 127.0.0.1:" in err and "pass --port PORT" in err
     assert err.count("\n") == 1
+
+
+def test_render_config_keeps_other_integrations_and_adds_a_webhook_where_none(
+        tmp_path: Path) -> None:
+    source = with_examples_switched_on()
+    source["receivers"].append({"name": "email-only", "email_configs": [{"to": "a@example.com"}]})
+    (tmp_path / "am.yml").write_text(yaml.safe_dump(source))
+    config = render_config(tmp_path / "am.yml", webhook_url="http://127.0.0.1:1234/x")
+    receivers = {r["name"]: r for r in config["receivers"]}
+    assert receivers["trainwatch-warning"]["slack_configs"] == \
+        next(r for r in source["receivers"] if r["name"] == "trainwatch-warning")["slack_configs"]
+    assert receivers["email-only"]["webhook_configs"] == [
+        {"send_resolved": True, "url": "http://127.0.0.1:1234/x"}]
+    assert receivers["email-only"]["email_configs"] == [{"to": "a@example.com"}]
