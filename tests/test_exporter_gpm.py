@@ -1,6 +1,6 @@
 """GPM activity, memory v2, row remapping and the concurrent PCIe fallback, over the fake NVML
-(real pynvml structures and exception classes); plus the same reads on a real GPU where there
-is one (skipped elsewhere)."""
+(real pynvml structures and exception classes). The same reads on a real GPU:
+tests/test_exporter_gpu.py::test_real_gpm_and_memory_v2 (skipped without one)."""
 
 from __future__ import annotations
 
@@ -189,45 +189,3 @@ def test_pcie_fallback_samples_every_gpu_and_direction_at_once() -> None:
             if s.name.startswith("trainwatch_gpu_pcie_")}
     assert len(pcie) == 16 and pcie[("7", "trainwatch_gpu_pcie_receive_bytes_per_second")] == 27 * 1024
     assert statistics.median(took) < 0.060, took  # one after another: 8 x 2 x 20 ms = 320 ms
-
-
-def _real_gpu() -> bool:
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return False
-    return True
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not _real_gpu(), reason="no NVML (no NVIDIA driver) on this machine")
-def test_real_gpm_and_memory_v2() -> None:
-    """On a GPU machine: memory v2 as nvidia-smi shows it; GPM values in range on Hopper and
-    newer, and absent (never 0) elsewhere."""
-    collector = GpuCollector(NvmlSession(pynvml), pcie_throughput=True)
-    collector.prime()
-    r = CollectorRegistry()
-    r.register(ScrapeCollector({"gpu": collector}, version="test"))
-    time.sleep(0.5)  # GPM needs an interval between its two samples
-    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-    uuid = pynvml.nvmlDeviceGetUUID(handle)
-    labels = {"gpu": "0", "uuid": uuid if isinstance(uuid, str) else uuid.decode()}
-    families = list(r.collect())
-    values = {s.name: s.value for f in families for s in f.samples
-              if s.labels.get("gpu") == "0" and "pipe" not in s.labels}
-    assert values["trainwatch_gpu_info"] == 1
-    memory = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
-    assert values["trainwatch_gpu_memory_reserved_bytes"] == memory.reserved
-    assert abs(values["trainwatch_gpu_memory_used_bytes"] - memory.used) < 2**30
-    supported = bool(pynvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)
-    for name in ("trainwatch_gpu_sm_active_ratio", "trainwatch_gpu_tensor_active_ratio",
-                 "trainwatch_gpu_dram_active_ratio", "trainwatch_gpu_sm_occupancy_ratio"):
-        if supported:
-            assert 0 <= values[name] <= 1, (name, values[name])
-        else:
-            assert name not in values
-    pcie = values.get("trainwatch_gpu_pcie_receive_bytes_per_second")
-    assert pcie is not None and pcie >= 0
-    success = r.get_sample_value("trainwatch_scrape_collector_success", {"collector": "gpu"})
-    assert success == 1
-    assert labels["uuid"].startswith("GPU-")

@@ -1,8 +1,10 @@
 """The gpu and gpu_process collectors over a fake NVML (real pynvml exception classes), read back
-from a fresh CollectorRegistry; plus one check against real NVML where there is one."""
+from a fresh CollectorRegistry; plus checks against real NVML where there is one (basics, GPM
+and memory v2; tests/test_exporter_gpm.py has the fake-NVML GPM tests)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pynvml
@@ -202,6 +204,40 @@ def test_real_nvml() -> None:
     infos = [s for family in r.collect() for s in family.samples
              if s.name == "trainwatch_gpu_info"]
     assert len(infos) == count
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _real_nvml_present(), reason="no NVML (no NVIDIA driver) on this machine")
+def test_real_gpm_and_memory_v2() -> None:
+    """On a GPU machine: memory v2 as nvidia-smi shows it; GPM values in range on Hopper and
+    newer, and absent (never 0) elsewhere."""
+    collector = GpuCollector(NvmlSession(pynvml), pcie_throughput=True)
+    collector.prime()
+    r = CollectorRegistry()
+    r.register(ScrapeCollector({"gpu": collector}, version="test"))
+    time.sleep(0.5)  # GPM needs an interval between its two samples
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    uuid = pynvml.nvmlDeviceGetUUID(handle)
+    labels = {"gpu": "0", "uuid": uuid if isinstance(uuid, str) else uuid.decode()}
+    families = list(r.collect())
+    values = {s.name: s.value for f in families for s in f.samples
+              if s.labels.get("gpu") == "0" and "pipe" not in s.labels}
+    assert values["trainwatch_gpu_info"] == 1
+    memory = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+    assert values["trainwatch_gpu_memory_reserved_bytes"] == memory.reserved
+    assert abs(values["trainwatch_gpu_memory_used_bytes"] - memory.used) < 2**30
+    supported = bool(pynvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)
+    for name in ("trainwatch_gpu_sm_active_ratio", "trainwatch_gpu_tensor_active_ratio",
+                 "trainwatch_gpu_dram_active_ratio", "trainwatch_gpu_sm_occupancy_ratio"):
+        if supported:
+            assert 0 <= values[name] <= 1, (name, values[name])
+        else:
+            assert name not in values
+    pcie = values.get("trainwatch_gpu_pcie_receive_bytes_per_second")
+    assert pcie is not None and pcie >= 0
+    success = r.get_sample_value("trainwatch_scrape_collector_success", {"collector": "gpu"})
+    assert success == 1
+    assert labels["uuid"].startswith("GPU-")
 
 
 def test_nvml_failing_to_count_gpus_is_success_0_not_a_failed_scrape() -> None:
