@@ -9,6 +9,10 @@ of the step with and without the timings, median of per-round ratios); pushes ne
 the training thread (the slowest step stays near 1 ms while pushes hang on a black-holed
 gateway). ``--check`` exits 1 on a miss.
 
+Then ``cuda_events.py`` reports the ``cuda_events`` mode's cost: its hot path and resolver
+thread with stand-in events everywhere, and bare / wall / cuda_events / cuda_sync step times of
+a launch-bound and a GPU-bound loop where CUDA is available.
+
 The slowdown computed from the per-phase cost (a tight timeit loop: hot caches) is printed
 next to the measured one and is always lower: in a real loop each timing runs after 1 ms of
 other work, with colder caches.
@@ -201,6 +205,12 @@ def main() -> int:
     if slowest >= 0.2:
         misses.append("a push blocked the training thread")
     print("targets:", "all met" if not misses else "MISSED " + ", ".join(misses))
+    try:
+        import cuda_events  # benchmarks/cuda_events.py: the GPU timing mode's cost
+    except ImportError:  # torch not installed
+        print("cuda_events: skipped (no torch)")
+    else:
+        cuda_events.report()
     return 1 if args.check and misses else 0
 
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import importlib.util
 from types import ModuleType
 
+import pytest
+
 from tests.stack import REPO
 
 
-def load_benchmark() -> ModuleType:
-    path = REPO / "benchmarks" / "instrumentation_overhead.py"
-    spec = importlib.util.spec_from_file_location("instrumentation_overhead", path)
+def load_benchmark(name: str = "instrumentation_overhead") -> ModuleType:
+    path = REPO / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -28,3 +30,13 @@ def test_phase_costs_well_under_histogram_time() -> None:
     assert bench.paired_ratio(rounds, "trainwatch: unconfigured trial.phase(name)",
                               bench.PHASE) < 1, rounds
     assert bench.paired_ratio(rounds, bench.LOADER, bench.HISTOGRAM_TIME) < 1, rounds
+
+
+def test_cuda_events_hot_path_stays_small() -> None:
+    pytest.importorskip("torch")
+    costs = load_benchmark("cuda_events").hot_path_ns(number=1_000, repeat=7)
+    wall = costs["wall phase"]
+    # Stand-in events cost nothing to record: what is left is trainwatch's bookkeeping, about
+    # 1.7x a wall phase's when phases share boundary events (measured here).
+    assert costs["cuda_events, adjacent phases (shared events)"] < 3 * wall, costs
+    assert costs["cuda_events, phases apart (own events)"] < 4 * wall, costs

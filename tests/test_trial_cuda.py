@@ -64,3 +64,28 @@ def test_gpu_info_carries_the_nvml_uuid() -> None:
     bus = torch.cuda.get_device_properties(index)
     nvml = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index))
     assert uuids[0] == (nvml.decode() if isinstance(nvml, bytes) else nvml), bus
+
+
+def test_cuda_events_adjacent_phases_tile_the_gpu_time() -> None:
+    """Back-to-back phases share boundary events: together they cover exactly the GPU time
+    between the first one's start and the last one's end, each its own kernels."""
+    trial = ti.Trial(experiment="e", trial="t", pull_port=0, timing_mode=ti.CUDA_EVENTS).start()
+    x = torch.randn(4096, 4096, device="cuda")
+    gpu_work(x)
+    torch.cuda.synchronize()
+    first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    first.record()
+    with trial.phase(ti.TRAIN_BATCH):
+        gpu_work(x)
+    with trial.phase(ti.STEP_LR_SCHEDULERS):
+        gpu_work(x)
+        gpu_work(x)
+    last.record()
+    torch.cuda.synchronize()
+    trial.close()
+    observed = {phase: trial.registry.get_sample_value(SUM, {**LABELS, "phase": phase}) or 0.0
+                for phase in (ti.TRAIN_BATCH, ti.STEP_LR_SCHEDULERS)}
+    total = first.elapsed_time(last) / 1000
+    assert sum(observed.values()) == pytest.approx(total, rel=0.02), (observed, total)
+    assert observed[ti.STEP_LR_SCHEDULERS] == pytest.approx(2 * observed[ti.TRAIN_BATCH],
+                                                            rel=0.2), observed

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from tests.stack import wait_until
+from tests.trial_support import spin
 from trial_instrumentation.names import DEFAULT_BUCKETS
 from trial_instrumentation.timing import Histogram
 
 pytest.importorskip("torch")
-from trial_instrumentation.torch_timing import EventResolver  # after the skip: needs torch
+from trial_instrumentation.torch_timing import (  # after the skip: needs torch
+    SHARE_GAP,
+    EventPhase,
+    EventResolver,
+)
 
 
 class FakeEvent:
@@ -63,3 +68,103 @@ def test_a_cuda_error_stops_timing_without_raising_or_hanging_exit(
     resolver.submit(FakeEvent(), FakeEvent(1.0), histogram)  # type: ignore[arg-type]
     assert resolver.drain(timeout=0.01) and sum(histogram.counts) == 0
     assert len(caplog.records) == 1
+
+
+class RecordingEvent:
+    """A stand-in CUDA event that a GPU completes at once: ``record()`` stamps the host clock."""
+
+    def __init__(self) -> None:
+        self.ms = -1.0
+
+    def record(self) -> None:
+        self.ms = time.perf_counter() * 1000
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, end: RecordingEvent) -> float:
+        return end.ms - self.ms
+
+
+class StandInResolver(EventResolver):
+    """The real resolver with stand-in events, counting the ones it had to create."""
+
+    def __init__(self) -> None:
+        self.created: list[RecordingEvent] = []
+        super().__init__(poll_seconds=0.001)
+
+    def event(self) -> RecordingEvent:  # type: ignore[override]
+        try:
+            return self._free.pop()  # type: ignore[return-value]
+        except IndexError:
+            self.created.append(RecordingEvent())
+            return self.created[-1]
+
+
+@pytest.fixture
+def stand_in() -> Iterator[StandInResolver]:
+    r = StandInResolver()
+    yield r
+    r.stop()
+
+
+def records(resolver: StandInResolver, work: Callable[[], None]) -> int:
+    """How many events ``work`` recorded (new or reused), by counting stamps."""
+    for event in resolver.created:
+        event.ms = -1.0
+    work()
+    return sum(event.ms >= 0 for event in resolver.created)
+
+
+def test_adjacent_phases_share_their_boundary_events(stand_in: StandInResolver) -> None:
+    histograms = [Histogram(DEFAULT_BUCKETS) for _ in range(5)]
+    phases = [EventPhase(f"p{i}", h, stand_in) for i, h in enumerate(histograms)]
+
+    def step() -> None:
+        for phase in phases:
+            with phase:
+                spin(0.0002)
+
+    assert records(stand_in, step) == 6  # one start, five ends: not ten events
+    assert stand_in.drain(timeout=5)
+    spans = [h.sum for h in histograms]
+    assert all(0.0002 <= s < 0.01 for s in spans), spans
+    first = min(e.ms for e in stand_in.created if e.ms >= 0)
+    last = max(e.ms for e in stand_in.created)
+    # Shared boundaries: the phases tile the span between the first and the last event.
+    assert sum(spans) == pytest.approx((last - first) / 1000, abs=1e-9)
+
+
+def test_a_gap_between_phases_gets_its_own_events_and_is_in_neither(
+        stand_in: StandInResolver) -> None:
+    a, b = Histogram(DEFAULT_BUCKETS), Histogram(DEFAULT_BUCKETS)
+
+    def step() -> None:
+        with EventPhase("a", a, stand_in):
+            spin(0.0002)
+        spin(SHARE_GAP * 50)  # host work between the phases: not shared
+        with EventPhase("b", b, stand_in):
+            spin(0.0002)
+
+    assert records(stand_in, step) == 4
+    assert stand_in.drain(timeout=5)
+    assert a.sum < SHARE_GAP * 50 and b.sum < SHARE_GAP * 50
+
+
+def test_every_event_returns_to_the_pool(stand_in: StandInResolver) -> None:
+    histogram = Histogram(DEFAULT_BUCKETS)
+    outer, inner = EventPhase("outer", histogram, stand_in), EventPhase("in", histogram, stand_in)
+    for _ in range(50):  # nested, re-entered, adjacent and separated phases
+        with outer:
+            with inner, inner:
+                pass
+            with inner:
+                pass
+        time.sleep(0.002)  # between steps the resolver gets the GIL and frees the events
+    assert stand_in.drain(timeout=5)
+    assert sum(histogram.counts) == 50 * 4
+    # Reused, not leaked: a step records 7 events, yet a few steps' worth served all 50 (the
+    # resolver may lag on a loaded machine), and all but the last close (kept for a phase
+    # that may share it) are back in the pool.
+    assert len(stand_in.created) <= 7 * 10
+    assert len(stand_in._free) == len(stand_in.created) - 1

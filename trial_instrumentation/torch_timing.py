@@ -8,6 +8,21 @@
   when it closes; a resolver thread waits for them with ``event.query()`` and observes
   ``start.elapsed_time(end)``. The training thread never synchronizes; the phase measures
   the GPU-side span between the two points of the stream.
+
+Kept cheap enough to leave on (docs/instrumentation.md has the trade-offs):
+
+* Adjacent phases share a boundary: a phase that opens within ``SHARE_GAP`` seconds (host
+  time) of the previous phase's close starts at that close's event instead of recording its
+  own. Five back-to-back phases record six events, not ten. GPU work launched in that gap is
+  counted in the phase that opens.
+* The resolver wakes every ``POLL_SECONDS`` (not every few milliseconds) and resolves all
+  finished pairs at once: each wake-up takes the GIL from the training thread, which needs it
+  for every kernel launch.
+
+Event lifetimes are decided on the training thread alone and reach the resolver in order
+through the one FIFO: a resolved pair frees its start (a shared start's first pair was
+resolved before it); an end is freed as the start of the pair that shared it, or by a
+release entry when the next phase did not share it. No lock, no race on a reused event.
 """
 
 from __future__ import annotations
@@ -16,7 +31,8 @@ import collections
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -27,6 +43,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MAX_PENDING = 10_000  # unresolved phases; beyond it, phases go untimed rather than grow memory
+POLL_SECONDS = 0.05  # resolver wake-ups: 20 a second; observations land at most this late
+SHARE_GAP = 20e-6  # host seconds between a close and the next open that still share an event
 
 
 def cuda_available() -> bool:
@@ -49,15 +67,21 @@ class SyncPhase(Phase):
 
 
 class EventResolver:
-    """Turns recorded (start, end) event pairs into observations, off the training thread."""
+    """Turns recorded (start, end) event pairs into observations, off the training thread.
 
-    def __init__(self, poll_seconds: float = 0.002) -> None:
-        self._pending: collections.deque[tuple[torch.cuda.Event, torch.cuda.Event, Histogram]] \
-            = collections.deque()
+    ``pending`` holds ``(start, end, histogram)`` pairs and ``(event, None, None)`` release
+    entries, in the order the training thread made them (see the module docstring)."""
+
+    def __init__(self, poll_seconds: float = POLL_SECONDS) -> None:
+        self._pending: collections.deque[tuple[Any, Any, Histogram | None]] = collections.deque()
         self._free: collections.deque[torch.cuda.Event] = collections.deque()
         self._poll = poll_seconds
         self._dropped = False
         self._failed = False  # a CUDA error while resolving: stop timing, never raise
+        #: The last phase's end event while no later phase has claimed it, and when (host
+        #: time) it was recorded; written by the training thread only.
+        self.last_end: Any = None
+        self.last_end_at = 0.0
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trainwatch-cuda-events",
                                         daemon=True)
@@ -69,7 +93,33 @@ class EventResolver:
         except IndexError:
             return torch.cuda.Event(enable_timing=True)
 
-    def submit(self, start: torch.cuda.Event, end: torch.cuda.Event, histogram: Histogram) -> None:
+    def start_event(self) -> Any:
+        """The event a phase opening now starts at: the previous close's, when it is recent
+        enough to share, else a new one recorded now (training thread)."""
+        shared, self.last_end = self.last_end, None
+        if shared is not None:
+            if perf_counter() - self.last_end_at <= SHARE_GAP:
+                return shared
+            self.release(shared)
+        start = self.event()
+        start.record()
+        return start
+
+    def end_event(self) -> Any:
+        """A new event recorded now, for a phase that closes (training thread)."""
+        end = self.event()
+        end.record()
+        if self.last_end is not None:  # a nested phase's close that nobody claimed
+            self.release(self.last_end)
+        self.last_end, self.last_end_at = end, perf_counter()
+        return end
+
+    def release(self, event: Any) -> None:
+        """``event`` will start no pair: free it once the pairs before it are resolved."""
+        if not self._failed:
+            self._pending.append((event, None, None))
+
+    def submit(self, start: Any, end: Any, histogram: Histogram) -> None:
         if self._failed:
             return
         if len(self._pending) >= MAX_PENDING:
@@ -84,21 +134,33 @@ class EventResolver:
         """Wait until every submitted pair is resolved (at exit); False after ``timeout``."""
         deadline = time.monotonic() + timeout
         while self._pending and time.monotonic() < deadline:
-            time.sleep(self._poll)
+            time.sleep(min(self._poll, 0.005))
         return not self._pending
 
     def stop(self) -> None:
         self._stopped.set()
 
+    def resolve(self) -> None:
+        """Observe every finished pair, oldest first (streams complete in order, so the first
+        unfinished one ends the batch); free the events no later pair uses."""
+        pending, free = self._pending, self._free
+        while pending:
+            start, end, histogram = pending[0]
+            if histogram is None:  # a release entry
+                pending.popleft()
+                free.append(start)
+                continue
+            if not end.query():
+                return
+            pending.popleft()
+            histogram.observe(start.elapsed_time(end) / 1000.0)  # ms -> s
+            free.append(start)  # the end lives on: shared as a start, or released
+
     def _run(self) -> None:
         try:
             while not self._stopped.is_set():
-                # Streams complete in order, so only the oldest pair needs asking.
-                while self._pending and self._pending[0][1].query():
-                    start, end, histogram = self._pending.popleft()
-                    histogram.observe(start.elapsed_time(end) / 1000.0)  # ms -> s
-                    self._free.extend((start, end))
-                time.sleep(self._poll)
+                self.resolve()
+                self._stopped.wait(self._poll)  # stop() ends the wait at once
         except Exception:  # a CUDA error is sticky: every later query would fail the same way
             self._failed = True
             self._pending.clear()
@@ -109,20 +171,17 @@ class EventResolver:
 class EventPhase(Phase):
     """A phase timed by CUDA events on the current stream (``cuda_events`` mode)."""
 
-    __slots__ = ("_events", "_resolver")
+    __slots__ = ("_resolver", "_starts")
 
     def __init__(self, name: str, histogram: Histogram, resolver: EventResolver) -> None:
         super().__init__(name, histogram)
         self._resolver = resolver
-        self._events: list[torch.cuda.Event] = []
+        self._starts: list[Any] = []  # a stack: the phase may be re-entered
 
     def __enter__(self) -> Self:
-        start = self._resolver.event()
-        start.record()
-        self._events.append(start)
+        self._starts.append(self._resolver.start_event())
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        end = self._resolver.event()
-        end.record()
-        self._resolver.submit(self._events.pop(), end, self.histogram)
+        resolver = self._resolver
+        resolver.submit(self._starts.pop(), resolver.end_event(), self.histogram)

@@ -1,0 +1,229 @@
+"""The ``cuda_events`` timing mode's cost: a CPU-side mode that runs everywhere (stand-in
+events) and a GPU mode (skipped without CUDA). Run by ``instrumentation_overhead.py``, or:
+
+    .venv/bin/python benchmarks/cuda_events.py [--rounds 7] [--steps 200]
+
+CPU side: (1) the hot path, one phase's enter + exit, with stand-in events whose ``record()``
+does nothing (so what is left is trainwatch's own bookkeeping, not the driver's); (2) the
+resolver thread's toll on a training thread that needs the GIL all the time (a stand-in for
+a launch-bound loop: 2 ms of Python per step, five phases), with the resolver waking every
+2 ms (the old design) and every ``POLL_SECONDS`` (now), against the same loop timed by
+``wall``. GPU: bare / ``wall`` / ``cuda_events`` / ``cuda_sync`` step times of a launch-bound
+loop (a small MLP) and a GPU-bound one (large matmuls), in rotated rounds. Targets (issue
+13): ``cuda_events`` at most +1% on the launch-bound loop and +0.3% on the GPU-bound one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import timeit
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script
+
+import torch
+
+import trial_instrumentation as ti
+from tests.trial_support import spin
+from trial_instrumentation import torch_timing
+from trial_instrumentation.timing import Histogram, Phase
+
+PHASES = (ti.TO_DEVICE, ti.TRAIN_BATCH, ti.STEP_LR_SCHEDULERS, ti.FROM_DEVICE, ti.REDUCE_METRICS)
+
+
+class StandInEvent:
+    """A CUDA event the GPU has always completed; recording it costs nothing."""
+
+    def record(self) -> None:
+        return None
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, end: StandInEvent) -> float:
+        return 1.0
+
+
+class StandInResolver(torch_timing.EventResolver):
+    def event(self) -> Any:
+        try:
+            return self._free.pop()
+        except IndexError:
+            return StandInEvent()
+
+
+def rotated(loops: dict[str, Callable[[], None]], rounds: int) -> dict[str, list[float]]:
+    """Seconds of each loop in each of ``rounds`` rounds, the order rotated every round."""
+    names = list(loops)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(rounds):
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+            started = time.perf_counter()
+            loops[name]()
+            times[name].append(time.perf_counter() - started)
+    return times
+
+
+def slowdowns(times: dict[str, list[float]], reference: str = "bare") -> dict[str, float]:
+    """Median over rounds of each loop's time / the reference's in the same round, less 1:
+    load that hits a round hits both sides, and a round it hit on one side is outvoted."""
+    return {name: statistics.median(a / b for a, b in zip(t, times[reference])) - 1
+            for name, t in times.items() if name != reference}
+
+
+def hot_path_ns(number: int = 2_000, repeat: int = 9) -> dict[str, float]:
+    """ns per enter + exit (best of ``repeat`` rounds): a wall phase, and cuda_events phases
+    on stand-in events, back to back (sharing boundary events) and apart (each its own)."""
+    resolver = StandInResolver(poll_seconds=0.001)
+    try:
+        wall = Phase("w", Histogram(ti.DEFAULT_BUCKETS))
+        a, b = (torch_timing.EventPhase(n, Histogram(ti.DEFAULT_BUCKETS), resolver)
+                for n in "ab")
+        cases = {"wall phase": ("with wall: pass", 1),
+                 "cuda_events, adjacent phases (shared events)": ("with a: pass\nwith b: pass", 2),
+                 # A close too old to share: the apart case, plus one attribute store.
+                 "cuda_events, phases apart (own events)":
+                     ("with a: pass\nr.last_end_at = -1.0", 1)}
+        scope = {"wall": wall, "a": a, "b": b, "r": resolver}
+        costs = {}
+        for name, (stmt, per) in cases.items():
+            timer, best = timeit.Timer(stmt, globals=scope), float("inf")
+            for _ in range(repeat):  # short rounds, the queue drained between them
+                best = min(best, timer.timeit(number) / number / per * 1e9)
+                resolver.drain(5)
+            costs[name] = best
+        return costs
+    finally:
+        resolver.stop()
+
+
+def resolver_toll(rounds: int, steps: int) -> dict[str, float]:
+    """Slowdown of a GIL-bound 2 ms step with five phases, per timing, against no timing."""
+    def loop(phases: list[Any]) -> Callable[[], None]:
+        def run() -> None:
+            for _ in range(steps):
+                for phase in phases:
+                    with phase:
+                        if phase is phases[1]:
+                            spin(0.002)
+        return run
+
+    def bare() -> None:
+        for _ in range(steps):
+            spin(0.002)
+
+    resolvers = {"cuda_events, resolver every 2 ms (before)": StandInResolver(0.002),
+                 f"cuda_events, resolver every {torch_timing.POLL_SECONDS * 1e3:.0f} ms (now)":
+                     StandInResolver()}
+    loops: dict[str, Callable[[], None]] = {"bare": bare, "wall": loop(
+        [Phase(n, Histogram(ti.DEFAULT_BUCKETS)) for n in PHASES])}
+    for name, resolver in resolvers.items():
+        loops[name] = loop([torch_timing.EventPhase(n, Histogram(ti.DEFAULT_BUCKETS), resolver)
+                            for n in PHASES])
+    try:
+        return slowdowns(rotated(loops, rounds))
+    finally:
+        for resolver in resolvers.values():
+            resolver.stop()
+
+
+def launch_bound() -> Callable[[], Any]:
+    """A small MLP's training step: many tiny kernels, bound by their launches."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(8)]).cuda()
+    x = torch.randn(64, 256, device="cuda")
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def work() -> Any:
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(x).square().mean()
+        loss.backward()
+        optimizer.step()
+        return loss
+    return work
+
+
+def gpu_bound() -> Callable[[], Any]:
+    """Three 4096x4096 matmuls: a few long kernels, bound by the GPU."""
+    torch.manual_seed(0)
+    m = torch.randn(4096, 4096, device="cuda") / 64
+
+    def work() -> Any:
+        y = m
+        for _ in range(3):
+            y = (y @ m) / 64
+        return y.sum()
+    return work
+
+
+def gpu_loop(work: Callable[[], Any], trial: ti.Trial | None, steps: int) -> Callable[[], None]:
+    """``steps`` steps of ``work`` with the five phases of a real loop (none when ``trial`` is
+    None); no host sync inside, one at the end so the round's time covers the GPU's work."""
+    def run() -> None:
+        total = torch.zeros((), device="cuda")
+        for _ in range(steps):
+            if trial is None:
+                total += work().detach()
+                continue
+            with trial.phase(ti.TO_DEVICE):
+                pass
+            with trial.phase(ti.TRAIN_BATCH):
+                out = work()
+            with trial.phase(ti.STEP_LR_SCHEDULERS):
+                pass
+            with trial.phase(ti.FROM_DEVICE):
+                value = out.detach()
+            with trial.phase(ti.REDUCE_METRICS):
+                total += value
+        torch.cuda.synchronize()
+    return run
+
+
+def gpu_loops(rounds: int, steps: int) -> dict[str, dict[str, float]]:
+    """Per loop kind, the slowdown of each timing mode against the bare loop."""
+    results = {}
+    for kind, make in (("launch-bound (small MLP)", launch_bound),
+                       ("GPU-bound (4096^2 matmuls)", gpu_bound)):
+        work = make()
+        trials = {mode: ti.Trial(experiment="bench", trial=mode, pull_port=0, timing_mode=mode)
+                  for mode in ti.TIMING_MODES}
+        loops = {"bare": gpu_loop(work, None, steps),
+                 **{mode: gpu_loop(work, t, steps) for mode, t in trials.items()}}
+        for run in loops.values():
+            run()  # warm-up: cuBLAS, the allocator, the phases
+        times = rotated(loops, rounds)
+        for t in trials.values():
+            t.close()
+        results[kind] = slowdowns(times)
+        results[kind]["bare step ms"] = statistics.median(times["bare"]) / steps * 1e3
+    return results
+
+
+def report(rounds: int = 7, steps: int = 200) -> None:
+    print("\ncuda_events, CPU side (stand-in events; runs without a GPU)")
+    for name, ns in hot_path_ns().items():
+        print(f"  {name:<46} {ns:7.0f} ns per enter + exit")
+    for name, slowdown in resolver_toll(max(rounds, 41), 20).items():
+        print(f"  GIL-bound 2 ms step, five phases, {name:<44} {slowdown:+.2%}")
+    if not torch.cuda.is_available():
+        print("cuda_events on a GPU: skipped (no CUDA)")
+        return
+    print(f"cuda_events on {torch.cuda.get_device_name()}: {rounds} rotated rounds of {steps} "
+          "steps (targets: launch-bound <= +1%, GPU-bound <= +0.3%)")
+    for kind, row in gpu_loops(rounds, steps).items():
+        modes = ", ".join(f"{mode} {row[mode]:+.2%}" for mode in ti.TIMING_MODES)
+        print(f"  {kind}: bare {row['bare step ms']:.2f} ms/step; {modes}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=200)
+    cli = parser.parse_args()
+    report(cli.rounds, cli.steps)
