@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -13,7 +17,7 @@ from typing import Any
 import pytest
 
 import trial_instrumentation as ti
-from tests.stack import Service, wait_until
+from tests.stack import REPO, Service, wait_until
 from tests.trial_support import EXAMPLES, pushed, pushed_value, run_example
 
 pytest.importorskip("transformers")
@@ -110,6 +114,38 @@ def test_gradient_accumulation_counts_optimizer_steps_and_all_their_samples(
     assert got[("trainwatch_trial_samples_total", None)] == steps * 2 * BATCH
     # Two slow batches per step, fetched before the step begins.
     assert got[("trainwatch_trial_phase_seconds_sum", ti.DATALOADER_NEXT)] >= 0.9 * 2 * steps * DELAY
+
+
+def test_a_crash_pushes_the_steps_so_far_at_exit_and_leaves_the_group(
+        pushgateway: Service, tmp_path: Path) -> None:
+    # TrainerCallback has no exception hook: the trial is closed as a crash at interpreter exit.
+    script = textwrap.dedent(f"""
+        import sys
+        from transformers import TrainerCallback
+        sys.path.insert(0, {str(EXAMPLES)!r})
+        import transformers_train as example
+
+        class Diverging(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                if state.global_step == 3:
+                    raise RuntimeError("loss diverged")
+
+        args = example.parse_args(["--steps", "8", "--batch-size", "4", "--experiment", "hf",
+                                   "--trial", "crash", "--pushgateway", {pushgateway.url!r},
+                                   "--push-interval", "60"])
+        trainer = example.make_trainer(args, {str(tmp_path)!r})
+        trainer.add_callback(Diverging())
+        trainer.train()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO),
+                                            "OMP_NUM_THREADS": "1"}, check=False)
+    assert done.returncode == 1 and "loss diverged" in done.stderr, done.stderr[-2000:]
+    # Pushed once at start (push interval 60 s), then the final state at exit: two finished
+    # steps and the one the exception left, as Trial.loader counts it.
+    assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="crash") == 3
+    assert pushed_value(pushgateway, "trainwatch_trial_phase_seconds_count", trial="crash",
+                        phase=ti.TRAIN_BATCH) == 3
 
 
 def test_unconfigured_the_callback_leaves_the_dataloader_alone(
