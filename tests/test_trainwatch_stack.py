@@ -310,7 +310,10 @@ def test_a_missing_binary_fails_with_one_line_and_starts_nothing(tmp_path: Path)
     ports = dict(zip(SERVICES, free_ports(len(SERVICES))))
     line = one_clear_line(trainwatch("stack", "up", *port_flags(ports), state=tmp_path / "s",
                                      path=str(tmp_path)))
-    assert "is not installed" in line and "make tools" in line
+    assert line == ("trainwatch stack up: error: prometheus, prometheus-pushgateway, "
+                    "prometheus-alertmanager not installed: run `make tools` or `sudo apt-get "
+                    "install prometheus prometheus-alertmanager prometheus-pushgateway`, then "
+                    "`trainwatch stack up` again")
     assert marked(tmp_path / "s") == []
 
 

@@ -41,13 +41,20 @@ class ServiceSpec:
         return READY_PATHS[self.name]
 
 
+def require_binaries() -> None:
+    """One line naming every missing binary and the packages that bring them."""
+    missing = [name for name in PACKAGES if shutil.which(name) is None]
+    if missing:
+        packages = " ".join(sorted({PACKAGES[name] for name in missing}))
+        raise StackError(f"{', '.join(missing)} not installed: run `make tools` or "
+                         f"`sudo apt-get install {packages}`, then `trainwatch stack up` again")
+
+
 def binary(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        raise StackError(f"{name} is not installed: run `make tools` or "
-                         f"`sudo apt-get install {PACKAGES[name]}`, then `trainwatch stack up` "
-                         "again")
-    return path
+        require_binaries()
+    return str(path)
 
 
 def listen(settings: StackSettings, service: str) -> str:

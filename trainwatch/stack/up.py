@@ -107,6 +107,7 @@ def _start_all(state: StateDir, settings: StackSettings, specs: list[ServiceSpec
 
 def _specs(state: StateDir, settings: StackSettings) -> dict[str, ServiceSpec]:
     """Every service's spec (Grafana left out when absent); StackError on a missing binary."""
+    services.require_binaries()
     built = {name: services.build(name, state, settings) for name in START_ORDER}
     return {name: spec for name, spec in built.items() if spec is not None}
 
