@@ -306,6 +306,19 @@ def test_a_second_command_while_one_works_on_the_stack_is_refused(tmp_path: Path
     assert marked(tmp_path / "s") == []
 
 
+@pytest.mark.parametrize(("flag", "says"), [
+    ("--scrape-interval=fast", "--scrape-interval: 'fast' is not a Prometheus duration like 15s"),
+    ("--for=soon", "rendering rules with --for/--rate-window failed: "),
+    ("--exporter-port=70000", "--exporter-port: 70000 is not a TCP port (1-65535)"),
+])
+def test_a_bad_flag_is_one_line_and_starts_nothing(tmp_path: Path, flag: str, says: str) -> None:
+    ports = dict(zip(SERVICES, free_ports(len(SERVICES))))
+    flags = [f for f in port_flags(ports) if not f.startswith("--exporter-port")]
+    line = one_clear_line(trainwatch("stack", "up", *flags, flag, state=tmp_path / "s"))
+    assert says in line
+    assert marked(tmp_path / "s") == []
+
+
 def test_a_missing_binary_fails_with_one_line_and_starts_nothing(tmp_path: Path) -> None:
     ports = dict(zip(SERVICES, free_ports(len(SERVICES))))
     line = one_clear_line(trainwatch("stack", "up", *port_flags(ports), state=tmp_path / "s",

@@ -103,7 +103,15 @@ def wait_scraped(prometheus: str, alertmanager: str, timeout: float) -> None:
 
 
 def reload(name: str, url: str) -> None:
-    """Ask a running Prometheus or Alertmanager to re-read its configuration."""
-    if http_status(f"{url}/-/reload", timeout=30.0, method="POST") != 200:
-        raise StackError(f"{name} at {url} refused to reload its configuration; "
-                         f"see its log, or `trainwatch stack down` and `up` again")
+    """Ask a running Prometheus or Alertmanager to re-read its configuration; StackError with
+    its reason (e.g. a rule file that does not parse) when it refuses."""
+    request = urllib.request.Request(f"{url}/-/reload", method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30.0):
+            return
+    except urllib.error.HTTPError as err:
+        reason = err.read().decode(errors="replace").strip().splitlines()[:1] or [str(err.code)]
+    except (urllib.error.URLError, OSError) as err:
+        reason = [str(getattr(err, "reason", err))]
+    raise StackError(f"{name} at {url} refused to reload its configuration ({reason[0][:300]}); "
+                     "it keeps the old one")

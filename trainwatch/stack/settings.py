@@ -4,6 +4,7 @@ that `status`, `down` and `diagnose` find the same stack again."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from trainwatch.stack.layout import StackError
 DEFAULT_PORTS = {"exporter": 10910, "prometheus": 10911, "pushgateway": 10912,
                  "alertmanager": 10913, "grafana": 10914}
 SERVICES = tuple(DEFAULT_PORTS)
+# A positive Prometheus duration (model.ParseDuration): units largest first, e.g. 1m30s.
+_DURATION = re.compile(r"^(?=\d*[1-9])(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 # What answers 200 once each service is ready to serve.
 READY_PATHS = {"exporter": "/healthz", "prometheus": "/-/ready", "pushgateway": "/-/ready",
                "alertmanager": "/-/ready", "grafana": "/api/health"}
@@ -47,6 +50,15 @@ class StackSettings:
             return cls(ports=ports, **{k: v for k, v in doc.items() if k in known})
         except (OSError, ValueError, KeyError, TypeError):
             return None
+
+
+def check(settings: StackSettings) -> None:
+    """StackError naming the flag when a setting cannot work (rather than a service that exits
+    at start with the reason in its log)."""
+    check_ports(settings.ports)
+    if settings.scrape_interval is not None and not _DURATION.match(settings.scrape_interval):
+        raise StackError(f"--scrape-interval: {settings.scrape_interval!r} is not a Prometheus "
+                         "duration like 15s or 1m")
 
 
 def check_ports(ports: dict[str, int]) -> None:

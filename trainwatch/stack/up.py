@@ -10,7 +10,7 @@ from trainwatch.stack.commands import EXIT_OK, Say, say_line, status
 from trainwatch.stack.layout import StackError, StateDir
 from trainwatch.stack.procs import ProcRecord
 from trainwatch.stack.services import ServiceSpec
-from trainwatch.stack.settings import DEFAULT_PORTS, StackSettings, check_ports
+from trainwatch.stack.settings import DEFAULT_PORTS, StackSettings, check
 from trial_instrumentation import names
 
 # Started in this order: Prometheus last, so its first scrapes and alert sends find the others.
@@ -81,7 +81,7 @@ def _settings(state: StateDir, inv: inventory.Inventory, asked: StackSettings) -
     running = {**(saved.ports if saved and inv.alive else DEFAULT_PORTS),
                **inventory.listening_ports(inv)}
     settings = replace(asked, ports={**running, **{k: v for k, v in asked.ports.items() if v}})
-    check_ports(settings.ports)
+    check(settings)
     for service in inv.alive:
         if settings.ports[service] != running[service]:
             raise StackError(f"{service} already runs on port {running[service]} in "
