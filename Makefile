@@ -157,6 +157,17 @@ bench: tools venv
 	$(PY) benchmarks/exporter_scrape.py
 	$(PY) benchmarks/instrumentation_overhead.py
 
+# Mutation testing (cosmic-ray) of the modules in mutation/targets.toml against their fast unit
+# tests; writes docs/mutation-report.md. Not part of `make test`: about MUTATION_MINUTES on 2
+# cores. `make mutation TARGETS="host verdict"` runs some targets only.
+TARGETS ?=
+mutation: tools venv $(VENV)/.mutation-installed
+	$(PY) mutation/run.py $(TARGETS)
+
+$(VENV)/.mutation-installed: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[mutation]'
+	touch $@
+
 # Regenerate the committed rule files, dashboards and the chart's copies of both (tests fail
 # when any of them drifts from prometheus/thresholds.yaml). Order matters: dashboards read the
 # thresholds, the chart copies what the other two wrote.
@@ -178,4 +189,4 @@ lint: venv
 	MYPYPATH=prometheus $(VENV)/bin/mypy grafana
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mutation

@@ -15,6 +15,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from exporter.collector import ScrapeCollector
 from exporter.host import (
     DISK_DEVICE_EXCLUDE,
     NODENAME_ENV,
@@ -168,7 +169,7 @@ def disk_io(seed: int) -> SimpleNamespace:
                            write_bytes=1024 * seed)
 
 
-def test_disk_counters_are_per_whole_disk_as_node_exporter_names_them() -> None:
+def test_disk_counters_are_per_whole_disk_with_node_exporters_default_exclusions() -> None:
     disks = {name: disk_io(i + 1) for i, (name, _) in enumerate(DISK_DEVICES)}
     samples = disk_samples(disks)
     whole = sorted(name for name, kept in DISK_DEVICES if kept)
@@ -203,7 +204,7 @@ LINUX_CPU_TIMES = {"user": 1.0, "nice": 2.0, "system": 3.0, "idle": 4.0, "iowait
 NODE_EXPORTER_MODES = {"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"}
 
 
-def test_cpu_seconds_for_each_of_node_exporters_modes_and_guest_not_twice() -> None:
+def test_cpu_seconds_for_each_kernel_mode_and_guest_not_twice() -> None:
     samples = cpu_samples(SimpleNamespace(**LINUX_CPU_TIMES), 4)
     seconds = {labels[0]: value for spec, labels, value in samples
                if spec.name == "trainwatch_cpu_seconds_total"}
@@ -243,3 +244,76 @@ def test_the_disk_exclude_pattern_is_a_setting() -> None:
                                      {"device": "zram0"}) == 1
     assert registry.get_sample_value("trainwatch_disk_reads_completed_total",
                                      {"device": "vda"}) is None
+
+
+class FakePsutil:
+    """psutil's functions as the collector calls them, recording the arguments they get."""
+
+    Error = type("Error", (Exception,), {})
+
+    def __init__(self, disks: dict[str, SimpleNamespace] | None, broken: str = "") -> None:
+        self.calls: dict[str, dict[str, object]] = {}
+        self._disks, self._broken = disks, broken
+
+    def _call(self, name: str, value: object, **kwargs: object) -> object:
+        self.calls[name] = kwargs
+        if name == self._broken:
+            raise OSError(f"cannot read {name}")
+        return value
+
+    def cpu_times(self) -> object:
+        return self._call("cpu_times", SimpleNamespace(user=1.0, system=2.0, idle=3.0))
+
+    def cpu_count(self) -> object:
+        return self._call("cpu_count", 8)
+
+    def virtual_memory(self) -> object:
+        return self._call("virtual_memory", SimpleNamespace(available=1024.0, total=4096.0))
+
+    def net_io_counters(self, **kwargs: object) -> object:
+        return self._call("net_io_counters", {"eth0": SimpleNamespace(bytes_recv=5, bytes_sent=6)},
+                          **kwargs)
+
+    def disk_io_counters(self, **kwargs: object) -> object:
+        return self._call("disk_io_counters", self._disks, **kwargs)
+
+
+def scrape_host(ps: FakePsutil) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(ScrapeCollector({"host": HostCollector(ps, nodename="n1")}, version="t"))
+    return registry
+
+
+def test_per_device_counters_are_asked_for_without_wraparound() -> None:
+    ps = FakePsutil({"vda": disk_io(3)})
+    registry = scrape_host(ps)
+    assert registry.get_sample_value("trainwatch_disk_read_bytes_total", {"device": "vda"}) == 1536
+    # Per device, and nowrap: psutil then hides 32-bit counter wrap-around, which a counter
+    # going backwards would turn into a huge rate.
+    assert ps.calls["net_io_counters"] == {"pernic": True, "nowrap": True}
+    assert ps.calls["disk_io_counters"] == {"perdisk": True, "nowrap": True}
+    assert registry.get_sample_value("trainwatch_scrape_collector_success",
+                                     {"collector": "host"}) == 1
+
+
+def test_a_machine_without_disks_reports_the_rest() -> None:
+    registry = scrape_host(FakePsutil(None))  # psutil answers None where there is no disk
+    assert registry.get_sample_value("trainwatch_scrape_collector_success",
+                                     {"collector": "host"}) == 1
+    assert registry.get_sample_value("trainwatch_cpu_count") == 8
+
+
+@pytest.mark.parametrize(("broken", "missing", "present"), [
+    ("net_io_counters", "trainwatch_network_receive_bytes_total", "trainwatch_cpu_count"),
+    ("cpu_times", "trainwatch_cpu_count", "trainwatch_memory_total_bytes"),
+    ("virtual_memory", "trainwatch_memory_total_bytes", "trainwatch_cpu_count"),
+])
+def test_a_failing_section_leaves_the_others_and_reports_failure(
+        broken: str, missing: str, present: str) -> None:
+    registry = scrape_host(FakePsutil({"vda": disk_io(3)}, broken=broken))
+    assert registry.get_sample_value("trainwatch_scrape_collector_success",
+                                     {"collector": "host"}) == 0
+    assert registry.get_sample_value(missing, {"device": "eth0"} if "network" in missing
+                                     else {}) is None
+    assert registry.get_sample_value(present) is not None
+    assert registry.get_sample_value("trainwatch_host_info", {"nodename": "n1"}) == 1

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import subprocess
+import sys
 
 import pytest
 
+from exporter import webauth
 from exporter.webauth import BasicAuth, hash_password, parse_hash
 
 ITERATIONS = 1000  # the default's cost is for real configs, not for tests
@@ -72,11 +75,15 @@ def test_the_hash_is_django_pbkdf2_sha256() -> None:
 
 @pytest.mark.parametrize(("encoded", "message"), [
     ("md5$1$salt$AAAA", "expected pbkdf2_sha256$<iterations>$<salt>$<hash>"),
+    ("sha1$1$salt$AAAA", "expected pbkdf2_sha256$<iterations>$<salt>$<hash>"),
     ("pbkdf2_sha256$1$salt", "expected pbkdf2_sha256$<iterations>$<salt>$<hash>"),
+    ("pbkdf2_sha256$1$salt$AAAA$more", "expected pbkdf2_sha256$<iterations>$<salt>$<hash>"),
     ("pbkdf2_sha256$0$salt$AAAA", "bad iterations or salt"),
     ("pbkdf2_sha256$x$salt$AAAA", "bad iterations or salt"),
     ("pbkdf2_sha256$10$$AAAA", "bad iterations or salt"),
     ("pbkdf2_sha256$10$salt$not base64!", "the hash part is not base64"),
+    ("pbkdf2_sha256$10$salt$AAAA*", "the hash part is not base64"),  # not silently dropped
+    ("pbkdf2_sha256$2000001$salt$AAAA", "2000001 iterations is over the limit of 2000000"),
 ])
 def test_bad_hashes_say_what_is_wrong(encoded: str, message: str) -> None:
     with pytest.raises(ValueError, match="^" + message.replace("$", r"\$")):
@@ -86,3 +93,40 @@ def test_bad_hashes_say_what_is_wrong(encoded: str, message: str) -> None:
 def test_no_users_is_a_programmer_error() -> None:
     with pytest.raises(ValueError, match="at least one user"):
         BasicAuth({})
+
+
+def test_iterations_from_one_to_the_limit_are_accepted() -> None:
+    assert parse_hash("pbkdf2_sha256$1$s$AAAA") == (1, b"s", b"\0\0\0")
+    assert parse_hash("pbkdf2_sha256$2000000$s$AAAA")[0] == 2_000_000
+
+
+def test_new_hashes_use_owasps_iterations_and_a_16_byte_salt() -> None:
+    _, iterations, salt, _ = hash_password("pw").split("$")
+    assert iterations == "600000"
+    assert len(base64.urlsafe_b64decode(salt + "==")) == 16
+
+
+def test_a_header_with_characters_outside_base64_is_refused(auth: BasicAuth) -> None:
+    good = base64.b64encode(b"prometheus:s3cret").decode()
+    assert auth.check("Basic " + good)
+    assert not auth.check("Basic " + good + "*")
+
+
+def test_hash_command_prints_a_hash_of_the_password_typed_twice(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    answers = iter(["typed", "typed"])
+    monkeypatch.setattr(webauth.getpass, "getpass", lambda prompt: next(answers))
+    webauth.main()
+    printed = capsys.readouterr().out.strip()
+    assert BasicAuth({"u": printed}).check(header("u", "typed"))
+    answers = iter(["typed", "typo"])
+    with pytest.raises(SystemExit, match="the passwords differ"):
+        webauth.main()
+
+
+def test_python_m_exporter_webauth_runs_the_hash_command() -> None:
+    # No terminal: getpass reads the two lines from stdin (and warns on stderr).
+    done = subprocess.run([sys.executable, "-m", "exporter.webauth"], input="pw\npw\n",
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert BasicAuth({"u": done.stdout.strip()}).check(header("u", "pw"))

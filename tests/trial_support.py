@@ -45,25 +45,32 @@ class BlackHole:
 
 
 class StatusServer:
-    """A real HTTP server answering every request with ``status`` (changeable) and counting."""
+    """A real HTTP server answering every request with ``status`` (changeable; ``by_method``
+    overrides it per method) and recording each request."""
 
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, body: bytes = b"no") -> None:
         self.status = status
+        self.by_method: dict[str, int] = {}
         self.requests: list[str] = []
+        self.paths: list[str] = []
+        self.bodies: list[bytes] = []
+        self.times: list[float] = []  # time.monotonic() of each request's arrival
         self.authorization: list[str | None] = []
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
             def _answer(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                owner.requests.append(self.command)
+                owner.times.append(time.monotonic())
+                owner.bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                owner.paths.append(self.path)
                 owner.authorization.append(self.headers.get("Authorization"))
-                self.send_response(owner.status)
-                self.send_header("Content-Length", "2")
+                owner.requests.append(self.command)
+                self.send_response(owner.by_method.get(self.command, owner.status))
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(b"no")
+                self.wfile.write(body)
 
-            do_PUT = do_POST = do_DELETE = _answer
+            do_PUT = do_POST = do_DELETE = do_GET = _answer
 
             def log_message(self, *args: object) -> None:
                 pass

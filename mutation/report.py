@@ -1,0 +1,73 @@
+"""docs/mutation-report.md from the targets' results (see run.py)."""
+
+from __future__ import annotations
+
+import datetime
+import fnmatch
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+UNEXPLAINED = "**NOT EXPLAINED**: add a test that kills it, or an [[equivalent]] entry"
+
+
+def explain(mutant: dict[str, Any], equivalents: list[dict[str, str]]) -> str | None:
+    """The reason an [[equivalent]] entry gives for this survivor, if one matches it."""
+    for entry in equivalents:
+        if (entry["module"] == mutant["module"] and entry["source"] == mutant["source"]
+                and fnmatch.fnmatchcase(mutant["operator"], entry["operator"])):
+            entry["used"] = "yes"
+            return entry["why"]
+    return None
+
+
+def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]],
+                 path: Path, target: float) -> bool:
+    """Write the report; True when every target reaches ``target`` and every survivor is
+    explained."""
+    ok = True
+    rows, survivors, errors = [], [], []
+    for r in results:
+        mutants = r["mutants"]
+        killed = sum(m["status"] == "killed" for m in mutants)
+        alive = [m for m in mutants if m["status"] == "survived"]
+        errors += [m for m in mutants if m["status"].startswith("error")]
+        explained = 0
+        for m in alive:
+            why = explain(m, equivalents)
+            explained += why is not None
+            ok &= why is not None
+            survivors.append((r["name"], m, why))
+        score = killed / (killed + len(alive)) if killed + len(alive) else 1.0
+        ok &= score >= target
+        rows.append(f"| {r['name']} | `{r['module']}` | {killed + len(alive)} | {killed} | "
+                    f"{len(alive)} ({explained} equivalent) | **{score:.1%}** | "
+                    f"{r['annotation_mutants_skipped']} | {r['seconds'] / 60:.1f} min |")
+    lines = [
+        "# Mutation testing report", "",
+        f"Written by `make mutation` (mutation/run.py, cosmic-ray {version('cosmic-ray')}); "
+        f"last target run {datetime.date.today().isoformat()}. Each mutant is one small change "
+        "to the module (an operator, a comparison, a constant, a loop made empty...), run "
+        "against that module's fast unit tests (mutation/targets.toml); it is killed when a "
+        "test fails or times out. Score: killed / (killed + survived); the target is "
+        f"{target:.0%}.", "",
+        "| target | module | mutants | killed | survived | score | skipped: in annotations "
+        "| time |", "|---|---|---|---|---|---|---|---|", *rows, "",
+        "Mutants inside type annotations are skipped, not counted: every module here has "
+        "`from __future__ import annotations`, so annotations are never evaluated and such a "
+        "mutant cannot change behaviour.", "", "## Survivors", ""]
+    if not survivors:
+        lines.append("None.")
+    for name, m, why in survivors:
+        verdict = f"equivalent: {why}" if why else UNEXPLAINED
+        lines += [f"- **{name}** `{m['module']}:{m['line']}` {m['operator']}: `{m['source']}`",
+                  f"  - {verdict}"]
+    if errors:
+        lines += ["", "## Mutants that could not be run", ""]
+        lines += [f"- `{m['module']}:{m['line']}` {m['operator']}: {m['status']}" for m in errors]
+    stale = [e for e in equivalents if "used" not in e]
+    if stale:
+        lines += ["", "## [[equivalent]] entries that matched no survivor (stale?)", ""]
+        lines += [f"- `{e['module']}` {e['operator']}: `{e['source']}`" for e in stale]
+    path.write_text("\n".join(lines) + "\n")
+    return ok

@@ -1,0 +1,150 @@
+"""Mutation testing with cosmic-ray over the modules in targets.toml (``make mutation``).
+
+    python mutation/run.py              # every target
+    python mutation/run.py host verdict # some targets; the others keep their last results
+
+Each run copies the working tree into .mutation/work (cosmic-ray edits the module in place
+there, so an interrupted run never leaves a mutant in your tree), runs each target's fast
+unit tests once unmutated, then once per mutant, and writes docs/mutation-report.md from the
+results of every target's latest run (kept in .mutation/results/). Exit 1 when a target kills
+under 90% of its mutants or a survivor is not listed as equivalent in targets.toml.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+STATE = REPO / ".mutation"
+WORK = STATE / "work"
+RESULTS = STATE / "results"
+REPORT = REPO / "docs" / "mutation-report.md"
+TARGET_SCORE = 0.90
+COSMIC_RAY = Path(sys.executable).parent / "cosmic-ray"
+
+
+def copy_tree() -> None:
+    """Tracked and untracked-but-not-ignored files, as they are now."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO,
+                            check=True, capture_output=True).stdout.decode().split("\0")
+    shutil.rmtree(WORK, ignore_errors=True)
+    for name in filter(None, listed):
+        source = REPO / name
+        if source.is_file():
+            (WORK / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, WORK / name)
+
+
+def annotation_spans(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(start, end) of every annotation: never evaluated under ``from __future__ import
+    annotations``, so a mutant there (``int | None`` -> ``int - None``) is equivalent."""
+    spans = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        found = []
+        if isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None:
+            found.append(node.annotation)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns:
+            found.append(node.returns)
+        spans += [((a.lineno, a.col_offset), (a.end_lineno or a.lineno, a.end_col_offset or 0))
+                  for a in found]
+    return spans
+
+
+def skip_annotation_mutants(session: Path) -> int:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    skipped = 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in db.work_items:
+            for mutation in item.mutations:
+                path = WORK / mutation.module_path
+                if "from __future__ import annotations" not in path.read_text():
+                    continue
+                start, end = tuple(mutation.start_pos), tuple(mutation.end_pos)
+                if any(a <= start and end <= b for a, b in annotation_spans(path)):
+                    db.set_result(item.job_id, WorkResult(
+                        worker_outcome=WorkerOutcome.SKIPPED, output="type annotation"))
+                    skipped += 1
+    return skipped
+
+
+def run_target(target: dict[str, Any]) -> dict[str, Any]:
+    name = target["name"]
+    tests = " ".join(shlex.quote(t) for t in target["tests"])
+    command = f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider {tests}"
+    started = time.monotonic()
+    baseline = subprocess.run(shlex.split(command), cwd=WORK, capture_output=True, text=True)
+    if baseline.returncode != 0:
+        raise SystemExit(f"{name}: the tests fail without a mutant:\n{baseline.stdout[-3000:]}")
+    timeout = max(20.0, 10 * (time.monotonic() - started))
+    config = STATE / f"{name}.toml"
+    config.write_text(f'[cosmic-ray]\nmodule-path = "{target["module"]}"\ntimeout = {timeout}\n'
+                      f"excluded-modules = []\ntest-command = {json.dumps(command)}\n\n"
+                      '[cosmic-ray.distributor]\nname = "local"\n')
+    session = STATE / f"{name}.sqlite"
+    session.unlink(missing_ok=True)
+    subprocess.run([str(COSMIC_RAY), "init", str(config), str(session)], cwd=WORK, check=True)
+    skipped = skip_annotation_mutants(session)
+    subprocess.run([str(COSMIC_RAY), "exec", str(config), str(session)], cwd=WORK, check=True)
+    return {"name": name, "module": target["module"], "seconds": time.monotonic() - started,
+            "annotation_mutants_skipped": skipped, "mutants": collect(session)}
+
+
+def collect(session: Path) -> list[dict[str, Any]]:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome
+
+    out = []
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item, result in db.completed_work_items:
+            if result.worker_outcome == WorkerOutcome.SKIPPED:
+                continue
+            [mutation] = item.mutations
+            lines = (WORK / mutation.module_path).read_text().splitlines()
+            out.append({
+                "module": str(mutation.module_path), "operator": mutation.operator_name,
+                "line": mutation.start_pos[0], "source": lines[mutation.start_pos[0] - 1].strip(),
+                # A timeout is a kill (cosmic-ray reports it so); a mutant that could not be
+                # run at all (worker error, incompetent) is neither, and shown apart.
+                "status": {TestOutcome.KILLED: "killed", TestOutcome.SURVIVED: "survived"}.get(
+                    result.test_outcome, f"error ({result.worker_outcome})")
+                if result.worker_outcome == WorkerOutcome.NORMAL
+                else f"error ({result.worker_outcome})",
+                "diff": result.diff or ""})
+    return out
+
+
+def main(argv: list[str]) -> int:
+    config = tomllib.loads((REPO / "mutation" / "targets.toml").read_text())
+    targets = {t["name"]: t for t in config["target"]}
+    unknown = set(argv) - set(targets)
+    if unknown:
+        raise SystemExit(f"unknown targets {sorted(unknown)}; known: {sorted(targets)}")
+    STATE.mkdir(exist_ok=True)
+    RESULTS.mkdir(exist_ok=True)
+    copy_tree()
+    for name in argv or list(targets):
+        print(f"== {name}: {targets[name]['module']}", flush=True)
+        result = run_target(targets[name])
+        (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1))
+    from report import write_report  # mutation/report.py, beside this script
+
+    ok = write_report([json.loads(p.read_text()) for name in targets
+                       if (p := RESULTS / f"{name}.json").exists()],
+                      config.get("equivalent", []), REPORT, TARGET_SCORE)
+    print(f"report: {REPORT.relative_to(REPO)}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,143 @@
+"""The pusher thread against loopback gateways: when it pushes, what it retries and how long it
+waits, what it deletes, how it logs, and that its exit is bounded (fast: seconds in all).
+
+The slower end-to-end checks (step time, memory, a real Pushgateway) are in
+test_trial_failures.py and test_trial_live.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry, Gauge
+
+from tests.stack import wait_until
+from tests.trial_support import BlackHole, StatusServer
+from trial_instrumentation.collector import TrialState
+from trial_instrumentation.config import resolve
+from trial_instrumentation.pusher import MAX_FIRST_BACKOFF_SECONDS, RETRIES, Pusher
+
+GROUP = "/metrics/job/trainwatch_trial/experiment/e/rank/0/trial/t"  # keys sorted
+
+
+def make(url: str, interval: float, read_timeout: float = 5.0,
+         **auth: str) -> tuple[Pusher, TrialState]:
+    config = resolve(pushgateway=url, experiment="e", trial="t", push_interval=interval,
+                     read_timeout=read_timeout, env={}, **auth)  # type: ignore[arg-type]
+    registry = CollectorRegistry()
+    Gauge("answer", "a metric to push", registry=registry).set(42)
+    state = TrialState(config.buckets, {})
+    return Pusher(config, registry, state), state
+
+
+@pytest.fixture
+def server() -> Iterator[StatusServer]:
+    gateway = StatusServer(200)
+    yield gateway
+    gateway.close()
+
+
+def test_pushes_at_once_then_every_interval_and_deletes_the_group_at_exit(
+        server: StatusServer) -> None:
+    pusher, state = make(server.url, interval=0.05, username="u", password="pw")
+    pusher.start()
+    wait_until(lambda: len(server.requests) >= 3, timeout=10, what="three pushes")
+    assert pusher.stop(delete=True, timeout=5) is True
+    assert server.requests[-2:] == ["PUT", "DELETE"] and set(server.requests[:-1]) == {"PUT"}
+    assert set(server.paths) == {GROUP}
+    assert b"answer 42.0" in server.bodies[0]
+    assert all(a and a.startswith("Basic ") for a in server.authorization)
+    gaps = [b - a for a, b in zip(server.times, server.times[1:-2])]
+    assert min(gaps) >= 0.04, gaps  # the interval between pushes, not a busy loop
+    assert state.push_failures == 0
+
+
+def test_the_first_push_does_not_wait_for_an_interval(server: StatusServer) -> None:
+    pusher, _ = make(server.url, interval=3600)
+    pusher.start()
+    wait_until(lambda: server.requests == ["PUT"], timeout=5, what="the first push")
+    assert pusher.stop(delete=False, timeout=5) is True
+    assert server.requests == ["PUT", "PUT"]  # and the final push; no delete was asked for
+
+
+def test_a_failing_gateway_is_retried_with_doubling_backoff_each_attempt_counted() -> None:
+    gateway = StatusServer(503)
+    pusher, state = make(gateway.url, interval=0.4)  # first backoff: a quarter, 0.1 s
+    pusher.start()
+    wait_until(lambda: len(gateway.requests) >= 1 + RETRIES, timeout=10, what="the retries")
+    pusher.stop(delete=True, timeout=10)
+    gateway.close()
+    first, second, third = gateway.times[:3]
+    assert second - first >= 0.09 and third - second >= 0.19, gateway.times
+    assert "DELETE" not in gateway.requests  # the final push failed: nothing to delete
+    assert state.push_failures == gateway.requests.count("PUT")
+
+
+def test_the_first_backoff_is_capped_for_long_intervals() -> None:
+    gateway = StatusServer(500)
+    pusher, _ = make(gateway.url, interval=60)  # a quarter would be 15 s
+    pusher.start()
+    wait_until(lambda: len(gateway.requests) >= 2, timeout=MAX_FIRST_BACKOFF_SECONDS + 5,
+               what="the first retry")
+    pusher.stop(delete=False, timeout=0.1)
+    gateway.close()
+    assert gateway.times[1] - gateway.times[0] >= MAX_FIRST_BACKOFF_SECONDS * 0.9
+
+
+def test_a_rejected_push_is_not_retried() -> None:
+    gateway = StatusServer(400)
+    pusher, state = make(gateway.url, interval=3600)
+    pusher.start()
+    wait_until(lambda: state.push_failures == 1, timeout=5, what="the first push")
+    assert pusher.stop(delete=True, timeout=10) is True
+    gateway.close()
+    assert gateway.requests == ["PUT", "PUT"] and state.push_failures == 2
+
+
+def test_a_failed_delete_is_retried_and_not_counted_as_a_push_failure(
+        server: StatusServer) -> None:
+    server.by_method["DELETE"] = 502
+    pusher, state = make(server.url, interval=0.2)  # backoff 0.05 s, 0.1 s
+    pusher.start()
+    wait_until(lambda: server.requests == ["PUT"], timeout=5, what="the first push")
+    assert pusher.stop(delete=True, timeout=10) is True
+    deletes = 1 + RETRIES
+    assert server.requests[-deletes:] == ["DELETE"] * deletes
+    assert set(server.requests[:-deletes]) == {"PUT"}
+    assert state.push_failures == 0
+
+
+def test_exit_is_bounded_when_the_gateway_never_answers() -> None:
+    hole = BlackHole()
+    pusher, _ = make(hole.url, interval=3600, read_timeout=30)
+    pusher.start()
+    start = time.monotonic()
+    try:
+        assert pusher.stop(delete=True, timeout=0.3) is False
+    finally:
+        hole.close()
+    assert time.monotonic() - start < 5
+
+
+def test_one_warning_per_outage_and_one_when_it_recovers(caplog: pytest.LogCaptureFixture) -> None:
+    gateway = StatusServer(500)
+    pusher, state = make(gateway.url, interval=0.02)
+    with caplog.at_level(logging.WARNING, logger="trial_instrumentation"):
+        pusher.start()
+        wait_until(lambda: state.push_failures >= 4, timeout=10, what="4 failures")
+        gateway.status = 200
+        wait_until(lambda: "reachable again" in caplog.text, timeout=10, what="recovery")
+        gateway.status = 500
+        wait_until(lambda: caplog.text.count(f"{gateway.url} failed") >= 2, timeout=10,
+                   what="a second outage")
+        pusher.stop(delete=False, timeout=0.1)
+    gateway.close()
+    # Only this pusher's lines: an earlier test's abandoned pusher may still be logging.
+    messages = [r.getMessage() for r in caplog.records if gateway.url in r.getMessage()]
+    failed = [m for m in messages if "failed" in m]
+    assert len(failed) == 2 and sum("reachable again" in m for m in messages) == 1, messages
+    assert f"push to {gateway.url} failed: PushError: Pushgateway answered 500" in failed[0]
+    assert f"Pushgateway {gateway.url} reachable again after " in caplog.text
