@@ -184,7 +184,7 @@ chart-files: rules dashboards
 	$(PY) helm/exporter_schema.py
 
 lint: venv
-	$(VENV)/bin/ruff check exporter trial_instrumentation trainwatch tests benchmarks examples prometheus grafana helm
+	$(VENV)/bin/ruff check exporter trial_instrumentation trainwatch tests benchmarks examples prometheus grafana helm mutation
 	$(VENV)/bin/mypy exporter trial_instrumentation trainwatch prometheus/generate_rules.py prometheus/rulegen
 	MYPYPATH=prometheus $(VENV)/bin/mypy grafana
 

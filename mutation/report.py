@@ -43,19 +43,20 @@ def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]
         rows.append(f"| {r['name']} | `{r['module']}` | {killed + len(alive)} | {killed} | "
                     f"{len(alive)} ({explained} equivalent) | **{score:.1%}** | "
                     f"{r['annotation_mutants_skipped']} | {r['seconds'] / 60:.1f} min |")
-    lines = [
-        "# Mutation testing report", "",
-        f"Written by `make mutation` (mutation/run.py, cosmic-ray {version('cosmic-ray')}); "
-        f"last target run {datetime.date.today().isoformat()}. Each mutant is one small change "
-        "to the module (an operator, a comparison, a constant, a loop made empty...), run "
-        "against that module's fast unit tests (mutation/targets.toml); it is killed when a "
-        "test fails or times out. Score: killed / (killed + survived); the target is "
-        f"{target:.0%}.", "",
-        "| target | module | mutants | killed | survived | score | skipped: in annotations "
-        "| time |", "|---|---|---|---|---|---|---|---|", *rows, "",
-        "Mutants inside type annotations are skipped, not counted: every module here has "
-        "`from __future__ import annotations`, so annotations are never evaluated and such a "
-        "mutant cannot change behaviour.", "", "## Survivors", ""]
+    intro = (f"Written by `make mutation` (mutation/run.py, cosmic-ray {version('cosmic-ray')});"
+             f" last target run {datetime.date.today().isoformat()}. Each mutant is one small "
+             "change to the module (an operator, a comparison, a constant, a loop made "
+             "empty...), run against that module's fast unit tests (mutation/targets.toml); it "
+             "is killed when a test fails or times out. Score: killed / (killed + survived); "
+             f"the target is {target:.0%}. Times are wall-clock on a 2-core machine shared "
+             "with other work.")
+    header = ("| target | module | mutants | killed | survived | score "
+              "| skipped: in annotations | time |")
+    annotations = ("Mutants inside type annotations are skipped, not counted: every module "
+                   "here has `from __future__ import annotations`, so annotations are never "
+                   "evaluated and such a mutant cannot change behaviour.")
+    lines = ["# Mutation testing report", "", intro, "", header,
+             "|---|---|---|---|---|---|---|---|", *rows, "", annotations, "", "## Survivors", ""]
     if not survivors:
         lines.append("None.")
     for name, m, why in survivors:

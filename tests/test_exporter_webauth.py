@@ -119,9 +119,10 @@ def test_hash_command_prints_a_hash_of_the_password_typed_twice(
     webauth.main()
     printed = capsys.readouterr().out.strip()
     assert BasicAuth({"u": printed}).check(header("u", "typed"))
-    answers = iter(["typed", "typo"])
-    with pytest.raises(SystemExit, match="the passwords differ"):
-        webauth.main()
+    for first, second in (("typed", "typo"), ("typo", "typed")):
+        answers = iter([first, second])
+        with pytest.raises(SystemExit, match="the passwords differ"):
+            webauth.main()
 
 
 def test_python_m_exporter_webauth_runs_the_hash_command() -> None:
