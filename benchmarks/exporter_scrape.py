@@ -7,6 +7,7 @@ target, ``Accept-Encoding: gzip``. Prints median and p99 scrape latency, bytes p
 (on the wire and decompressed), series, and resident memory after the run, plus the ratios.
 
     .venv/bin/python benchmarks/exporter_scrape.py [--rounds 500] [--gpus 8]
+    .venv/bin/python benchmarks/exporter_scrape.py --load 20 [--seconds 10]   # concurrent load
 
 Targets (this machine, 2 cores): median scrape <= 0.5x node_exporter's, RSS <= 1.5x.
 
@@ -78,6 +79,9 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--real-gpu", action="store_true",
                         help="real NVML and GPUs, against nvidia-smi --query-gpu")
+    parser.add_argument("--load", type=int, metavar="N",
+                        help="load mode: N concurrent scrapers (benchmarks/exporter_load.py)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="load mode: per run")
     args = parser.parse_args()
     if args.real_gpu:
         from benchmarks.real_gpu_scrape import run
@@ -90,6 +94,11 @@ def main() -> None:
             start_node_exporter(Path(tmp)) as node, \
             start_trainwatch_exporter(Path(tmp), "--log.level=warn",
                                       fake_gpus=args.gpus) as ours:
+        if args.load:
+            from benchmarks.exporter_load import run as load
+
+            load({"trainwatch-exporter": ours, "node_exporter": node}, args.load, args.seconds)
+            return
         targets = [Target("trainwatch-exporter", ours), Target("node_exporter", node)]
         for _ in range(args.warmup):
             for target in targets:

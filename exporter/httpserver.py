@@ -9,30 +9,27 @@ library's ``http.server`` listens with 5: the excess SYNs were dropped and retri
 later). Requests carry no body here: one that announces a body is answered 413 and its
 connection closed, so the body can never be read as a second request.
 
-``Handler`` gets a ``Request`` and returns a ``Response``; for HEAD the body is left out.
+``Handler`` gets a ``Request`` and returns a ``Response`` (``exporter.httpmessage``); for
+HEAD the body is left out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import socket
 import ssl
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any
 
+from exporter.httpmessage import BadRequest, Request, Response, parse_head
+
 log = logging.getLogger(__name__)
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-# Headers whose repetition makes a request mean two things to two parsers (smuggling).
-_SINGLE = ("content-length", "transfer-encoding", "host", "authorization")
-
-
 @dataclass(frozen=True)
 class Limits:
     """What one client may cost; the defaults suit a node exporter scraped by a few servers."""
@@ -47,57 +44,7 @@ class Limits:
     workers: int = 4  # threads that run handlers (scrapes); nothing else takes a thread
 
 
-@dataclass(frozen=True)
-class Request:
-    method: str
-    target: str
-    version: str
-    headers: Mapping[str, str]  # names lower-cased
-    client: str  # the peer's address, for per-client limits
-
-
-@dataclass(frozen=True)
-class Response:
-    status: int
-    body: bytes
-    content_type: str = "text/plain; charset=utf-8"
-    headers: Mapping[str, str] = field(default_factory=dict)
-
-
 Handler = Callable[[Request], Response]
-
-
-class BadRequest(Exception):
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-
-
-def parse_head(head: bytes, client: str) -> Request:
-    """A request from its line and headers (``head`` ends with the blank line).
-
-    >>> parse_head(b"GET /metrics HTTP/1.1\\r\\nHost: x\\r\\nAccept: a\\r\\n\\r\\n", "::1").headers
-    {'host': 'x', 'accept': 'a'}
-    """
-    lines = head.decode("latin-1").split("\r\n")[:-2]
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not _TOKEN.match(parts[0]) or not parts[1]:
-        raise BadRequest(400, "malformed request line")
-    method, target, version = parts
-    if version not in ("HTTP/1.0", "HTTP/1.1"):
-        raise BadRequest(505, "only versions 1.0 and 1.1 are served")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not _TOKEN.match(name):  # also refuses obsolete line folding
-            raise BadRequest(400, "malformed header line")
-        key, value = name.lower(), value.strip(" \t")
-        if key in headers and key in _SINGLE:
-            raise BadRequest(400, f"repeated {name} header")
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    if "transfer-encoding" in headers or headers.get("content-length", "0") != "0":
-        raise BadRequest(413, "request bodies are not accepted")
-    return Request(method, target, version, headers, client)
 
 
 class HTTPServer:
@@ -168,7 +115,7 @@ class HTTPServer:
             while await self._exchange(reader, writer, str(peer[0]) if peer else ""):
                 pass
             writer.close()  # after the last response has been flushed
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+        except (TimeoutError, OSError, asyncio.IncompleteReadError):
             pass  # the client went away, stalled or sent garbage
         finally:
             self.open_connections -= 1

@@ -28,7 +28,8 @@ from exporter import __version__
 from exporter.config import ConfigError, Settings, parse_listen_address
 from exporter.deadline import SCRAPE_TIMEOUT_HEADER, scrape_deadline
 from exporter.exposition import CONTENT_TYPE, render
-from exporter.httpserver import HTTPServer, Limits, Request, Response
+from exporter.httpmessage import Request, Response
+from exporter.httpserver import HTTPServer, Limits
 from exporter.webauth import BasicAuth, Verdict
 
 log = logging.getLogger(__name__)

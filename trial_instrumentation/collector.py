@@ -57,6 +57,7 @@ class TrialState:
     push_failures: int = 0
     gpu_uuids: Callable[[], Iterable[str]] = tuple
     limits: dict[str, float] = field(default_factory=dict)  # names.*_LIMIT -> samples/s
+    exit_reason: str | None = None  # names.EXIT_*, set just before the final push
 
     def __post_init__(self) -> None:
         self.step = Histogram(self.buckets)
@@ -122,6 +123,11 @@ class TrialCollector(Collector):
         for uuid in state.gpu_uuids():
             gpus.add_metric([*values, uuid], 1)  # type: ignore[attr-defined]
         yield gpus
+        if state.exit_reason is not None:
+            ended = self._family(GaugeMetricFamily, names.EXIT, "How the trial's process ended "
+                                 "(clean, terminated, failed); in the final push only.", "reason")
+            ended.add_metric([*values, state.exit_reason], 1)  # type: ignore[attr-defined]
+            yield ended
         for name, doc in LIMIT_DOCS.items():
             if name in state.limits:  # only once measured: no made-up zero
                 limit = self._family(GaugeMetricFamily, name, doc)

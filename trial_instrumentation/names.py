@@ -18,6 +18,11 @@ SAMPLES = "trainwatch_trial_samples"
 TRIAL_INFO = "trainwatch_trial_info"
 GPU_INFO = "trainwatch_trial_gpu_info"
 PUSH_FAILURES = "trainwatch_trial_push_failures"
+# Pushed in the final push only, with label reason: how the process ended.
+EXIT = "trainwatch_trial_exit"
+EXIT_CLEAN = "clean"  # left the `with` block normally (or sys.exit(0))
+EXIT_TERMINATED = "terminated"  # SIGTERM: eviction, preemption, a scheduler's cancel
+EXIT_FAILED = "failed"  # an exception (or a non-zero sys.exit)
 # Measured ceilings (trial_instrumentation.limits): the loader alone, the step alone.
 LOADER_LIMIT = "trainwatch_trial_loader_limit_samples_per_second"
 STEP_LIMIT = "trainwatch_trial_step_limit_samples_per_second"

@@ -1,12 +1,16 @@
 """The HTTP handler given to prometheus_client's push/delete: separate connect and read
-timeouts (urllib has one timeout for both) and optional basic auth."""
+timeouts (urllib has one timeout for both), name resolution bounded by the connect timeout
+(a resolver that does not answer cost 10 s per lookup), and optional basic auth."""
 
 from __future__ import annotations
 
 import base64
 import http.client
+import socket
+import threading
 import urllib.parse
 from collections.abc import Callable, Sequence
+from typing import Any
 
 
 class PushError(OSError):
@@ -34,29 +38,87 @@ def make_handler(connect_timeout: float, read_timeout: float, username: str | No
     >>> callable(handler("http://127.0.0.1:9/metrics/job/x", "PUT", None, [], b""))
     True
     """
-    auth: list[tuple[str, str]] = []
-    if username is not None and password is not None:
-        token = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
-        auth.append(("Authorization", f"Basic {token}"))
+    auth = auth_headers(username, password)
 
     def handler(url: str, method: str, timeout: float | None,
                 headers: Sequence[tuple[str, str]], data: bytes) -> Callable[[], None]:
         def send() -> None:
-            parts = urllib.parse.urlsplit(url)
-            conn_cls = (http.client.HTTPSConnection if parts.scheme == "https"
-                        else http.client.HTTPConnection)
-            conn = conn_cls(parts.hostname or "", parts.port, timeout=connect_timeout)
-            try:
-                conn.connect()
-                # A gateway that accepts the connection and never answers costs read_timeout.
-                conn.sock.settimeout(read_timeout)
-                path = parts.path + (f"?{parts.query}" if parts.query else "")
-                conn.request(method, path or "/", body=data, headers=dict([*headers, *auth]))
-                response = conn.getresponse()
-                body = response.read(1024)
-                if response.status >= 400:
-                    raise PushError(response.status, response.reason, body)
-            finally:
-                conn.close()
+            request(url, method, connect_timeout, read_timeout, [*headers, *auth], data, 1024)
         return send
     return handler
+
+
+def auth_headers(username: str | None, password: str | None) -> list[tuple[str, str]]:
+    if username is None or password is None:
+        return []
+    token = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+    return [("Authorization", f"Basic {token}")]
+
+
+def request(url: str, method: str, connect_timeout: float, read_timeout: float,
+            headers: Sequence[tuple[str, str]] = (), data: bytes | None = None,
+            limit: int = 1024) -> bytes:
+    """Up to ``limit`` bytes of the response body; ``PushError`` on a status >= 400."""
+    parts = urllib.parse.urlsplit(url)
+    conn_cls = (http.client.HTTPSConnection if parts.scheme == "https"
+                else http.client.HTTPConnection)
+    conn = conn_cls(parts.hostname or "", parts.port, timeout=connect_timeout)
+    conn._create_connection = _bounded_connect  # type: ignore[attr-defined]
+    try:
+        conn.connect()
+        # A gateway that accepts the connection and never answers costs read_timeout.
+        conn.sock.settimeout(read_timeout)
+        path = parts.path + (f"?{parts.query}" if parts.query else "")
+        conn.request(method, path or "/", body=data, headers=dict(headers))
+        response = conn.getresponse()
+        body = response.read(limit)
+        if response.status >= 400:
+            raise PushError(response.status, response.reason, body)
+        return body
+    finally:
+        conn.close()
+
+
+def resolve(host: str, port: int, timeout: float) -> list[Any]:
+    """``socket.getaddrinfo`` that gives up after ``timeout`` (``TimeoutError``).
+
+    The system resolver has no timeout of its own to pass: the lookup runs on a daemon thread,
+    left to finish on its own when it is abandoned.
+    """
+    result: list[Any] = []
+    failure: list[BaseException] = []
+
+    def lookup() -> None:
+        try:
+            result.extend(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as err:
+            failure.append(err)
+
+    thread = threading.Thread(target=lookup, name="trainwatch-resolve", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise TimeoutError(f"resolving {host!r} took longer than {timeout:g}s")
+    if failure:
+        raise failure[0]
+    return result
+
+
+def _bounded_connect(address: tuple[str, int], timeout: float | None = None,
+                     source_address: Any = None) -> socket.socket:
+    # http.client's connect() calls this with the connection's timeout (the connect timeout).
+    host, port = address
+    budget = timeout if isinstance(timeout, (int, float)) else 10.0
+    last: OSError | None = None
+    for family, kind, proto, _, sockaddr in resolve(host, port, budget):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(budget)
+            if source_address:
+                sock.bind(source_address)
+            sock.connect(sockaddr)
+            return sock
+        except OSError as err:
+            sock.close()
+            last = err
+    raise last or OSError(f"no address for {host!r}")

@@ -13,6 +13,7 @@ from trial_instrumentation import config as configuration
 from trial_instrumentation import limits, names
 from trial_instrumentation.collector import TrialCollector, TrialState
 from trial_instrumentation.gpus import TrainingGpus
+from trial_instrumentation.lifecycle import ExitHooks
 from trial_instrumentation.loader import TimedLoader
 from trial_instrumentation.pusher import Pusher
 from trial_instrumentation.steps import NoopStepRecorder, StepRecorder
@@ -70,6 +71,7 @@ class Trial:
         self._bad_names: set[str] = set()
         self._resolver: Any = None
         self._pusher: Pusher | None = None
+        self._exit_hooks = ExitHooks(lambda reason: self.close(clean=False, reason=reason))
         self._server: Any = None
         self._closed = False
         self._announced = False
@@ -147,6 +149,7 @@ class Trial:
         if cfg.pushgateway is not None and self._pusher is None:
             self._pusher = Pusher(cfg, self.registry, self._state)
             self._pusher.start()
+            self._exit_hooks.install()
             # One line that says where the timings go, so a wrong URL is seen at once.
             log.info("trainwatch: pushing %s to %s every %gs (job %s)", who, cfg.pushgateway,
                      cfg.push_interval, names.JOB)
@@ -164,12 +167,16 @@ class Trial:
         self._gpus.note()
         return self
 
-    def close(self, clean: bool = True) -> None:
+    def close(self, clean: bool = True, reason: str | None = None) -> None:
         """Final push; on a ``clean`` exit also delete the group (unless disabled). Bounded
-        by ``exit_timeout``; a crashed trial's group is left for the staleness alert."""
+        by ``exit_timeout``; a crashed or terminated trial's group is left, marked with
+        ``trainwatch_trial_exit{reason}`` (``reason``: names.EXIT_*, by default clean or
+        failed), for the staleness alert and `trainwatch gc`."""
         if self._closed:
             return
         self._closed = True
+        self._exit_hooks.uninstall()
+        self._state.exit_reason = reason or (names.EXIT_CLEAN if clean else names.EXIT_FAILED)
         self._gpus.note()
         if self._resolver is not None:
             self._resolver.drain(self.config.exit_timeout / 2)
