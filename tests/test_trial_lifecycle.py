@@ -59,7 +59,7 @@ def janitor_clears(pgw: Service, trial: str) -> None:
                what="the group to age past the janitor's 1 s")
     removed = gc.collect(gateway, names.JOB, 1.0, dry_run=False)
     assert [g.labels["trial"] for g in removed] == [trial]
-    assert pushed(pgw) == {}
+    wait_until(lambda: pushed(pgw) == {}, timeout=5, what="the janitor's delete (202)")
 
 
 def test_sigterm_pushes_terminated_then_dies_of_the_signal(pushgateway: Service) -> None:

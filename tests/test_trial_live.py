@@ -94,7 +94,9 @@ def test_clean_exit_deletes_the_group(pushgateway: Service) -> None:
         cpu_loop(trial, 5)
         wait_until(lambda: pushed_value(pushgateway, STEPS, trial="clean") == 5,
                    what="the group on the gateway")
-    assert pushed_value(pushgateway, STEPS, trial="clean") is None
+    # The Pushgateway answers DELETE 202 and applies it just after: wait for it, briefly.
+    wait_until(lambda: pushed_value(pushgateway, STEPS, trial="clean") is None, timeout=5,
+               what="the clean exit's delete")
 
 
 def test_exception_pushes_final_state_and_leaves_the_group(pushgateway: Service) -> None:
