@@ -43,6 +43,7 @@ from exporter.nvml import GpuIdentity, GpuPart, NvmlSession
 
 __all__ = ["CLOCK_EVENT_REASONS", "FIELD_UNAVAILABLE", "READERS", "GpuCollector", "read_gpu"]
 
+
 class GpuCollector:
     """NVML device metrics for every GPU of the node, GPM activity included.
 

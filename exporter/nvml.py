@@ -4,6 +4,10 @@ No GPU or no driver is a normal state: the first failed ``nvmlInit`` is logged o
 scrape until the next retry fails fast with ``CollectorError`` (no dlopen per scrape). A
 driver loaded after the exporter started is picked up at the next retry.
 
+``read_each_gpu`` runs each GPU's reads on that GPU's own lane (``exporter.lanes``), all at
+once, and stops waiting at the scrape's deadline: a hung driver costs a scrape its deadline
+once, then that GPU is skipped until the stuck call returns.
+
 ``nvml`` is the ``pynvml`` module in production and a fake with the same functions in tests;
 the exceptions caught are always the real ``pynvml`` classes.
 """
