@@ -92,6 +92,13 @@ def diagnose(stack: LiveStack, trial: str, *extra: str) -> subprocess.CompletedP
                           capture_output=True, text=True, timeout=30, check=False)
 
 
+def trials(stack: LiveStack) -> list[dict[str, Any]]:
+    done = subprocess.run([str(TRAINWATCH), "trials", "--prometheus", stack.prometheus.url,
+                           "--experiment", EXPERIMENT, "--format", "json"],
+                          capture_output=True, text=True, timeout=30, check=True)
+    return list(json.loads(done.stdout)["trials"])
+
+
 def verdict_of(stack: LiveStack, trial: str) -> tuple[int, dict[str, Any]] | None:
     done = diagnose(stack, trial, "--format", "json")
     if done.returncode not in (0, 1):
@@ -125,6 +132,10 @@ def test_diagnose_answers_within_a_minute_of_the_start_marked_early(stack: LiveS
     assert report["lifetime_seconds"] < 60
     text = diagnose(stack, "young").stdout
     assert "VERDICT (early, " in text and "steps): Data loader:" in text, text
+    # `trainwatch trials` reads the same samples, not the low 5m rate.
+    [row] = [r for r in trials(stack) if r["trial"] == "young"]
+    assert row["live"] and 0.8 * floor <= row["steps_per_second"] <= 21, row
+    assert row["dataloader_share"] > 0.5, row
 
 
 def test_a_trial_that_stopped_pushing_gets_its_last_profile_and_the_clean_up_line(
@@ -150,6 +161,8 @@ def test_a_trial_that_stopped_pushing_gets_its_last_profile_and_the_clean_up_lin
     assert verdict["cleanup"] == f"curl -X DELETE {stack.pushgateway.url}{group}"
     text = diagnose(stack, "gone").stdout
     assert "clean up once it is gone: curl -X DELETE" in text and "last profile: Data loader" in text
+    [row] = [r for r in trials(stack) if r["trial"] == "gone"]
+    assert not row["live"] and row["steps_per_second"] is None, row
     # The clean-up line works: the group goes, and with it the trial.
     urllib.request.urlopen(urllib.request.Request(stack.pushgateway.url + group, method="DELETE"),
                            timeout=5).close()
