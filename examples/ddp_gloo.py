@@ -4,11 +4,15 @@
         --pushgateway http://127.0.0.1:9091 --experiment demo --trial ddp
 
 Each rank pushes its own group (grouping key experiment/trial/rank, rank from torchrun's
-RANK); ``reduce_metrics`` times the all-reduce of the loss across ranks.
+RANK); ``reduce_metrics`` times the all-reduce of the loss across ranks, ``wait_for_ranks``
+a barrier before each step (the time a rank waits for slower ranks, which
+TrainwatchRankStraggler subtracts). ``--straggler-rank 1 --straggler-delay 0.1`` makes rank 1
+sleep 0.1 s more per batch in its Dataset (a slow node or data shard): a straggler.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 from collections.abc import Sequence
 
@@ -26,20 +30,30 @@ def all_reduce(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def straggler_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--straggler-rank", type=int, help="the rank that is slower")
+    parser.add_argument("--straggler-delay", type=float, default=0.0,
+                        help="extra seconds that rank sleeps per batch in its Dataset")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    args = parse_args(argv, __doc__)
+    args = parse_args(argv, __doc__, extend=straggler_options)
+    if args.straggler_delay < 0:
+        raise SystemExit("ddp_gloo.py: --straggler-delay must be >= 0")
     if args.max_seconds is not None:  # ranks would stop at different steps and hang
         raise SystemExit("ddp_gloo.py: --max-seconds is not supported under DDP; use --steps")
     trial = make_trial(args)  # rank and world size from torchrun's RANK / WORLD_SIZE
     dist.init_process_group("gloo")
     try:
         world = dist.get_world_size()
-        dataset = SlowDataset(args.steps * args.batch_size * world, args.loader_delay)
+        slower = args.straggler_delay if dist.get_rank() == args.straggler_rank else 0.0
+        dataset = SlowDataset(args.steps * args.batch_size * world, args.loader_delay + slower)
         sampler: DistributedSampler[int] = DistributedSampler(dataset, shuffle=False)
         with trial:
             loss = train(trial, make_loader(args, dataset, sampler), torch.device("cpu"),
-                         reduce=all_reduce, wrap=DistributedDataParallel)
+                         reduce=all_reduce, wrap=DistributedDataParallel,
+                         wait_for_ranks=dist.barrier)
         log.info("rank %d/%d trained %d steps, mean loss over ranks %.4f",
                  dist.get_rank(), world, args.steps, loss)
     finally:

@@ -48,9 +48,13 @@ class SlowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return self.x[indices], self.y[indices]
 
 
-def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__,
+               extend: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    """The shared options; ``extend`` adds a caller's own (ddp_gloo.py's straggler)."""
     parser = argparse.ArgumentParser(description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    if extend is not None:
+        extend(parser)
     parser.add_argument("--steps", type=int, default=100,
                         help="training steps (batches) per epoch")
     parser.add_argument("--max-seconds", type=float,
@@ -107,9 +111,12 @@ def epochs_until(loader: Iterable[T], max_seconds: float | None) -> Iterator[T]:
 def train(trial: ti.Trial, loader: Iterable[tuple[torch.Tensor, torch.Tensor]],
           device: torch.device,
           reduce: Callable[[torch.Tensor], torch.Tensor] = lambda t: t,
-          wrap: Callable[[nn.Module], nn.Module] = lambda m: m) -> float:
+          wrap: Callable[[nn.Module], nn.Module] = lambda m: m,
+          wait_for_ranks: Callable[[], object] | None = None) -> float:
     """The loop, with every standard phase timed; returns the mean loss (after ``reduce``).
-    ``wrap`` wraps the model (DistributedDataParallel in ddp_gloo.py)."""
+    ``wrap`` wraps the model (DistributedDataParallel in ddp_gloo.py); ``wait_for_ranks`` (a
+    barrier) runs timed as phase wait_for_ranks before each train_batch, so the time a rank
+    waits for slower ones is measured apart from its own work."""
     torch.manual_seed(0)
     model = wrap(nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(),
                                nn.Linear(64, CLASSES)).to(device))
@@ -120,6 +127,9 @@ def train(trial: ti.Trial, loader: Iterable[tuple[torch.Tensor, torch.Tensor]],
     for x, y in trial.loader(loader):  # times dataloader_next, counts steps and samples
         with trial.phase(ti.TO_DEVICE):
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        if wait_for_ranks is not None:
+            with trial.phase(ti.WAIT_FOR_RANKS):
+                wait_for_ranks()
         with trial.phase(ti.TRAIN_BATCH):
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(x), y)

@@ -23,6 +23,7 @@ from tests.stack import (
     Prometheus,
     Service,
     alerting_config,
+    free_port,
     scrape_config,
     start_prometheus,
     start_pushgateway,
@@ -34,6 +35,7 @@ if str(REPO / "prometheus") not in sys.path:  # generate_rules.py and rulegen/ a
 import generate_rules
 
 EXAMPLE = REPO / "examples" / "pytorch_loop.py"
+DDP_EXAMPLE = REPO / "examples" / "ddp_gloo.py"
 
 
 @dataclass
@@ -51,9 +53,16 @@ class LiveStack:
         return self.exporter.instance
 
     def start_trial(self, experiment: str, trial: str, *args: str,
-                    env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        """examples/pytorch_loop.py pushing every 0.5 s; ``args`` add or override flags."""
-        argv = [sys.executable, str(EXAMPLE), "--experiment", experiment, "--trial", trial,
+                    env: dict[str, str] | None = None,
+                    ranks: int | None = None) -> subprocess.Popen[bytes]:
+        """examples/pytorch_loop.py pushing every 0.5 s; ``args`` add or override flags.
+        ``ranks``: examples/ddp_gloo.py under torchrun with that many gloo CPU ranks."""
+        if ranks is None:
+            launch = [sys.executable, str(EXAMPLE)]
+        else:  # its own rendezvous port: other DDP trials may run beside it
+            launch = [str(Path(sys.executable).parent / "torchrun"), "--nproc-per-node",
+                      str(ranks), "--master-port", str(free_port()), str(DDP_EXAMPLE)]
+        argv = [*launch, "--experiment", experiment, "--trial", trial,
                 "--pushgateway", self.pushgateway.url, "--push-interval", "0.5", *args]
         # One intra-op thread: trials share a small CI machine with everything else.
         full_env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})}

@@ -21,6 +21,7 @@ from trial_instrumentation.names import (
     TIMING_MODES,
     TO_DEVICE,
     TRAIN_BATCH,
+    WAIT_FOR_RANKS,
     WALL,
 )
 from trial_instrumentation.trial import Trial
@@ -28,5 +29,5 @@ from trial_instrumentation.trial import Trial
 __all__ = [
     "CUDA_EVENTS", "CUDA_SYNC", "DATALOADER_NEXT", "DEFAULT_BUCKETS", "FROM_DEVICE",
     "REDUCE_METRICS", "STANDARD_PHASES", "STEP_LR_SCHEDULERS", "TIMING_MODES", "TO_DEVICE",
-    "TRAIN_BATCH", "WALL", "Trial",
+    "TRAIN_BATCH", "WAIT_FOR_RANKS", "WALL", "Trial",
 ]

@@ -36,6 +36,10 @@ FROM_DEVICE = "from_device"
 REDUCE_METRICS = "reduce_metrics"
 STANDARD_PHASES = (DATALOADER_NEXT, TO_DEVICE, TRAIN_BATCH, STEP_LR_SCHEDULERS, FROM_DEVICE,
                    REDUCE_METRICS)
+# Not a standard timing: the time a rank of a multi-rank trial waits for the others (a
+# dist.barrier() timed before the step's collective). TrainwatchRankStraggler subtracts it, as
+# ranks in lockstep all take the slowest rank's step time (thresholds.yaml rank_wait_phases).
+WAIT_FOR_RANKS = "wait_for_ranks"
 
 # Exponential buckets sized for training: 0.5 ms doubling up to ~65 s (18 bounds + +Inf).
 # Web-latency buckets (prometheus_client's default tops out at 10 s) would put every slow

@@ -58,6 +58,13 @@ TENSOR_CORES_IDLE = (
     "torch.autocast(\"cuda\", dtype=torch.bfloat16) (fp16 needs a GradScaler), or at least allow "
     "TF32 (torch.backends.cuda.matmul.allow_tf32 = True).")
 
+STRAGGLER = (
+    "Find what differs on the slow rank: its node's CPU and data loader share (another job or "
+    "too few cores for its workers: the Node dashboard), its GPU's throttle reasons and SM "
+    "activity (a throttled or shared GPU), and its data shard (longer sequences or larger "
+    "files on that rank: balance the shards or bucket by length); drain a node that stays "
+    "slow, since every rank of a synchronous trial runs at the slowest rank's pace.")
+
 ROW_REMAP_PENDING = (
     "Reset the GPU when its jobs end (drain the node, then nvidia-smi -r or reboot): a memory "
     "row failed and its remap to a spare takes effect only at the next reset; until then "

@@ -116,7 +116,40 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
           "A trial keeps failing to push its metrics.",
           f"{_TRIAL} failed {_AS_NUMBER.value} pushes to the Pushgateway in the last "
           f"{s.rate_window}.", remedies.PUSH_FAILING, measured=_AS_NUMBER)
+    _straggler_alert(g, n)
     return g.rules
+
+
+def straggling_ranks(s: Settings, *trial_matchers: str) -> str:
+    """The ranks of live trials whose own step time is over TrainwatchRankStraggler's threshold
+    times the median rank's, each labelled with its node: the alert's condition and the fleet
+    dashboard's straggler table."""
+    n, trial = RecordNames(s.rate_window), s.selector("trial")
+    per_trial = [label for label in TRIAL_LABELS if label != "rank"]
+    mean = select(n.rank_step_mean, *trial_matchers)
+    live = live_trials(trial, s.threshold("TrainwatchTrialStale"))
+    return (f"(\n  {mean}\n  / {on(*per_trial)} group_left\n"
+            f"  quantile {by(*per_trial)} (0.5, {mean})\n"
+            f"  > {number(s.threshold('TrainwatchRankStraggler'))}\n)\n"
+            f"* {on(*TRIAL_LABELS)} group_left (nodename)\n"
+            f"max {by(*TRIAL_LABELS, 'nodename')} ({select('trainwatch_trial_info', trial)})\n"
+            f"and {on(*TRIAL_LABELS)}\n{live}")
+
+
+# The straggler's GPUs, looked up when the alert fires (a rank may use several).
+_RANK_GPUS = ('{{ range $i, $gpu := printf "trainwatch_trial_gpu_info{experiment=%q,trial=%q,rank=%q}" '
+              '$labels.experiment $labels.trial $labels.rank | query }}'
+              '{{ if $i }}, {{ end }}{{ $gpu.Labels.uuid }}{{ else }}none reported{{ end }}')
+
+
+def _straggler_alert(g: _Group, n: RecordNames) -> None:
+    t = g.s.threshold("TrainwatchRankStraggler")
+    g.add("TrainwatchRankStraggler", straggling_ranks(g.s),
+          "One rank holds its whole trial back.",
+          f"{_TRIAL} on node {{{{ $labels.nodename }}}} (GPUs: {_RANK_GPUS}) takes "
+          f"{_AS_NUMBER.value} times the median rank's own step time over {g.s.rate_window} "
+          f"(threshold {number(t)}); every other rank waits for it at each collective.",
+          remedies.STRAGGLER, measured=_AS_NUMBER)
 
 
 def underutilized_trial_gpus(s: Settings, *trial_matchers: str) -> str:

@@ -57,7 +57,26 @@ def _trial_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
                          f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_steps_total')})"))
     rules.append(_record(n.samples_rate,
                          f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_samples_total')})"))
-    return rules
+    return rules + _rank_rules(s, n)
+
+
+def _rank_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
+    """Each rank's own mean step time (without the phases in which it waits for the other
+    ranks: in lockstep every rank's whole step lasts as long as the slowest one's) and, per
+    trial, the slowest rank's over the median rank's."""
+    trial, w = s.selector("trial"), s.rate_window
+
+    def per_rank(metric: str, *matchers: str) -> str:
+        return f"sum {by(*TRIAL_LABELS)} (rate({select(metric, trial, *matchers)}[{w}]))"
+
+    step_sum = per_rank("trainwatch_trial_step_seconds_sum")
+    waited = per_rank("trainwatch_trial_phase_seconds_sum", s.selector("rank_wait_phases"))
+    own_mean = (f"(\n  {step_sum}\n  - ({waited} or 0 * {step_sum})\n)\n"
+                f"/ ({per_rank('trainwatch_trial_step_seconds_count')} > 0)")
+    per_trial = [label for label in TRIAL_LABELS if label != "rank"]
+    spread = (f"max {by(*per_trial)} ({n.rank_step_mean})\n"
+              f"/ quantile {by(*per_trial)} (0.5, {n.rank_step_mean})")
+    return [_record(n.rank_step_mean, own_mean), _record(n.rank_spread, spread)]
 
 
 def _gpu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:

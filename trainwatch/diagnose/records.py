@@ -41,6 +41,16 @@ class RecordNames:
         return f"trial:trainwatch_trial_step_seconds:quantile_rate{self.window}"
 
     @property
+    def rank_step_mean(self) -> str:
+        """Per rank: mean step time minus the time it waited for the other ranks."""
+        return f"trial:trainwatch_trial_step_seconds:own_mean_rate{self.window}"
+
+    @property
+    def rank_spread(self) -> str:
+        """Per trial (no rank label): slowest rank's rank_step_mean over the median rank's."""
+        return f"trial_ranks:trainwatch_trial_step_seconds:spread_rate{self.window}"
+
+    @property
     def steps_rate(self) -> str:
         return f"trial:trainwatch_trial_steps:rate{self.window}"
 

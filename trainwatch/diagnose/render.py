@@ -69,8 +69,25 @@ def report_text(r: RankReport) -> str:
         lines.append("  measured limits: " + (r.limits_advice or (
             f"loader {num(r.loader_limit, ' samples/s', 0)}, "
             f"step {num(r.step_limit, ' samples/s', 0)}")))
+    lines += ranks_text(r)
     lines += ["", *verdict_text(r)]
     return "\n".join(lines)
+
+
+def ranks_text(r: RankReport) -> list[str]:
+    """This rank against the trial's other ranks, and the trial's stragglers by name."""
+    s = r.ranks
+    if s is None:
+        return []
+    lines = [(f"  across ranks: own step time {ms(s.own_step_seconds)} (step time minus "
+              f"waiting for other ranks), {s.vs_median:.2f}x the median rank's")]
+    for rank, node, ratio in s.stragglers:
+        lines.append(f"  STRAGGLER: rank {rank} on node {node or '?'} takes {ratio:.2f}x the "
+                     f"median rank's own step time (threshold {s.threshold:g}); every other "
+                     f"rank waits for it")
+    if s.stragglers and s.remedy:
+        lines.append(f"  what to change on the straggler: {s.remedy}")
+    return lines
 
 
 def verdict_text(r: RankReport) -> list[str]:

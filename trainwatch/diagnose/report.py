@@ -11,6 +11,7 @@ from typing import Any
 from trainwatch.diagnose import verdict as verdicts
 from trainwatch.diagnose.deployed import TRIAL_STALE, Deployment
 from trainwatch.diagnose.lifetime import Lifetime, lifetimes, young_ranks
+from trainwatch.diagnose.ranks import RankSpread, rank_spreads
 from trainwatch.diagnose.records import QUANTILES
 from trainwatch.diagnose.verdict import Measurements, Verdict, decide
 from trainwatch.promapi import Labels, PrometheusAPI
@@ -90,6 +91,9 @@ class RankReport:
     loader_limit: float | None = None
     step_limit: float | None = None
     limits_advice: str | None = None
+    # Against the trial's other ranks (multi-rank trials only): own step time, its ratio to
+    # the median rank's and the trial's stragglers.
+    ranks: RankSpread | None = None
 
 
 def by_rank(api: PrometheusAPI, expr: str) -> dict[tuple[str, str, str], list[tuple[Labels,
@@ -153,6 +157,8 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     firing = api.alerts()
     instances = {labels.get("nodename"): labels.get("instance")
                  for labels, _ in api.query(HOST_INFO)}
+    spreads = rank_spreads(api, deployment, experiment, trial,
+                           {_rank_key(i): i.get("nodename") for i in infos})
     reports = []
     for info in chosen:
         key = _rank_key(info)
@@ -170,6 +176,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
         r.node_cpu, r.push_age_seconds = first_value(cpu[key]), first_value(age[key])
         r.loader_limit, r.step_limit = first_value(loader_limits[key]), first_value(step_limits[key])
         r.limits_advice = verdicts.limits_advice(r.loader_limit, r.step_limit)
+        r.ranks = spreads.get(key)
         r.alerts = _alerts(firing, key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
         gpu = (first_value(gpu_avg[key]), first_value(sm_avg[key]),
                first_value(tensor_avg[key]))
