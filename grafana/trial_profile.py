@@ -18,6 +18,7 @@ from grafana.promql import (
     Promql,
     parens,
 )
+from grafana.ranks import add_ranks_row
 from grafana.sections import add_host_panels, gpu_activity, gpu_ratio
 
 UID = "trainwatch-trial-profile"
@@ -72,6 +73,7 @@ def build(q: Promql) -> db.Dashboard:
     layout.add(timeseries("Samples per second", "suffix: samples/s", [
         Query(per_rank(n.samples_rate), TRIAL_LEGEND),
     ], description=f"Samples per second over {s.rate_window}."), 6, 8)
+    add_ranks_row(layout, q, *MATCHERS[:2])
     layout.row("Phases")
     layout.add(timeseries("Share of step time by phase", "percentunit", [
         Query(f"avg by (phase) ({select(n.phase_share, *MATCHERS)})", "{{phase}}"),

@@ -11,6 +11,7 @@ names in the queries are the ones Prometheus evaluates.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from grafana import fleet, generate
+from grafana import fleet, generate, ranks
 from tests.fake_nvml import fake_uuid
 from tests.live_stack import FAKE_GPUS, IDLE_GPU, live_stack
 from tests.stack import Prometheus
@@ -28,6 +29,7 @@ from tests.stack import Prometheus
 RATE_WINDOW = "10s"  # long enough for ~10 samples at a 1s scrape, short enough to fill fast
 FOR = "1s"
 EXPERIMENT, TRIAL, RANK = "grafana-live", "t1", "0"
+DDP_TRIAL = "ddp"
 # What Grafana puts in for its macros at a 1s scrape interval over the last minute.
 MACROS = {"__rate_interval": "4s", "__interval": "1s", "__range": "60s"}
 RANGE_SECONDS = 60
@@ -106,7 +108,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         trial = live.start_trial(EXPERIMENT, TRIAL, "--steps", "3000", "--loader-delay", "0.05",
                                  "--batch-size", "8", "--workers", "1", "--keep-group",
                                  env={"RANK": RANK, "TRAINWATCH_GPU_UUIDS": TRIAL_GPUS})
+        # A 2-rank gloo DDP trial whose rank 1 straggles: the ranks row and the Fleet's
+        # straggler table have a straggler to show.
+        live.start_trial(EXPERIMENT, DDP_TRIAL, "--steps", "3000", "--loader-delay", "0.05",
+                         "--batch-size", "8", "--workers", "0", "--straggler-rank", "1",
+                         "--straggler-delay", "0.15", ranks=2)
         prom = live.prometheus
+        prom.wait_for_series(f'trial_ranks:trainwatch_trial_step_seconds:spread_rate{RATE_WINDOW}'
+                             f'{{trial="{DDP_TRIAL}"}} > 1.25', 90)
         # Ready when the trial's timings made it through the recording rules into a firing
         # alert, and the host rules have two scrapes to rate over.
         prom.wait_for_series(f'ALERTS{{alertname="TrainwatchDataloaderBound", '
@@ -218,3 +227,19 @@ def test_fleet_rows_carry_the_labels_its_links_use(stack: Stack) -> None:
     for target in table["targets"]:
         for series in stack.run(substitute(target["expr"], values), instant=True):
             assert {"experiment", "trial", "rank"} <= set(series["metric"]), target["refId"]
+
+
+def test_straggler_table_and_slowest_rank_name_the_ddp_trials_rank_1(stack: Stack) -> None:
+    fleet_board = stack.dashboards["fleet.json"]
+    panel = next(p for p in fleet_board["panels"] if p["title"] == ranks.STRAGGLERS_TABLE)
+    result = stack.run(substitute(panel["targets"][0]["expr"],
+                                  variable_values(stack, "fleet.json")), instant=True)
+    node = os.uname().nodename
+    assert [(s["metric"]["trial"], s["metric"]["rank"], s["metric"]["nodename"])
+            for s in result] == [(DDP_TRIAL, "1", node)]
+    profile = stack.dashboards["trial-profile.json"]
+    panel = next(p for p in profile["panels"] if p["title"] == "Slowest rank")
+    values = {**variable_values(stack, "trial-profile.json"), "trial": DDP_TRIAL}
+    [row] = stack.run(substitute(panel["targets"][0]["expr"], values), instant=True)
+    assert (row["metric"]["rank"], row["metric"]["nodename"]) == ("1", node)
+    assert float(row["value"][1]) > 1.25
