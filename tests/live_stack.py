@@ -123,3 +123,39 @@ def live_stack(workdir: Path, *, rate_window: str, for_: str,
                 yield stack
             finally:
                 stack.stop_trials()
+
+
+# The shared live stack of the diagnose and report tests: a data-loader-bound trial and a healthy
+# one of one experiment, started once per session (tests/conftest.py's two_trial_stack).
+TWO_TRIALS_EXPERIMENT = "live-diagnose"
+TWO_TRIALS_RATE_WINDOW, TWO_TRIALS_FOR = "10s", "3s"
+BUSY_GPU = 0  # FakeGpu.deterministic(0): 50% utilization, 10 GiB of 80 GiB used
+
+
+@contextmanager
+def two_trial_stack(workdir: Path) -> Iterator[LiveStack]:
+    """The stack once the slow trial's TrainwatchDataloaderBound fires and the healthy trial has
+    a window of shares; both keep running until the stack stops."""
+    from tests.fake_nvml import fake_uuid
+    from trainwatch.diagnose.records import RecordNames
+
+    names = RecordNames(TWO_TRIALS_RATE_WINDOW)
+    experiment = TWO_TRIALS_EXPERIMENT
+    with live_stack(workdir, rate_window=TWO_TRIALS_RATE_WINDOW, for_=TWO_TRIALS_FOR) as live:
+        common = ("--workers", "0", "--batch-size", "8")
+        # Each claims one fake GPU: the slow trial the idle one, the healthy trial the busy one.
+        # Enough steps to outlive the session's tests (about 17 steps/s for the slow one).
+        live.start_trial(experiment, "slow", *common, "--loader-delay", "0.05", "--steps",
+                         "20000", env={"TRAINWATCH_GPU_UUIDS": fake_uuid(IDLE_GPU)})
+        live.start_trial(experiment, "healthy", *common, "--steps", "600000",
+                         env={"TRAINWATCH_GPU_UUIDS": fake_uuid(BUSY_GPU)})
+        prom = live.prometheus
+        # The slow trial's alert has fired, and the healthy trial has a window of shares.
+        prom.wait_for_series(f'ALERTS{{alertname="TrainwatchDataloaderBound", '
+                             f'alertstate="firing", experiment="{experiment}"}}', 60)
+        prom.wait_for_series(f'count_over_time({names.phase_share}{{trial="healthy"}}[5s]) >= 4',
+                             30)
+        prom.wait_for_series(f"count({names.trial_gpu_utilization}) == 2", 30)
+        for name, proc in live.trials.items():
+            assert proc.poll() is None, live.trial_log(name)
+        yield live

@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,39 +14,26 @@ import pytest
 
 from tests.fake_nvml import fake_uuid
 from tests.fake_nvml_exporter import IDLE_PERCENT
-from tests.live_stack import IDLE_GPU, LiveStack, live_stack
+from tests.live_stack import (
+    BUSY_GPU,
+    IDLE_GPU,
+    TWO_TRIALS_EXPERIMENT,
+    TWO_TRIALS_RATE_WINDOW,
+    LiveStack,
+)
 from trainwatch.diagnose.records import RecordNames
 from trial_instrumentation import remedies
 
 pytest.importorskip("torch")
 
-RATE_WINDOW, FOR = "10s", "3s"
-EXPERIMENT = "live-diagnose"
-NAMES = RecordNames(RATE_WINDOW)
+EXPERIMENT = TWO_TRIALS_EXPERIMENT
+NAMES = RecordNames(TWO_TRIALS_RATE_WINDOW)
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"
-BUSY_GPU = 0  # FakeGpu.deterministic(0): 50% utilization, 10 GiB of 80 GiB used
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
-    with live_stack(tmp_path_factory.mktemp("diagnose_live"), rate_window=RATE_WINDOW,
-                    for_=FOR) as live:
-        common = ("--workers", "0", "--batch-size", "8")
-        # Each claims one fake GPU: the slow trial the idle one, the healthy trial the busy one.
-        live.start_trial(EXPERIMENT, "slow", *common, "--loader-delay", "0.05", "--steps", "2000",
-                         env={"TRAINWATCH_GPU_UUIDS": fake_uuid(IDLE_GPU)})
-        live.start_trial(EXPERIMENT, "healthy", *common, "--steps", "60000",
-                         env={"TRAINWATCH_GPU_UUIDS": fake_uuid(BUSY_GPU)})
-        prom = live.prometheus
-        # The slow trial's alert has fired, and the healthy trial has a window of shares.
-        prom.wait_for_series(f'ALERTS{{alertname="TrainwatchDataloaderBound", '
-                             f'alertstate="firing", experiment="{EXPERIMENT}"}}', 60)
-        prom.wait_for_series(f'count_over_time({NAMES.phase_share}{{trial="healthy"}}[5s]) >= 4',
-                             30)
-        prom.wait_for_series(f"count({NAMES.trial_gpu_utilization}) == 2", 30)
-        for name, proc in live.trials.items():
-            assert proc.poll() is None, live.trial_log(name)
-        yield live
+def stack(two_trials: LiveStack) -> LiveStack:
+    return two_trials
 
 
 def trainwatch(stack: LiveStack, *args: str) -> subprocess.CompletedProcess[str]:

@@ -1,11 +1,13 @@
-"""The `trainwatch` console script: `trainwatch stack`, `diagnose`, `trials` and `gc`.
+"""The `trainwatch` console script: `trainwatch stack`, `diagnose`, `trials`, `report` and `gc`.
 
     trainwatch stack up | status | down
     trainwatch gc --pushgateway http://pushgateway:9091 --max-age 1h [--dry-run]
     trainwatch diagnose --prometheus http://prometheus:9090 --experiment E [--trial T] [--rank R]
     trainwatch trials --prometheus http://prometheus:9090 [--experiment E]
+    trainwatch report --prometheus http://prometheus:9090 --experiment E [--trial T] [--since 1h]
+        -o report.html
 
-Without --prometheus, diagnose and trials read $TRAINWATCH_PROMETHEUS, else the Prometheus of
+Without --prometheus, diagnose, trials and report read $TRAINWATCH_PROMETHEUS, else the Prometheus of
 the running `trainwatch stack`.
 
 Exit codes of diagnose: 0 no bottleneck (GPU-bound, or no GPU metrics to judge), 1 a bottleneck
@@ -26,6 +28,7 @@ from trainwatch.diagnose.report import UnknownTrial, gather
 from trainwatch.diagnose.trials import list_trials
 from trainwatch.diagnose.verdict import EXIT_OK, EXIT_USAGE, worst_exit_code
 from trainwatch.promapi import PrometheusAPI, PrometheusError
+from trainwatch.report import cli as report_cli
 from trainwatch.stack import cli as stack_cli
 from trainwatch.stack.lookup import prometheus_url
 
@@ -37,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     stack_cli.add_parser(commands)
     gc.add_parser(commands)
+    report_cli.add_parser(commands)
     diagnose = commands.add_parser("diagnose", help="say what holds a trial back")
     trials = commands.add_parser("trials", help="list the trials Prometheus knows")
     for sub in (diagnose, trials):
@@ -58,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stack_cli.run(args)
     if args.command == "gc":
         return gc.run(args)
+    if args.command == "report":
+        return report_cli.run(args)
     try:
         api = PrometheusAPI(prometheus_url(args.prometheus), timeout=args.timeout)
         deployment = Deployment.from_rules(api.rules(), where=f"Prometheus at {api.url}")

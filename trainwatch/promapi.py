@@ -31,6 +31,20 @@ class PrometheusAPI:
                              "http://prometheus:9090")
         self.url = url.rstrip("/")
         self.timeout = timeout
+        # The instant the instant queries are evaluated at; None: Prometheus's now.
+        self.at: float | None = None
+
+    def pinned(self, at: float | None) -> PrometheusAPI:
+        """The same server, its instant queries evaluated at ``at`` (Unix seconds): a finished
+        trial is read as it was while it still pushed."""
+        api = PrometheusAPI(self.url, self.timeout)
+        api.at = at
+        return api
+
+    def _instant(self, expr: str) -> Any:
+        if self.at is None:
+            return self.get("query", query=expr)
+        return self.get("query", query=expr, time=f"{self.at:.3f}")
 
     def get(self, path: str, **params: str) -> Any:
         """The ``data`` of ``/api/v1/<path>``; PrometheusError on any failure."""
@@ -57,15 +71,20 @@ class PrometheusAPI:
 
     def query(self, expr: str) -> list[tuple[Labels, float]]:
         """An instant query's vector as (labels, value) pairs."""
-        data = self.get("query", query=expr)
+        data = self._instant(expr)
         return [(dict(s["metric"]), float(s["value"][1])) for s in data.get("result", [])]
 
     def samples(self, expr: str) -> list[tuple[Labels, list[tuple[float, float]]]]:
         """A range selector's raw samples (``m{...}[5m]`` at an instant) as (labels, [(time,
         value), ...]) pairs, oldest first."""
-        data = self.get("query", query=expr)
-        return [(dict(s["metric"]), [(float(t), float(v)) for t, v in s.get("values", [])])
-                for s in data.get("result", [])]
+        data = self._instant(expr)
+        return _matrix(data)
+
+    def query_range(self, expr: str, start: float, end: float, step: float
+                    ) -> list[tuple[Labels, list[tuple[float, float]]]]:
+        """A range query's series as (labels, [(time, value), ...]) pairs, oldest first."""
+        return _matrix(self.get("query_range", query=expr, start=f"{start:.3f}",
+                                end=f"{end:.3f}", step=f"{step:g}"))
 
     def rules(self) -> list[dict[str, Any]]:
         """Every loaded rule (recording and alerting), flattened out of their groups."""
@@ -74,3 +93,8 @@ class PrometheusAPI:
     def alerts(self) -> list[dict[str, Any]]:
         """The pending and firing alerts."""
         return list(self.get("alerts")["alerts"])
+
+
+def _matrix(data: Any) -> list[tuple[Labels, list[tuple[float, float]]]]:
+    return [(dict(s["metric"]), [(float(t), float(v)) for t, v in s.get("values", [])])
+            for s in data.get("result", [])]

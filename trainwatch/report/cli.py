@@ -1,0 +1,95 @@
+"""`trainwatch report`: the argument parser and the run, with every failure one line, exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from trainwatch.diagnose.report import UnknownTrial
+from trainwatch.diagnose.verdict import EXIT_OK, EXIT_USAGE
+from trainwatch.gc import parse_duration
+from trainwatch.promapi import PrometheusAPI, PrometheusError
+from trainwatch.report.window import Window, parse_time
+from trainwatch.stack.lookup import prometheus_url
+
+
+def add_parser(commands: Any) -> None:
+    report = commands.add_parser(
+        "report", help="write one self-contained HTML file that shows a trial",
+        description="One HTML file (no network needed to view it): diagnose's verdict and fix, "
+        "and plots of the trial's phases, throughput, GPUs, nodes and alerts over a window.")
+    report.add_argument("--prometheus", metavar="URL",
+                        help="Prometheus base URL (default: $TRAINWATCH_PROMETHEUS, else the "
+                        "running `trainwatch stack`'s)")
+    report.add_argument("--experiment", required=True)
+    report.add_argument("--trial", help="default: every trial of the experiment")
+    report.add_argument("--rank", help="default: every rank")
+    report.add_argument("--since", type=parse_duration, metavar="DURATION",
+                        help="the window: this long back from --end or now (default 1h)")
+    report.add_argument("--start", type=parse_time, metavar="TIME",
+                        help="window start: Unix seconds or ISO 8601 (UTC unless it says)")
+    report.add_argument("--end", type=parse_time, metavar="TIME", help="window end (default now)")
+    report.add_argument("-o", "--output", required=True, type=Path, metavar="FILE.html")
+    report.add_argument("--timeout", type=float, default=30.0, help="HTTP timeout, seconds")
+
+
+class OutputError(OSError):
+    """The output file cannot be written."""
+
+
+def _open_temp(output: Path) -> tuple[int, str]:
+    """A temp file beside ``output`` (created first, so an unwritable path fails before any
+    query); renamed over ``output`` only once the page is complete."""
+    try:
+        if output.is_dir():
+            raise OutputError(f"{output} is a directory; name a file, e.g. {output}/report.html")
+        return tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp",
+                                dir=output.parent if str(output.parent) else ".")
+    except OutputError:
+        raise
+    except OSError as err:
+        raise OutputError(f"cannot write {output}: {err.strerror or err}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    name = "trainwatch report: error:"
+    try:
+        window = Window.of(args.since, args.start, args.end)
+        fd, temp = _open_temp(args.output)
+    except (ValueError, OutputError) as err:
+        print(f"{name} {err}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        try:
+            from trainwatch.report import collect, page  # matplotlib: an optional extra
+        except ImportError as err:
+            raise ValueError(f"{err.name} is not installed: pip install 'trainwatch[report]'"
+                             ) from None
+        api = PrometheusAPI(prometheus_url(args.prometheus), timeout=args.timeout)
+        doc = collect.collect(api, args.experiment, args.trial, args.rank, window)
+        text = page.page(doc)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            fd = -1
+            out.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temp, 0o666 & ~umask)  # mkstemp's 0600 is for the half-written file only
+        os.replace(temp, args.output)
+    except (ValueError, PrometheusError, UnknownTrial, LookupError) as err:
+        print(f"{name} {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as err:
+        print(f"{name} cannot write {args.output}: {err.strerror or err}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        if os.path.exists(temp):
+            os.unlink(temp)
+    print(f"wrote {args.output} ({os.path.getsize(args.output) / 1024:.0f} kB): "
+          f"{len(doc.reports)} rank(s), {window.describe()}")
+    return EXIT_OK
