@@ -57,12 +57,27 @@ def panels(page: Any) -> dict[str, dict[str, Any]]:
     return dict(found)
 
 
-def test_report_of_the_slow_trial_renders_and_says_what_diagnose_says(
-        two_trials: LiveStack, tmp_path: Path) -> None:
-    out = tmp_path / "slow.html"
+@pytest.fixture(scope="module")
+def finished(two_trials: LiveStack) -> subprocess.Popen[bytes]:
+    """A short trial without GPUs, started first so that it runs while the others are tested."""
+    return two_trials.start_trial("report-cpu", "done", "--workers", "0", "--batch-size", "8",
+                                  "--loader-delay", "0.01", "--steps", "300")
+
+
+@pytest.fixture(scope="module")
+def slow_report(two_trials: LiveStack, finished: subprocess.Popen[bytes],
+                tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The slow trial's report and, right after it, diagnose's JSON of the same trial."""
+    out = tmp_path_factory.mktemp("report") / "slow.html"
     done = report(two_trials, out, "--experiment", EXPERIMENT, "--trial", "slow")
     assert done.returncode == 0 and done.stderr == "", done.stderr
-    expected = diagnose(two_trials, EXPERIMENT, "slow")
+    assert done.stdout.startswith(f"wrote {out} (")
+    return out, diagnose(two_trials, EXPERIMENT, "slow")
+
+
+def test_report_of_the_slow_trial_renders_and_says_what_diagnose_says(
+        slow_report: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    out, expected = slow_report
     html = out.read_text()
     # Self-contained: nothing to load, and small.
     assert "src=" not in html and "<link" not in html and not re.search(r"url\((?!#)", html)
@@ -95,16 +110,18 @@ def test_report_of_the_slow_trial_renders_and_says_what_diagnose_says(
         row = page.locator('table[data-alerts="fired"] tr', has_text="TrainwatchDataloaderBound")
         assert "#trainwatchdataloaderbound" in row.first.locator("a").get_attribute("href")
         shot = page.screenshot(full_page=True)
+        # The README's picture: the header, the verdict and the first plots.
+        top = page.screenshot(full_page=True,
+                              clip={"x": 0, "y": 0, "width": 1400, "height": 1250})
     (tmp_path / "slow.png").write_bytes(shot)
+    (tmp_path / "top.png").write_bytes(top)
     if os.environ.get("TRAINWATCH_REPORT_SCREENSHOT"):
-        shutil.copy(tmp_path / "slow.png", os.environ["TRAINWATCH_REPORT_SCREENSHOT"])
+        shutil.copy(tmp_path / "top.png", os.environ["TRAINWATCH_REPORT_SCREENSHOT"])
     assert len(shot) > 50_000  # a page of plots, not a blank one
 
 
-def test_dark_mode_recolours_page_and_plots(two_trials: LiveStack, tmp_path: Path) -> None:
-    out = tmp_path / "healthy.html"
-    assert report(two_trials, out, "--experiment", EXPERIMENT, "--trial", "healthy"
-                  ).returncode == 0
+def test_dark_mode_recolours_page_and_plots(slow_report: tuple[Path, dict[str, Any]]) -> None:
+    out, _ = slow_report
     colours = {}
     for scheme in ("light", "dark"):
         with open_page(out, scheme) as (page, problems):
@@ -115,12 +132,11 @@ def test_dark_mode_recolours_page_and_plots(two_trials: LiveStack, tmp_path: Pat
     assert colours["dark"] == ["rgb(13, 17, 23)", "rgb(230, 237, 243)"]
 
 
-def test_finished_trial_without_gpus(two_trials: LiveStack, tmp_path: Path) -> None:
+def test_finished_trial_without_gpus(two_trials: LiveStack, finished: subprocess.Popen[bytes],
+                                    tmp_path: Path) -> None:
     """A trial that ended (its group deleted) is read at its last sample; with no GPU series
     the GPU section says so instead of drawing empty axes."""
-    proc = two_trials.start_trial("report-cpu", "done", "--workers", "0", "--batch-size", "8",
-                                  "--loader-delay", "0.01", "--steps", "400")
-    assert proc.wait(timeout=60) == 0, two_trials.trial_log("done")
+    assert finished.wait(timeout=60) == 0, two_trials.trial_log("done")
     prom = two_trials.prometheus
     wait_until(lambda: not prom.query('trainwatch_trial_info{trial="done"}'), 20,
                "the finished trial's series to go stale")

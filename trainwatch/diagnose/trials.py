@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trial_instrumentation import names
 from trainwatch.diagnose.deployed import TRIAL_STALE, Deployment
 from trainwatch.diagnose.lifetime import lifetimes, young_ranks
-from trainwatch.promapi import PrometheusAPI
 from trainwatch.diagnose.report import (
     BY_TRIAL,
     by_rank,
@@ -15,6 +13,8 @@ from trainwatch.diagnose.report import (
     push_age,
     selector,
 )
+from trainwatch.promapi import PrometheusAPI
+from trial_instrumentation import names
 
 
 @dataclass

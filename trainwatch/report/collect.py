@@ -44,23 +44,30 @@ class Document:
     window: Window
     evaluated_at: float | None  # None: now, as `diagnose` reads it
     reports: list[RankReport]
+    span: tuple[float, float] | None = None  # the plots' time axis; None: the whole window
     gpu_names: dict[str, str] = field(default_factory=dict)  # uuid -> product name
     histogram: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     sections: list[tuple[str, list[Panel], str | None]] = field(default_factory=list)
     alerts: list[FiredAlert] = field(default_factory=list)
 
 
+def seen_at(api: PrometheusAPI, experiment: str, trial: str | None, rank: str | None,
+            window: Window) -> list[float]:
+    """The instants of the window's range queries at which the trial had series."""
+    sel = selector(names.TRIAL_INFO, experiment=experiment, trial=trial, rank=rank)
+    return sorted(t for _, points in api.query_range(f"max ({sel})", window.start, window.end,
+                                                     window.step) for t, _ in points)
+
+
 def diagnose_at(api: PrometheusAPI, deployment: Deployment, experiment: str, trial: str | None,
-                rank: str | None, window: Window) -> tuple[list[RankReport], float | None]:
+                rank: str | None, window: Window, seen: list[float]
+                ) -> tuple[list[RankReport], float | None]:
     """diagnose's reports at the window's end; for a trial that stopped before it, at its
     last sample in the window (a finished trial is read as it was)."""
     at = None if window.ends_now else window.end
     try:
         return gather(api.pinned(at), deployment, experiment, trial, rank), at
     except UnknownTrial:
-        sel = selector(names.TRIAL_INFO, experiment=experiment, trial=trial, rank=rank)
-        seen = [t for _, points in api.query_range(f"max ({sel})", window.start, window.end,
-                                                   window.step) for t, _ in points]
         if seen:
             return gather(api.pinned(max(seen)), deployment, experiment, trial, rank), max(seen)
         pushes = selector("push_time_seconds", experiment=experiment, trial=trial, rank=rank)
@@ -81,8 +88,12 @@ def collect(api: PrometheusAPI, experiment: str, trial: str | None, rank: str | 
             window: Window) -> Document:
     rules = api.rules()
     deployment = Deployment.from_rules(rules, where=f"Prometheus at {api.url}")
-    reports, at = diagnose_at(api, deployment, experiment, trial, rank, window)
+    seen = seen_at(api, experiment, trial, rank, window)
+    reports, at = diagnose_at(api, deployment, experiment, trial, rank, window, seen)
     doc = Document(api.url, experiment, trial, rank, window, at, reports)
+    if seen:  # the plots span the trial's part of the window, not an hour of empty axes
+        doc.span = (max(window.start, seen[0] - window.step),
+                    min(window.end, seen[-1] + window.step))
     sel: dict[str, str | None] = {"experiment": experiment, "trial": trial, "rank": rank}
     pinned = api.pinned(at)
     hosts = {labels.get("instance", ""): labels.get("nodename", "")

@@ -72,7 +72,9 @@ def header(doc: Document) -> str:
         ("Ranks", e(", ".join(f"{r.trial}/{r.rank}" for r in reports))),
         ("Nodes", e(", ".join(sorted({r.nodename or "?" for r in reports})))),
         ("GPUs", gpu_text),
-        ("Window", e(doc.window.describe())),
+        ("Window", e(doc.window.describe())
+         + (e(f"; the trial's samples {utc(doc.span[0])} to {utc(doc.span[1])}")
+            if doc.span else "")),
         ("Verdict read at", e(read)),
         ("Prometheus", e(doc.prometheus)),
         ("Generated", e(utc(time.time()))),
@@ -118,7 +120,8 @@ def sections(doc: Document) -> list[str]:
         out.append(f"<h2>{e(name)}</h2>")
         if note:
             out.append(f'<p class="note" data-section-note="{e(name)}">{e(note)}</p>')
-        figures = [_panel(p, (doc.window.start, doc.window.end)) for p in panels]
+        span = doc.span or (doc.window.start, doc.window.end)
+        figures = [_panel(p, span) for p in panels]
         if name == "Training loop":
             figures += [figure(f"step-histogram-{t}", f"Step-time distribution — trial {t}",
                                histogram_svg(f"Step-time distribution {t}", buckets))

@@ -71,7 +71,7 @@ class Window:
         if start >= end:
             raise ValueError(f"the window is empty: --start {utc(start)} is not before "
                              f"--end {utc(end)}")
-        step = max(1.0, round((end - start) / POINTS))
+        step = float(max(1, round((end - start) / POINTS)))
         return cls(start, end, step, ends_now)
 
     def describe(self) -> str:
