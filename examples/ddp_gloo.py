@@ -8,21 +8,26 @@ RANK); ``reduce_metrics`` times the all-reduce of the loss across ranks, ``wait_
 a barrier before each step (the time a rank waits for slower ranks, which
 TrainwatchRankStraggler subtracts). ``--straggler-rank 1 --straggler-delay 0.1`` makes rank 1
 sleep 0.1 s more per batch in its Dataset (a slow node or data shard): a straggler.
+``--step-limit-seconds 2`` first measures each rank's single-rank step limit (an unwrapped
+copy of the model, no collectives; pushed as trainwatch_trial_step_limit_samples_per_second),
+from which Prometheus records the trial's scaling efficiency.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.distributed as dist
-from pytorch_loop import SlowDataset, make_loader, make_trial, parse_args, train
+from pytorch_loop import CLASSES, FEATURES, SlowDataset, make_loader, make_trial, parse_args, train
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler
 
 log = logging.getLogger("ddp_gloo")
+Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 def all_reduce(tensor: torch.Tensor) -> torch.Tensor:
@@ -34,6 +39,21 @@ def straggler_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--straggler-rank", type=int, help="the rank that is slower")
     parser.add_argument("--straggler-delay", type=float, default=0.0,
                         help="extra seconds that rank sleeps per batch in its Dataset")
+    parser.add_argument("--step-limit-seconds", type=float,
+                        help="measure the single-rank step limit for this long first")
+
+
+def single_rank_step() -> Callable[[Batch], None]:
+    """The training step on one rank alone: the model unwrapped, so no all-reduce."""
+    model = nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(), nn.Linear(64, CLASSES))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def step(batch: Batch) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(model(batch[0]), batch[1]).backward()
+        optimizer.step()
+
+    return step
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         dataset = SlowDataset(args.steps * args.batch_size * world, args.loader_delay + slower)
         sampler: DistributedSampler[int] = DistributedSampler(dataset, shuffle=False)
         with trial:
+            if args.step_limit_seconds:
+                trial.measure_step_limit(single_rank_step(), dataset[list(range(args.batch_size))],
+                                         args.step_limit_seconds)
             loss = train(trial, make_loader(args, dataset, sampler), torch.device("cpu"),
                          reduce=all_reduce, wrap=DistributedDataParallel,
                          wait_for_ranks=dist.barrier)

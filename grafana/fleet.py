@@ -11,7 +11,7 @@ from grafana.board import dashboard, query_variable
 from grafana.layout import Layout
 from grafana.panels import DATASOURCE_VAR, Column, Query, table
 from grafana.promql import BY_TRIAL, TRIAL_INFO, Promql
-from grafana.ranks import stragglers_table
+from grafana.ranks import scaling_panel, stragglers_table
 from grafana.sections import gpu_ratio
 
 UID = "trainwatch-fleet"
@@ -48,7 +48,8 @@ def build(q: Promql) -> db.Dashboard:
                         steps=((idle_below, "green"),)),
                  Column("Last push", "s", steps=((stale_after, "red"),))],
         hide=["Value #E"], links=[("Trial profile", PROFILE_LINK)]), 24, 9)
-    layout.add(stragglers_table(q, EXPERIMENT), 24, 6)
+    layout.add(stragglers_table(q, EXPERIMENT), 14, 8)
+    layout.add(scaling_panel(q, EXPERIMENT), 10, 8)
     layout.row("GPUs")
     layout.add(gpu_ratio(q, "GPU utilization across nodes", q.exporter(
         "trainwatch_gpu_utilization_ratio"), description="Every GPU of every node."), 12, 8)

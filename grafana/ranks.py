@@ -12,6 +12,7 @@ from grafana.panels import Column, Panel, Query, table, timeseries
 from grafana.promql import Promql
 
 ALERT = "TrainwatchRankStraggler"
+SCALING_ALERT = "TrainwatchScalingInefficient"
 PER_TRIAL = by("experiment", "trial")
 TRIAL = "{{experiment}}/{{trial}}"
 STRAGGLERS_TABLE = "Straggling ranks"
@@ -56,3 +57,15 @@ def stragglers_table(q: Promql, *trial_matchers: str) -> Panel:
                              f"{number(s.threshold(ALERT))} times their trial's median rank's "
                              f"over {s.rate_window} ({ALERT}, which also waits its `for`).",
                  columns=[Column("× median", "none")])
+
+
+def scaling_panel(q: Promql, *trial_matchers: str) -> Panel:
+    """Scaling efficiency of the multi-rank trials that measured their single-rank limit."""
+    n, s = q.names, q.settings
+    threshold = s.threshold(SCALING_ALERT)
+    return timeseries("Scaling efficiency", "percentunit", [
+        Query(select(n.scaling_efficiency, *trial_matchers), TRIAL),
+    ], description=f"Samples/s over (ranks × the single-rank step limit the trial measured, "
+                   f"Trial.measure_step_limit), over {s.rate_window}; {SCALING_ALERT} fires "
+                   f"below {number(threshold)} for multi-rank trials. It reads low while a "
+                   "trial is younger than the window.", threshold=(threshold, "red"))

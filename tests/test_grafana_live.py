@@ -112,7 +112,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         # straggler table have a straggler to show.
         live.start_trial(EXPERIMENT, DDP_TRIAL, "--steps", "3000", "--loader-delay", "0.05",
                          "--batch-size", "8", "--workers", "0", "--straggler-rank", "1",
-                         "--straggler-delay", "0.15", ranks=2)
+                         "--straggler-delay", "0.15", "--step-limit-seconds", "1", ranks=2)
         prom = live.prometheus
         prom.wait_for_series(f'trial_ranks:trainwatch_trial_step_seconds:spread_rate{RATE_WINDOW}'
                              f'{{trial="{DDP_TRIAL}"}} > 1.25', 90)

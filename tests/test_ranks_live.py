@@ -1,4 +1,4 @@
-"""Stragglers on a live stack: two real 2-rank gloo DDP CPU trials (examples/ddp_gloo.py under
+"""Stragglers and scaling efficiency on a live stack: two real 2-rank gloo DDP CPU trials (examples/ddp_gloo.py under
 torchrun), one whose rank 1 sleeps 0.15 s more per batch and its twin without the delay.
 TrainwatchRankStraggler fires for rank 1 of the first, naming its node, and never for the twin;
 `trainwatch diagnose` names the straggler rank and its node."""
@@ -33,14 +33,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
                     for_=FOR) as live:
         # A 0.05 s loader sleep per batch on every rank keeps scheduling noise on a shared
         # machine small against the step; no DataLoader workers, so the sleep is in the step.
+        # Each rank first measures its single-rank step limit (1 s), for scaling efficiency.
         common = ("--workers", "0", "--batch-size", "8", "--loader-delay", "0.05",
-                  "--steps", "3000")
+                  "--steps", "3000", "--step-limit-seconds", "1")
         live.start_trial(EXPERIMENT, "straggler", *common, "--straggler-rank", "1",
                          "--straggler-delay", "0.15", ranks=2, env={"OMP_NUM_THREADS": "1"})
         live.start_trial(EXPERIMENT, "even", *common, ranks=2, env={"OMP_NUM_THREADS": "1"})
         prom = live.prometheus
         prom.wait_for_series(f'ALERTS{{alertname="{ALERT}", alertstate="firing", '
                              f'experiment="{EXPERIMENT}"}}', 120)
+        prom.wait_for_series('ALERTS{alertname="TrainwatchScalingInefficient", '
+                             'alertstate="firing", trial="even"}', 60)
         # The twin has been measured as long as the straggler has been firing.
         prom.wait_for_series(f'count_over_time({NAMES.rank_spread}{{trial="even"}}[15s]) >= 10',
                              30)
@@ -89,3 +92,22 @@ def test_diagnose_names_the_straggler_rank_and_its_node(stack: LiveStack) -> Non
     assert "what to change on the straggler: Find what differs on the slow rank" in text
     even = json.loads(diagnose(stack, "even", "json").stdout)["reports"]
     assert [r["ranks"]["stragglers"] for r in even] == [[], []], even
+
+
+def test_scaling_efficiency_is_recorded_alerted_and_explained(stack: LiveStack) -> None:
+    prom = stack.prometheus
+    efficiency = {s["metric"]["trial"]: float(s["value"][1])
+                  for s in prom.query(NAMES.scaling_efficiency)}
+    # Both sleep >= 0.05 s per batch of 8 against a step limit of thousands of samples/s.
+    assert set(efficiency) == {"straggler", "even"} and max(efficiency.values()) < 0.2
+    firing = {a["labels"]["trial"] for a in prom.alerts()
+              if a["labels"]["alertname"] == "TrainwatchScalingInefficient"}
+    assert "even" in firing, firing
+    causes = {}
+    for trial in ("straggler", "even"):
+        reports = json.loads(diagnose(stack, trial, "json").stdout)["reports"]
+        causes[trial] = {r["scaling"]["cause"] for r in reports}
+    # The straggler trial is held back by rank 1; its even twin by the loader both ranks wait on.
+    assert causes == {"straggler": {"straggler"}, "even": {"loader"}}, causes
+    text = diagnose(stack, "straggler", "text").stdout
+    assert f"SCALING held back by a straggler: rank 1 on node {NODE}" in text, text

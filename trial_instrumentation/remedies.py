@@ -65,6 +65,14 @@ STRAGGLER = (
     "files on that rank: balance the shards or bucket by length); drain a node that stays "
     "slow, since every rank of a synchronous trial runs at the slowest rank's pace.")
 
+SCALING = (
+    "Make each rank do more work per exchange: raise the per-GPU batch and scale the global "
+    "batch with the number of GPUs (weak scaling), accumulate gradients over several steps "
+    "before each all-reduce (DDP no_sync), compress gradients (DDP comm hooks: fp16/bf16 or "
+    "PowerSGD), use the GPUs of one machine before spreading over many, and put NCCL on the "
+    "fastest network interface (NCCL_SOCKET_IFNAME, InfiniBand where there is one). If the "
+    "loader is the limit instead, test with synthetic data to confirm it.")
+
 ROW_REMAP_PENDING = (
     "Reset the GPU when its jobs end (drain the node, then nvidia-smi -r or reboot): a memory "
     "row failed and its remap to a spare takes effect only at the next reset; until then "

@@ -117,6 +117,7 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
           f"{_TRIAL} failed {_AS_NUMBER.value} pushes to the Pushgateway in the last "
           f"{s.rate_window}.", remedies.PUSH_FAILING, measured=_AS_NUMBER)
     _straggler_alert(g, n)
+    _scaling_alert(g, n)
     return g.rules
 
 
@@ -150,6 +151,23 @@ def _straggler_alert(g: _Group, n: RecordNames) -> None:
           f"{_AS_NUMBER.value} times the median rank's own step time over {g.s.rate_window} "
           f"(threshold {number(t)}); every other rank waits for it at each collective.",
           remedies.STRAGGLER, measured=_AS_NUMBER)
+
+
+def _scaling_alert(g: _Group, n: RecordNames) -> None:
+    trial, t = g.s.selector("trial"), g.s.threshold("TrainwatchScalingInefficient")
+    per_trial = [label for label in TRIAL_LABELS if label != "rank"]
+    live = live_trials(trial, g.s.threshold("TrainwatchTrialStale"))
+    g.add("TrainwatchScalingInefficient",
+          f"{n.scaling_efficiency} < {number(t)}\n"
+          f"and {on(*per_trial)}\ncount {by(*per_trial)} "
+          f"({select('trainwatch_trial_info', trial)}) > 1\n"
+          f"and {on(*per_trial)}\n{live}",
+          "A multi-rank trial gets little out of its ranks.",
+          "Trial {{ $labels.experiment }}/{{ $labels.trial }} trains at "
+          f"{_AS_PERCENT.value} of its ranks times its measured single-rank step limit over "
+          f"{g.s.rate_window} (threshold {_pct(t)}): a straggler, the loader or the exchange "
+          "between ranks holds it back (trainwatch diagnose says which).", remedies.SCALING,
+          measured=_AS_PERCENT)
 
 
 def underutilized_trial_gpus(s: Settings, *trial_matchers: str) -> str:

@@ -76,7 +76,15 @@ def _rank_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
     per_trial = [label for label in TRIAL_LABELS if label != "rank"]
     spread = (f"max {by(*per_trial)} ({n.rank_step_mean})\n"
               f"/ quantile {by(*per_trial)} (0.5, {n.rank_step_mean})")
-    return [_record(n.rank_step_mean, own_mean), _record(n.rank_spread, spread)]
+    # Scaling efficiency: only trials that measured their single-rank step limit
+    # (Trial.measure_step_limit) have it; every rank pushes a group, so the ranks counted are
+    # the world size.
+    efficiency = (f"sum {by(*per_trial)} ({n.samples_rate})\n/ (\n"
+                  f"  count {by(*per_trial)} ({select('trainwatch_trial_info', trial)})\n"
+                  f"  * avg {by(*per_trial)} "
+                  f"({select('trainwatch_trial_step_limit_samples_per_second', trial)})\n)")
+    return [_record(n.rank_step_mean, own_mean), _record(n.rank_spread, spread),
+            _record(n.scaling_efficiency, efficiency)]
 
 
 def _gpu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:

@@ -7,8 +7,14 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from trainwatch.diagnose.deployed import RANK_STRAGGLER, Deployment
+from trainwatch.diagnose.deployed import (
+    DATALOADER_BOUND,
+    RANK_STRAGGLER,
+    SCALING_INEFFICIENT,
+    Deployment,
+)
 from trainwatch.promapi import PrometheusAPI
+from trial_instrumentation import names, remedies
 
 _PER_TRIAL = "by (experiment, trial)"
 
@@ -26,6 +32,71 @@ class RankSpread:
     remedy: str | None = None
 
 
+@dataclass(frozen=True)
+class TrialScaling:
+    """A multi-rank trial's scaling efficiency (samples/s over ranks x its measured
+    single-rank step limit) and, when under the deployed threshold, what holds it back:
+    ``cause`` is "straggler", "loader" or "exchange", ``why`` says it in words."""
+
+    efficiency: float
+    threshold: float | None
+    cause: str | None = None
+    why: str | None = None
+    remedy: str | None = None
+
+
+def _matchers(experiment: str, trial: str | None) -> str:
+    matchers = f'experiment="{_quoted(experiment)}"'
+    if trial is not None:
+        matchers += f', trial="{_quoted(trial)}"'
+    return matchers
+
+
+def trial_scalings(api: PrometheusAPI, deployment: Deployment, experiment: str,
+                   trial: str | None, spreads: dict[tuple[str, str, str], RankSpread]
+                   ) -> dict[tuple[str, str], TrialScaling]:
+    """(experiment, trial) -> its scaling, for multi-rank trials that measured their limit."""
+    n, matchers = deployment.names, _matchers(experiment, trial)
+    ranks = {_key(labels)[:2]: value for labels, value in api.query(
+        f"count {_PER_TRIAL} ({names.TRIAL_INFO}{{{matchers}}})")}
+    loader = {_key(labels)[:2]: value for labels, value in api.query(
+        f'quantile {_PER_TRIAL} (0.5, {n.phase_share}{{{matchers}, '
+        f'phase="{names.DATALOADER_NEXT}"}})')}
+    rule = deployment.alerts.get(SCALING_INEFFICIENT)
+    threshold = rule.threshold if rule is not None else None
+    stragglers = {key[:2]: s.stragglers for key, s in spreads.items() if s.stragglers}
+    result = {}
+    for labels, value in api.query(f"{n.scaling_efficiency}{{{matchers}}}"):
+        key = _key(labels)[:2]
+        if math.isnan(value) or ranks.get(key, 0) < 2:
+            continue
+        scaling = TrialScaling(value, threshold)
+        if threshold is not None and value < threshold:
+            scaling = _cause(scaling, stragglers.get(key, ()), loader.get(key),
+                             deployment.threshold(DATALOADER_BOUND),
+                             rule.remedy if rule is not None else remedies.SCALING)
+        result[key] = scaling
+    return result
+
+
+def _cause(s: TrialScaling, stragglers: tuple[tuple[str, str | None, float], ...],
+           loader_share: float | None, loader_threshold: float, remedy: str) -> TrialScaling:
+    if stragglers:
+        rank, node, ratio = stragglers[0]
+        return TrialScaling(s.efficiency, s.threshold, "straggler",
+                            f"a straggler: rank {rank} on node {node or '?'} takes {ratio:.2f}x "
+                            "the median rank's own step time and every rank waits for it",
+                            None)
+    if loader_share is not None and loader_share > loader_threshold:
+        return TrialScaling(s.efficiency, s.threshold, "loader",
+                            f"the loader: the median rank waits {loader_share:.0%} of its step "
+                            "in dataloader_next", remedies.DATALOADER)
+    return TrialScaling(s.efficiency, s.threshold, "exchange",
+                        "the exchange between ranks: no straggler and no slow loader, so the "
+                        "time goes to the all-reduce (inside train_batch when it overlaps "
+                        "backward) and waiting for ranks", remedy)
+
+
 def _quoted(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
@@ -35,10 +106,7 @@ def rank_spreads(api: PrometheusAPI, deployment: Deployment, experiment: str,
                  ) -> dict[tuple[str, str, str], RankSpread]:
     """(experiment, trial, rank) -> its spread, for the trials of ``experiment`` (``trial``)
     that have more than one rank; ``nodes`` maps each rank to its node."""
-    matchers = f'experiment="{_quoted(experiment)}"'
-    if trial is not None:
-        matchers += f', trial="{_quoted(trial)}"'
-    own = f"{deployment.names.rank_step_mean}{{{matchers}}}"
+    own = f"{deployment.names.rank_step_mean}{{{_matchers(experiment, trial)}}}"
     ratio = (f"{own} / on (experiment, trial) group_left quantile {_PER_TRIAL} (0.5, {own})"
              f" and on (experiment, trial) count {_PER_TRIAL} ({own}) > 1")
     owns = {_key(labels): value for labels, value in api.query(own)}

@@ -51,6 +51,11 @@ class RecordNames:
         return f"trial_ranks:trainwatch_trial_step_seconds:spread_rate{self.window}"
 
     @property
+    def scaling_efficiency(self) -> str:
+        """Per trial: samples/s over (ranks x the single-rank step limit the trial measured)."""
+        return f"trial_ranks:trainwatch_trial_scaling_efficiency:ratio_rate{self.window}"
+
+    @property
     def steps_rate(self) -> str:
         return f"trial:trainwatch_trial_steps:rate{self.window}"
 

@@ -87,6 +87,20 @@ def ranks_text(r: RankReport) -> list[str]:
                      f"rank waits for it")
     if s.stragglers and s.remedy:
         lines.append(f"  what to change on the straggler: {s.remedy}")
+    return lines + scaling_text(r)
+
+
+def scaling_text(r: RankReport) -> list[str]:
+    c = r.scaling
+    if c is None:
+        return []
+    line = (f"  scaling efficiency: {pct(c.efficiency)} of ranks x the single-rank step limit"
+            + ("" if c.threshold is None else f" (threshold {pct(c.threshold)})"))
+    lines = [line]
+    if c.why:
+        lines.append(f"  SCALING held back by {c.why}")
+    if c.remedy:
+        lines.append(f"  what to change for scaling: {c.remedy}")
     return lines
 
 

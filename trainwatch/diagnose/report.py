@@ -11,7 +11,7 @@ from typing import Any
 from trainwatch.diagnose import verdict as verdicts
 from trainwatch.diagnose.deployed import TRIAL_STALE, Deployment
 from trainwatch.diagnose.lifetime import Lifetime, lifetimes, young_ranks
-from trainwatch.diagnose.ranks import RankSpread, rank_spreads
+from trainwatch.diagnose.ranks import RankSpread, TrialScaling, rank_spreads, trial_scalings
 from trainwatch.diagnose.records import QUANTILES
 from trainwatch.diagnose.verdict import Measurements, Verdict, decide
 from trainwatch.promapi import Labels, PrometheusAPI
@@ -94,6 +94,9 @@ class RankReport:
     # Against the trial's other ranks (multi-rank trials only): own step time, its ratio to
     # the median rank's and the trial's stragglers.
     ranks: RankSpread | None = None
+    # A multi-rank trial that measured its single-rank step limit: its scaling efficiency and
+    # what holds it back (the same for every rank of the trial).
+    scaling: TrialScaling | None = None
 
 
 def by_rank(api: PrometheusAPI, expr: str) -> dict[tuple[str, str, str], list[tuple[Labels,
@@ -159,6 +162,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
                  for labels, _ in api.query(HOST_INFO)}
     spreads = rank_spreads(api, deployment, experiment, trial,
                            {_rank_key(i): i.get("nodename") for i in infos})
+    scalings = trial_scalings(api, deployment, experiment, trial, spreads)
     reports = []
     for info in chosen:
         key = _rank_key(info)
@@ -176,7 +180,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
         r.node_cpu, r.push_age_seconds = first_value(cpu[key]), first_value(age[key])
         r.loader_limit, r.step_limit = first_value(loader_limits[key]), first_value(step_limits[key])
         r.limits_advice = verdicts.limits_advice(r.loader_limit, r.step_limit)
-        r.ranks = spreads.get(key)
+        r.ranks, r.scaling = spreads.get(key), scalings.get(key[:2])
         r.alerts = _alerts(firing, key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
         gpu = (first_value(gpu_avg[key]), first_value(sm_avg[key]),
                first_value(tensor_avg[key]))
