@@ -118,7 +118,7 @@ def test_gradient_accumulation_counts_optimizer_steps_and_all_their_samples(
 
 def test_a_crash_pushes_the_steps_so_far_at_exit_and_leaves_the_group(
         pushgateway: Service, tmp_path: Path) -> None:
-    # TrainerCallback has no exception hook: the trial is closed as a crash at interpreter exit.
+    # TrainerCallback has no exception hook: the trial's hook for uncaught exceptions closes it.
     script = textwrap.dedent(f"""
         import sys
         from transformers import TrainerCallback
@@ -141,8 +141,9 @@ def test_a_crash_pushes_the_steps_so_far_at_exit_and_leaves_the_group(
                           timeout=120, env={**os.environ, "PYTHONPATH": str(REPO),
                                             "OMP_NUM_THREADS": "1"}, check=False)
     assert done.returncode == 1 and "loss diverged" in done.stderr, done.stderr[-2000:]
-    # Pushed once at start (push interval 60 s), then the final state at exit: two finished
-    # steps and the one the exception left, as Trial.loader counts it.
+    # Pushed at start (push interval 60 s), then the final state as the process dies: two
+    # finished steps and the one the exception left (ended by the before-close hook), as
+    # Trial.loader counts it.
     assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="crash") == 3
     assert pushed_value(pushgateway, "trainwatch_trial_phase_seconds_count", trial="crash",
                         phase=ti.TRAIN_BATCH) == 3

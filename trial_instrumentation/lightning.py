@@ -212,6 +212,7 @@ class TrainwatchCallback(Callback):
         if not self.trial.enabled:
             return  # unconfigured: nothing installed, training runs untouched
         self._timer = timer = _StepTimer(self.trial, self._samples)
+        self.trial.before_close(timer.end_step)  # SIGTERM's close counts the open step too
         inner = trainer.profiler
         trainer.profiler = _TimingProfiler(inner, timer)
         self._restore.append(lambda: setattr(trainer, "profiler", inner))

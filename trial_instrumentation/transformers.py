@@ -26,8 +26,9 @@ phase                       ``Trainer``
 A step runs from its first fetch to the next step's first fetch (evaluation and checkpoints
 belong to the step that triggered them); the last step of an epoch ends with the epoch.
 Rank, world size and local rank come from ``TrainingArguments``. ``TrainerCallback`` has no
-hook for an exception: a ``train()`` that raises leaves the trial open until the interpreter
-exits, which pushes the final state and leaves the group (as a crash should).
+hook for an exception: a ``train()`` that raises is closed as failed by the trial's own hook for
+uncaught exceptions (or, failing that, at interpreter exit), and its final push counts the
+step the exception left; the group stays, as a crash's should.
 """
 
 from __future__ import annotations
@@ -169,13 +170,19 @@ class TrainwatchCallback(TrainerCallback):  # type: ignore[misc]
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._finish(clean=False)  # a previous train() that raised
-        self.trial = Trial(**self._args, rank=args.process_index, world_size=args.world_size,
-                           local_rank=args.local_process_index if args.world_size > 1 else None)
-        self.trial.start()
+        self.trial = trial = Trial(**self._args, rank=args.process_index,
+                                   world_size=args.world_size,
+                                   local_rank=args.local_process_index
+                                   if args.world_size > 1 else None)
+        trial.start()
+        # No exception hook in TrainerCallback: the trial's own (an uncaught exception's, or
+        # SIGTERM's) or the interpreter's exit closes it, and its final push counts the open
+        # step.
         atexit.register(self._finish, clean=False)
-        if not self.trial.enabled:
+        if not trial.enabled:
             return
-        self._timer = timer = _StepTimer(self.trial, self._samples)
+        self._timer = timer = _StepTimer(trial, self._samples)
+        trial.before_close(timer.end_step)
         loader = kwargs.get("train_dataloader")
         if loader is None:
             log.warning("trainwatch: the Trainer gave no train_dataloader; dataloader_next and "
@@ -214,9 +221,7 @@ class TrainwatchCallback(TrainerCallback):  # type: ignore[misc]
 
     def _finish(self, clean: bool) -> None:
         atexit.unregister(self._finish)
-        if self._timer is not None:
-            self._timer.end_step()  # a step left by an exception is counted, as in loader()
-            self._timer = None
+        self._timer = None  # the trial's before-close hook ends its open step
         if self._loader is not None:
             _TYPE_SLOT.__set__(self._loader, self._loader._trainwatch_original)
             self._loader = None

@@ -74,6 +74,7 @@ class Trial:
         self._exit_hooks = ExitHooks(lambda reason: self.close(clean=False, reason=reason))
         self._server: Any = None
         self._closed = False
+        self._before_close: list[Callable[[], None]] = []
         self._announced = False
         self._make_phase = self._phase_factory() if cfg.enabled else None
         if cfg.enabled:
@@ -134,6 +135,12 @@ class Trial:
         self._state.limits[names.STEP_LIMIT] = rate
         return rate
 
+    def before_close(self, finish: Callable[[], None]) -> None:
+        """Run ``finish`` first in :meth:`close`, however the trial closes (a crash's or
+        SIGTERM's hook included): an integration ends its open step there, so the final push
+        counts it."""
+        self._before_close.append(finish)
+
     def step_recorder(self) -> StepRecorder:
         """Steps, samples and ``dataloader_next`` measured by a framework's own hooks, for
         integrations whose loop cannot be wrapped by :meth:`loader` (Lightning, Hugging Face)."""
@@ -175,6 +182,11 @@ class Trial:
         if self._closed:
             return
         self._closed = True
+        for finish in self._before_close:
+            try:
+                finish()
+            except Exception:  # an integration's hook must not cost the final push
+                log.exception("trainwatch: a before-close hook failed")
         self._exit_hooks.uninstall()
         self._state.exit_reason = reason or (names.EXIT_CLEAN if clean else names.EXIT_FAILED)
         self._gpus.note()
