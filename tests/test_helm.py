@@ -9,6 +9,8 @@ dashboards, Grafana provisioning and Alertmanager config byte for byte against t
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 import shutil
 import subprocess
@@ -242,3 +244,64 @@ def test_rendered_configmaps_carry_the_same_bytes() -> None:
     alertmanager = one(standalone, "ConfigMap", "-alertmanager")["data"]
     assert alertmanager == {**source_bytes("prometheus/alertmanager", "alertmanager.yml"),
                             **source_bytes("prometheus/alertmanager/templates", "*.tmpl")}
+
+
+CRD_TOOLS = REPO / ".tools" / "crd"
+CRD_VALIDATOR = REPO / "tests" / "validate_crds.mjs"
+
+
+def validate_crds(docs: list[Doc]) -> list[Doc]:
+    """The prometheus-operator CRD schemas' verdict on each doc (tests/validate_crds.mjs)."""
+    if not (CRD_TOOLS / "node_modules").is_dir():
+        pytest.fail("the CRD schemas are missing: run `make helm-tools`")
+    done = subprocess.run([require_binary("node"), str(CRD_VALIDATOR), str(CRD_TOOLS)],
+                          input=json.dumps(docs), capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout))
+
+
+def test_custom_resources_pass_the_prometheus_operator_crd_schemas() -> None:
+    docs = [d for d in render("kube-prometheus-stack") if d["apiVersion"].startswith(CRD_GROUP)]
+    kinds = sorted({d["kind"] for d in docs})
+    assert kinds == ["PodMonitor", "PrometheusRule", "ServiceMonitor"]
+    results = validate_crds(docs)
+    assert len(results) == len(docs) >= 8
+    assert [r for r in results if r["error"] is not None] == []
+
+
+def test_crd_schemas_reject_a_broken_podmonitor_and_servicemonitor() -> None:
+    # Copies: render() is cached for the other tests.
+    podmonitor = copy.deepcopy(one(render("kube-prometheus-stack"), "PodMonitor", "-trials"))
+    podmonitor["spec"]["podMetricsEndpoints"][0]["honorLabels"] = "yes"
+    monitor = copy.deepcopy(one(render("kube-prometheus-stack"), "ServiceMonitor", "-exporter"))
+    monitor["spec"]["endpoints"][0]["port"] = 9400
+    errors = [r["error"] for r in validate_crds([podmonitor, monitor])]
+    assert "honorLabels must be boolean" in errors[0] and "port must be string" in errors[1]
+
+
+def test_pull_mode_trials_get_a_podmonitor_or_an_annotation_job_with_the_rules_job() -> None:
+    thresholds = yaml.safe_load((REPO / "prometheus" / "thresholds.yaml").read_text())
+    trial_job = thresholds["selectors"]["trial"].split('"')[1]
+    monitor = one(render("kube-prometheus-stack"), "PodMonitor", "-trials")
+    endpoint, = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["honorLabels"] is True and endpoint["port"] == "trainwatch"
+    assert {"targetLabel": "job", "replacement": trial_job} in endpoint["relabelings"]
+    assert monitor["metadata"]["labels"]["release"] == "monitoring"
+    docs = render("trial-pull")
+    config = yaml.safe_load(one(docs, "ConfigMap", "-prometheus")["data"]["prometheus.yml"])
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert jobs[trial_job]["honor_labels"] is True
+    assert jobs[trial_job]["kubernetes_sd_configs"] == [
+        {"role": "pod", "namespaces": {"names": ["training", "research"]}}]
+    # The chart's Prometheus may list pods in exactly those namespaces, nowhere else.
+    assert sorted(r["metadata"]["namespace"] for r in find(docs, "Role")) == \
+        ["research", "training"]
+    pod = one(docs, "Deployment", "-prometheus")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "tw-trainwatch-prometheus"
+    assert pod["automountServiceAccountToken"] is True
+    # Off by default: no discovery, no API access.
+    default = render("standalone")
+    assert not find(default, "Role") and not find(default, "PodMonitor")
+    assert one(default, "Deployment", "-prometheus")["spec"]["template"]["spec"][
+        "automountServiceAccountToken"] is False

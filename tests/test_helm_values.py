@@ -115,8 +115,10 @@ def test_every_container_runs_locked_down(scenario: str | None) -> None:
             # Requests and limits by default (measured: see values.yaml), for CPU and memory.
             resources = container["resources"]
             assert set(resources["requests"]) == set(resources["limits"]) == {"cpu", "memory"}
-        # Only Prometheus would need the API, and DNS discovery spares it that too.
-        assert pod.get("automountServiceAccountToken") is False
+        # Only Prometheus would need the API, and DNS discovery spares it that too, unless it
+        # discovers pull-mode trial pods (trialPull.enabled: a Role limited to listing pods).
+        pulls = workload["metadata"]["name"].endswith("-prometheus") and scenario == "trial-pull"
+        assert pod.get("automountServiceAccountToken") is pulls
 
 
 def test_gc_cronjob_runs_trainwatch_gc_against_the_charts_pushgateway() -> None:

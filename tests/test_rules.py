@@ -132,10 +132,13 @@ def test_a_threshold_change_reaches_the_expression_and_the_description(tmp_path:
 
 def test_every_trial_alert_holds_only_while_the_trials_group_is_present_and_fresh() -> None:
     # A rate over the window keeps a finished trial's samples for a whole window; the gate on
-    # push_time_seconds ends the alert when the group is deleted (live: test_first_hour_live).
+    # push_time_seconds ends the alert when the group is deleted (live: test_first_hour_live);
+    # a pulled trial's last scrape stands in for it (live: test_trial_pull_live).
     stale_after = generate_rules.load_settings().threshold("TrainwatchTrialStale")
-    gate = (f"and on (experiment, trial, rank)\nmax by (experiment, trial, rank) (time() - "
-            f'push_time_seconds{{job="trainwatch_trial"}}) < {stale_after:g}')
+    by_rank = "max by (experiment, trial, rank)"
+    gate = (f"and on (experiment, trial, rank)\n({by_rank} (time() - "
+            f'push_time_seconds{{job="trainwatch_trial"}}) or {by_rank} (time() - '
+            f'timestamp(trainwatch_trial_info{{job="trainwatch_trial"}}))) < {stale_after:g}')
     rules = alert_rules(PROM_DIR / "rules")
     for name in ("TrainwatchDataloaderBound", "TrainwatchHostToDeviceBound",
                  "TrainwatchTrialPushFailing", "TrainwatchGPUUnderutilized"):

@@ -30,10 +30,15 @@ def number(value: float) -> str:
 
 
 def live_trials(trial_selector: str, stale_after_seconds: float) -> str:
-    """One series per (experiment, trial, rank) that pushed within ``stale_after_seconds``.
+    """One series per (experiment, trial, rank) that pushed within ``stale_after_seconds``, or,
+    in pull mode (TRAINWATCH_PULL_PORT, no Pushgateway), was scraped within it.
 
     A trial that finished cleanly deleted its group (no series); a crashed one left it behind
-    with an old ``push_time_seconds``. Either way it is not live.
+    with an old ``push_time_seconds``. Either way it is not live. A pulled trial has no
+    ``push_time_seconds``: its freshness is the timestamp of its last scraped sample, and its
+    series go stale when its pod (target) goes away.
     """
-    return (f"max {by(*TRIAL_LABELS)} (time() - {select('push_time_seconds', trial_selector)})"
+    info = select("trainwatch_trial_info", trial_selector)
+    return (f"(max {by(*TRIAL_LABELS)} (time() - {select('push_time_seconds', trial_selector)})"
+            f" or max {by(*TRIAL_LABELS)} (time() - timestamp({info})))"
             f" < {number(stale_after_seconds)}")

@@ -62,6 +62,11 @@ The scrape job names. The rules select job="trainwatch-exporter" (prometheus/thr
 */}}
 {{- define "trainwatch.exporterJob" -}}trainwatch-exporter{{- end }}
 {{- define "trainwatch.pushgatewayJob" -}}pushgateway{{- end }}
+{{- /* Pull-mode trials: the job the rules' trial selector names (pushed series carry it). */}}
+{{- define "trainwatch.trialJob" -}}trainwatch_trial{{- end }}
+{{- define "trainwatch.trialNamespaces" -}}
+{{- toJson (default (list .Release.Namespace) .Values.trialPull.namespaces) }}
+{{- end }}
 
 {{/*
 Service label that a ServiceMonitor's jobLabel reads the job name from.
