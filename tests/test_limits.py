@@ -24,7 +24,9 @@ from torch.utils.data import DataLoader
 sys.path.insert(0, str(EXAMPLES))
 from pytorch_loop import SlowDataset, make_loader, parse_args
 
-BATCH, DELAY = 10, 0.02  # a loader of 10 samples per 20 ms: 500 samples/s
+# A loader of 25 samples per 50 ms: 500 samples/s. Long sleeps: on a loaded machine a sleep
+# wakes milliseconds late, which 20 ms batches felt as -15% (measured, load average 11).
+BATCH, DELAY = 25, 0.05
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"
 
 
@@ -34,7 +36,7 @@ def slow_loader(delay: float = DELAY) -> DataLoader:  # type: ignore[type-arg]
 
 
 def test_loader_limit_is_the_pipelines_rate() -> None:
-    rate = limits.loader_limit(slow_loader(), seconds=1.5)
+    rate = limits.loader_limit(slow_loader(), seconds=2.0)
     # sleep() never returns early, so the rate cannot beat BATCH / DELAY; a loaded machine
     # oversleeps a little.
     assert 0.85 * BATCH / DELAY <= rate <= 1.01 * BATCH / DELAY
@@ -42,8 +44,8 @@ def test_loader_limit_is_the_pipelines_rate() -> None:
 
 def test_step_limit_is_the_steps_rate() -> None:
     batch = torch.zeros(BATCH, 4)
-    rate = limits.step_limit(lambda b: time.sleep(0.01), batch, seconds=1.0)
-    assert 0.85 * BATCH / 0.01 <= rate <= 1.01 * BATCH / 0.01
+    rate = limits.step_limit(lambda b: time.sleep(DELAY), batch, seconds=2.0)
+    assert 0.85 * BATCH / DELAY <= rate <= 1.01 * BATCH / DELAY
 
 
 def test_bad_input_is_refused_in_one_line() -> None:
@@ -65,9 +67,9 @@ def test_limits_are_published_in_the_trials_group(pushgateway: Service) -> None:
 
 
 def test_diagnose_names_the_slower_side(tmp_path: Path) -> None:
-    experiment, delay, batch = "limits-live", 0.02, 8
+    experiment, delay, batch = "limits-live", 0.05, 20
     with live_stack(tmp_path, rate_window="10s", for_="3s") as stack:
-        argv = [sys.executable, str(EXAMPLES / "limits.py"), "--limit-seconds", "1",
+        argv = [sys.executable, str(EXAMPLES / "limits.py"), "--limit-seconds", "2",
                 "--loader-delay", str(delay), "--batch-size", str(batch), "--workers", "0",
                 "--steps", "100000", "--experiment", experiment, "--trial", "t",
                 "--pushgateway", stack.pushgateway.url, "--push-interval", "0.5"]
