@@ -1,10 +1,11 @@
 """Mutation testing with cosmic-ray over the modules in targets.toml (``make mutation``).
 
-    python mutation/run.py              # every target
+    python mutation/run.py              # every target, two at a time (MUTATION_JOBS=2)
     python mutation/run.py host verdict # some targets; the others keep their last results
 
-Each run copies the working tree into .mutation/work (cosmic-ray edits the module in place
-there, so an interrupted run never leaves a mutant in your tree), runs each target's fast
+Each target gets its own copy of the working tree in .mutation/work-NAME (cosmic-ray edits
+the module in place there, so an interrupted run never leaves a mutant in your tree, and
+targets can run side by side), runs the target's fast
 unit tests once unmutated, then once per mutant, and writes docs/mutation-report.md from the
 results of every target's latest run (kept in .mutation/results/). Exit 1 when a target kills
 under 90% of its mutants or a survivor is not listed as equivalent in targets.toml.
@@ -14,34 +15,36 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 STATE = REPO / ".mutation"
-WORK = STATE / "work"
 RESULTS = STATE / "results"
 REPORT = REPO / "docs" / "mutation-report.md"
 TARGET_SCORE = 0.90
 COSMIC_RAY = Path(sys.executable).parent / "cosmic-ray"
 
 
-def copy_tree() -> None:
+def copy_tree(work: Path) -> None:
     """Tracked and untracked-but-not-ignored files, as they are now."""
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO,
                             check=True, capture_output=True).stdout.decode().split("\0")
-    shutil.rmtree(WORK, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     for name in filter(None, listed):
         source = REPO / name
         if source.is_file():
-            (WORK / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, WORK / name)
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, work / name)
 
 
 def annotation_spans(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -59,7 +62,7 @@ def annotation_spans(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]
     return spans
 
 
-def skip_annotation_mutants(session: Path) -> int:
+def skip_annotation_mutants(session: Path, work: Path) -> int:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
@@ -67,7 +70,7 @@ def skip_annotation_mutants(session: Path) -> int:
     with use_db(str(session), WorkDB.Mode.open) as db:
         for item in db.work_items:
             for mutation in item.mutations:
-                path = WORK / mutation.module_path
+                path = work / mutation.module_path
                 if "from __future__ import annotations" not in path.read_text():
                     continue
                 start, end = tuple(mutation.start_pos), tuple(mutation.end_pos)
@@ -80,10 +83,12 @@ def skip_annotation_mutants(session: Path) -> int:
 
 def run_target(target: dict[str, Any]) -> dict[str, Any]:
     name = target["name"]
+    work = STATE / f"work-{name}"
+    copy_tree(work)
     tests = " ".join(shlex.quote(t) for t in target["tests"])
     command = f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider {tests}"
     started = time.monotonic()
-    baseline = subprocess.run(shlex.split(command), cwd=WORK, capture_output=True, text=True,
+    baseline = subprocess.run(shlex.split(command), cwd=work, capture_output=True, text=True,
                               check=False)
     if baseline.returncode != 0:
         raise SystemExit(f"{name}: the tests fail without a mutant:\n{baseline.stdout[-3000:]}")
@@ -94,14 +99,14 @@ def run_target(target: dict[str, Any]) -> dict[str, Any]:
                       '[cosmic-ray.distributor]\nname = "local"\n')
     session = STATE / f"{name}.sqlite"
     session.unlink(missing_ok=True)
-    subprocess.run([str(COSMIC_RAY), "init", str(config), str(session)], cwd=WORK, check=True)
-    skipped = skip_annotation_mutants(session)
-    subprocess.run([str(COSMIC_RAY), "exec", str(config), str(session)], cwd=WORK, check=True)
+    subprocess.run([str(COSMIC_RAY), "init", str(config), str(session)], cwd=work, check=True)
+    skipped = skip_annotation_mutants(session, work)
+    subprocess.run([str(COSMIC_RAY), "exec", str(config), str(session)], cwd=work, check=True)
     return {"name": name, "module": target["module"], "seconds": time.monotonic() - started,
-            "annotation_mutants_skipped": skipped, "mutants": collect(session)}
+            "annotation_mutants_skipped": skipped, "mutants": collect(session, work)}
 
 
-def collect(session: Path) -> list[dict[str, Any]]:
+def collect(session: Path, work: Path) -> list[dict[str, Any]]:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 
@@ -111,7 +116,7 @@ def collect(session: Path) -> list[dict[str, Any]]:
             if result.worker_outcome == WorkerOutcome.SKIPPED:
                 continue
             [mutation] = item.mutations
-            lines = (WORK / mutation.module_path).read_text().splitlines()
+            lines = (work / mutation.module_path).read_text().splitlines()
             out.append({
                 "module": str(mutation.module_path), "operator": mutation.operator_name,
                 "line": mutation.start_pos[0], "source": lines[mutation.start_pos[0] - 1].strip(),
@@ -133,18 +138,35 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"unknown targets {sorted(unknown)}; known: {sorted(targets)}")
     STATE.mkdir(exist_ok=True)
     RESULTS.mkdir(exist_ok=True)
-    copy_tree()
-    for name in argv or list(targets):
+
+    lock = threading.Lock()
+
+    def one(name: str) -> bool:
         print(f"== {name}: {targets[name]['module']}", flush=True)
         result = run_target(targets[name])
-        (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1))
+        print(f"== {name}: done in {result['seconds'] / 60:.1f} min", flush=True)
+        with lock:  # the report after every target: an interrupted run still leaves one
+            (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1))
+            return report(targets, config)
+
+    started = time.monotonic()
+    jobs = int(os.environ.get("MUTATION_JOBS", "2"))
+    with ThreadPoolExecutor(jobs) as pool:
+        for future in [pool.submit(one, name) for name in argv or list(targets)]:
+            future.result()
+    print(f"all selected targets: {(time.monotonic() - started) / 60:.1f} min, {jobs} at a time")
+    print(f"report: {REPORT.relative_to(REPO)}")
+    return 0 if report(targets, config) else 1
+
+
+def report(targets: dict[str, dict[str, Any]], config: dict[str, Any]) -> bool:
+    """Rewrite docs/mutation-report.md from every target's latest results; True when all pass."""
     from report import write_report  # mutation/report.py, beside this script
 
-    ok = write_report([json.loads(p.read_text()) for name in targets
-                       if (p := RESULTS / f"{name}.json").exists()],
-                      config.get("equivalent", []), REPORT, TARGET_SCORE)
-    print(f"report: {REPORT.relative_to(REPO)}")
-    return 0 if ok else 1
+    equivalents = [dict(e) for e in config.get("equivalent", [])]
+    return write_report([json.loads(p.read_text()) for name in targets
+                         if (p := RESULTS / f"{name}.json").exists()],
+                        equivalents, REPORT, TARGET_SCORE)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,14 @@ from trainwatch.diagnose.ranks import TrialScaling, _cause
 from trainwatch.diagnose.records import RecordNames
 from trainwatch.diagnose.render import reports_json, reports_text
 from trainwatch.diagnose.report import Gpu, RankReport, selector
-from trainwatch.diagnose.verdict import CHECKS, Measurements, decide, worst_exit_code
+from trainwatch.diagnose.verdict import (
+    CHECKS,
+    Measurements,
+    ago,
+    decide,
+    limits_advice,
+    worst_exit_code,
+)
 from trial_instrumentation import remedies
 
 THRESHOLDS = yaml.safe_load((REPO / "prometheus" / "thresholds.yaml").read_text())["alerts"]
@@ -185,6 +192,27 @@ def test_several_ranks_exit_with_the_worst_ranks_code(
     assert code == expected
     assert [d["verdict"]["exit_code"] for d in json.loads(capsys.readouterr().out)["reports"]] \
         == [RANKS[name][1] for name in ranks]
+
+
+@pytest.mark.parametrize(("seconds", "said"), [
+    (0, "0 seconds"), (75, "75 seconds"), (119, "119 seconds"), (120, "2 minutes"),
+    (420, "7 minutes"), (7199, "120 minutes"), (7200, "2.0 hours"), (9000, "2.5 hours")])
+def test_verdict_ages_read_in_a_sensible_unit(seconds: float, said: str) -> None:
+    assert ago(seconds) == said
+
+
+@pytest.mark.parametrize(("loader", "step", "advice"), [
+    (400.0, 1000.0, ("the loader delivers 400 samples/s, the step consumes 1000 samples/s: "
+                    "the loader must get 2.5x faster")),
+    (1000.0, 1000.0, ("the loader delivers 1000 samples/s, the step consumes 1000 samples/s: "
+                     "the step is the limit; the loader has 1.0x headroom")),
+    (3000.0, 1000.0, ("the loader delivers 3000 samples/s, the step consumes 1000 samples/s: "
+                     "the step is the limit; the loader has 3.0x headroom")),
+    (None, 1000.0, None), (400.0, None, None), (0.0, 1000.0, None), (400.0, 0.0, None),
+    (-1.0, 1000.0, None)])
+def test_verdict_limits_advice_names_the_slower_side(loader: float | None, step: float | None,
+                                                     advice: str | None) -> None:
+    assert limits_advice(loader, step) == advice
 
 
 def test_verdict_uses_the_thresholds_it_is_given() -> None:
