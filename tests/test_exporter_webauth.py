@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from exporter import webauth
-from exporter.webauth import BasicAuth, hash_password, parse_hash
+from exporter.webauth import BasicAuth, Verdict, hash_password, parse_hash
 
 ITERATIONS = 1000  # the default's cost is for real configs, not for tests
 
@@ -131,3 +131,95 @@ def test_python_m_exporter_webauth_runs_the_hash_command() -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert BasicAuth({"u": done.stdout.strip()}).check(header("u", "pw"))
+
+
+class Hashes:
+    """hashlib stand-in for webauth that counts PBKDF2 rounds (and still computes them)."""
+
+    def __init__(self) -> None:
+        self.rounds: list[int] = []
+
+    def pbkdf2_hmac(self, name: str, password: bytes, salt: bytes, iterations: int) -> bytes:
+        self.rounds.append(iterations)
+        return hashlib.pbkdf2_hmac(name, password, salt, iterations)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def hashes(monkeypatch: pytest.MonkeyPatch) -> Hashes:
+    counting = Hashes()
+    monkeypatch.setattr(webauth, "hashlib", counting)
+    return counting
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(webauth, "time", fake)
+    return fake
+
+
+def test_every_failed_attempt_costs_the_largest_iteration_count(hashes: Hashes) -> None:
+    auth = BasicAuth({"fast": hash_password("a", iterations=100),
+                      "slow": hash_password("b", iterations=700)})
+    for user, password in (("fast", "wrong"), ("slow", "wrong"), ("ghost", "a"), ("fast", "a")):
+        hashes.rounds.clear()
+        auth.verify(header(user, password), "c")
+        assert sum(hashes.rounds) == 700, (user, hashes.rounds)
+    hashes.rounds.clear()
+    assert auth.verify(header("fast", "a"), "c") is Verdict.OK and hashes.rounds == []  # cached
+
+
+def test_the_cache_keeps_the_most_recently_used_pairs_up_to_its_size(hashes: Hashes) -> None:
+    users = {f"u{i}": hash_password(f"p{i}", iterations=10) for i in range(3)}
+    auth = BasicAuth(users, cached=2)
+    for i in (0, 1):
+        assert auth.check(header(f"u{i}", f"p{i}"))
+    hashes.rounds.clear()
+    assert auth.check(header("u0", "p0")) and auth.check(header("u1", "p1"))
+    assert hashes.rounds == []  # two pairs fit in a cache of two
+    assert auth.check(header("u2", "p2"))  # a third pushes out the least recently used (u0)
+    hashes.rounds.clear()
+    assert auth.check(header("u1", "p1")) and auth.check(header("u2", "p2"))
+    assert hashes.rounds == []
+    assert auth.check(header("u0", "p0")) and hashes.rounds == [10]
+
+
+def test_a_client_gets_ten_failed_attempts_then_one_a_second(clock: Clock) -> None:
+    auth = BasicAuth({"u": hash_password("p", iterations=10)})  # the defaults
+    wrong = header("u", "wrong")
+    assert [auth.verify(wrong, "c") for _ in range(11)] == [Verdict.DENIED] * 10 + [Verdict.BUSY]
+    clock.now += 0.5  # half a run refilled: not enough
+    assert auth.verify(wrong, "c") is Verdict.BUSY
+    clock.now += 0.5  # one whole run
+    assert auth.verify(wrong, "c") is Verdict.DENIED
+    assert auth.verify(wrong, "c") is Verdict.BUSY
+    clock.now += 1000  # refills up to the burst, no further
+    assert [auth.verify(wrong, "c") for _ in range(11)] == [Verdict.DENIED] * 10 + [Verdict.BUSY]
+
+
+def test_a_burst_of_one_allows_exactly_one_attempt(clock: Clock) -> None:
+    auth = BasicAuth({"u": hash_password("p", iterations=10)}, burst=1, per_second=2.0)
+    assert auth.verify(header("u", "x"), "c") is Verdict.DENIED
+    assert auth.verify(header("u", "x"), "c") is Verdict.BUSY
+    clock.now += 0.5  # per_second=2: one run back after half a second
+    assert auth.verify(header("u", "x"), "c") is Verdict.DENIED
+
+
+def test_budgets_of_4096_clients_are_kept_and_the_oldest_forgotten_beyond(clock: Clock) -> None:
+    auth = BasicAuth({"u": hash_password("p", iterations=1)}, burst=1, per_second=0.0)
+    wrong = header("u", "x")
+    assert auth.verify(wrong, "first") is Verdict.DENIED
+    assert auth.verify(wrong, "first") is Verdict.BUSY
+    for i in range(4095):
+        assert auth.verify(wrong, f"10.0.{i // 256}.{i % 256}") is Verdict.DENIED
+    assert auth.verify(wrong, "first") is Verdict.BUSY  # 4096 clients: all remembered
+    assert auth.verify(wrong, "one-more") is Verdict.DENIED  # the 4097th...
+    assert auth.verify(wrong, "10.0.0.0") is Verdict.DENIED  # ...made it forget the oldest

@@ -49,6 +49,14 @@ def test_histogram_counts_each_bucket_and_inf_apart() -> None:
     assert h.counts == [2, 2, 2]
 
 
+@pytest.mark.parametrize("bounds", [(1.0,), (0.5, 1.0), (0.25, 0.5, 1.0)])
+def test_one_bucket_per_bound_and_one_for_inf(bounds: tuple[float, ...]) -> None:
+    h = Histogram(bounds)
+    for seconds in (*bounds, 2.0):
+        h.observe(seconds)
+    assert h.counts == [1] * (len(bounds) + 1)
+
+
 def observe_all(phase: Phase, durations: list[float], monkeypatch: pytest.MonkeyPatch) -> int:
     """Time ``durations`` with a fake clock; how many times the phase had to bisect."""
     clock = iter(itertools.chain.from_iterable((0.0, d) for d in durations))
