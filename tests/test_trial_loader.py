@@ -56,6 +56,7 @@ def test_a_step_runs_from_one_request_to_the_next_and_the_fetch_is_part_of_it(
     ([0.125, 0.125, 0.0], [0.25, 0.25, 0.125], 0),  # both stay in their first bucket
     ([0.5, 0.5, 0.5], [2.0, 2.0, 4.0], 2),  # one bisect each to find the bucket, then none
     ([0.125, 0.5, 0.125], [0.25, 2.0, 0.25], 4),  # every jump bisects
+    ([0.25, 0.25, 0.25], [1.0, 1.0, 1.0], 1),  # on a bound: that bucket (le), no bisect again
 ])
 def test_each_histogram_tries_its_previous_bucket_first(
         fetches: list[float], steps: list[float], bisects: int,
@@ -99,13 +100,13 @@ def test_a_failing_samples_function_counts_zero_logs_and_goes_on(
 
 def test_a_step_left_by_break_is_counted_with_its_samples(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_clock(monkeypatch, 0.0, 0.125, 2.0, 2.125, 3.0)
+    fake_clock(monkeypatch, 0.0, 0.125, 2.0, 2.125, 3.5)
     fetch, step, progress = Histogram(BOUNDS), Histogram(BOUNDS), Progress()
     for batch in TimedLoader([[1, 2], [3, 4, 5], [6]], fetch, step, progress):
         if batch == [3, 4, 5]:
             break
     assert (sum(fetch.counts), sum(step.counts), progress.samples) == (2, 2, 5)
-    assert step.sum == 3.0  # 0 -> 2 and 2 -> 3 (the break)
+    assert step.sum == 3.5  # 0 -> 2 and 2 -> 3.5 (the break)
 
 
 def test_on_start_runs_once_when_iteration_starts_and_len_is_the_iterables() -> None:
