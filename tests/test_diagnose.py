@@ -42,6 +42,7 @@ from trainwatch.diagnose.verdict import (
     ago,
     decide,
     limits_advice,
+    stale,
     worst_exit_code,
 )
 from trial_instrumentation import remedies
@@ -208,11 +209,20 @@ def test_verdict_ages_read_in_a_sensible_unit(seconds: float, said: str) -> None
                      "the step is the limit; the loader has 1.0x headroom")),
     (3000.0, 1000.0, ("the loader delivers 3000 samples/s, the step consumes 1000 samples/s: "
                      "the step is the limit; the loader has 3.0x headroom")),
+    (1.0, 4.0, ("the loader delivers 1 samples/s, the step consumes 4 samples/s: "
+               "the loader must get 4.0x faster")),
     (None, 1000.0, None), (400.0, None, None), (0.0, 1000.0, None), (400.0, 0.0, None),
     (-1.0, 1000.0, None)])
 def test_verdict_limits_advice_names_the_slower_side(loader: float | None, step: float | None,
                                                      advice: str | None) -> None:
     assert limits_advice(loader, step) == advice
+
+
+def test_stale_verdict_without_a_measured_profile_quotes_its_title_alone() -> None:
+    rule = AlertRule("TrainwatchTrialStale", 300, "delete the group")
+    profile = decide(Measurements({}), DEFAULT)  # no timings: nothing was measured
+    v = stale(420, rule, profile, None, "curl -X DELETE ...")
+    assert (v.kind, v.last_profile, v.exit_code) == ("stale", "No timings yet", 1)
 
 
 def test_verdict_uses_the_thresholds_it_is_given() -> None:

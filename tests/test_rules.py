@@ -5,6 +5,7 @@ The live end-to-end test is in test_rules_live.py.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -158,6 +159,9 @@ def test_every_trial_alert_holds_only_while_the_trials_group_is_present_and_fres
     (lambda d: d["alerts"].update({"TrainwatchTypo": {"for": "1m", "severity": "info"}}),
      "alerts ['TrainwatchTypo'] match no alert"),
     (lambda d: d["selectors"].pop("trial"), "selectors.trial is missing"),
+    (lambda d: d["selectors"].update({"trial": ""}), "selectors.trial must be a non-empty string"),
+    (lambda d: d["selectors"].update({"exporter": 5}),
+     "selectors.exporter must be a non-empty string"),
     (lambda d: d.update({"rate_window": "0m"}), "rate_window: '0m' is not a positive"),
     (lambda d: d["alerts"]["TrainwatchCPUSaturated"].update({"threshold": "high"}),
      "alerts.TrainwatchCPUSaturated.threshold: 'high' is not a number"),
@@ -182,3 +186,12 @@ def test_cli_check_reports_drift_and_names_a_bad_file(tmp_path: Path) -> None:
     missing = subprocess.run([*script, "--thresholds", str(tmp_path / "nope.yaml"), "--out",
                               str(tmp_path)], check=False, capture_output=True, text=True)
     assert missing.returncode == 2 and "nope.yaml: cannot read thresholds" in missing.stderr
+
+
+def test_settings_are_immutable_once_loaded() -> None:
+    # One Settings object is shared by every rule and dashboard generator in a run.
+    settings = generate_rules.load_settings()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.rate_window = "1m"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.alert("TrainwatchDataloaderBound").threshold = 0.9  # type: ignore[misc]

@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
 from tests.stack import wait_until
 from tests.trial_support import BlackHole, StatusServer
+from trial_instrumentation import pusher as pusher_module
 from trial_instrumentation.collector import TrialState
 from trial_instrumentation.config import resolve
 from trial_instrumentation.pusher import MAX_FIRST_BACKOFF_SECONDS, RETRIES, Pusher
@@ -141,3 +143,52 @@ def test_one_warning_per_outage_and_one_when_it_recovers(caplog: pytest.LogCaptu
     assert len(failed) == 2 and sum("reachable again" in m for m in messages) == 1, messages
     assert f"push to {gateway.url} failed: PushError: Pushgateway answered 500" in failed[0]
     assert f"Pushgateway {gateway.url} reachable again after " in caplog.text
+
+
+def test_the_final_pushs_backoff_doubles_and_stops_after_the_last_retry(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(pusher_module, "_sleep", lambda seconds: slept.append(seconds) or False)
+    gateway = StatusServer(503)
+    pusher, _ = make(gateway.url, interval=3600)  # first backoff capped at 1 s
+    pusher.start()
+    wait_until(lambda: len(gateway.requests) >= 1, timeout=5, what="the first push")
+    assert pusher.stop(delete=True, timeout=10) is True
+    gateway.close()
+    # The final push: 1 + RETRIES attempts, a wait before each retry and none after the last.
+    assert slept == [MAX_FIRST_BACKOFF_SECONDS * 2**i for i in range(RETRIES)]
+
+
+def test_a_run_without_one_successful_push_says_so_at_exit(
+        caplog: pytest.LogCaptureFixture, server: StatusServer) -> None:
+    gateway = StatusServer(500)
+    failing, _ = make(gateway.url, interval=3600)
+    working, _ = make(server.url, interval=3600)
+    with caplog.at_level(logging.WARNING, logger="trial_instrumentation"):
+        for pusher in (failing, working):
+            pusher.start()
+        wait_until(lambda: gateway.requests and server.requests, timeout=5, what="first pushes")
+        for pusher in (failing, working):
+            pusher.stop(delete=False, timeout=0.1)
+    gateway.close()
+    summaries = [r.getMessage() for r in caplog.records if "no push to" in r.getMessage()]
+    assert len(summaries) == 1 and gateway.url in summaries[0], summaries
+    assert "none of this trial's timings reached the Pushgateway" in summaries[0]
+
+
+def test_the_recovery_line_says_how_long_the_outage_lasted(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    now = [10.0]
+    monkeypatch.setattr(pusher_module, "time", SimpleNamespace(monotonic=lambda: now[0],
+                                                               sleep=time.sleep))
+    gateway = StatusServer(500)
+    pusher, state = make(gateway.url, interval=0.02)
+    with caplog.at_level(logging.WARNING, logger="trial_instrumentation"):
+        pusher.start()
+        wait_until(lambda: state.push_failures >= 1, timeout=5, what="a failure")
+        now[0] = 25.0
+        gateway.status = 200
+        wait_until(lambda: "reachable again" in caplog.text, timeout=10, what="recovery")
+        pusher.stop(delete=False, timeout=1)
+    gateway.close()
+    assert f"Pushgateway {gateway.url} reachable again after 15.0s" in caplog.text
