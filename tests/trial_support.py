@@ -70,7 +70,7 @@ class StatusServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            do_PUT = do_POST = do_DELETE = do_GET = _answer
+            do_PUT = do_POST = do_DELETE = _answer
 
             def log_message(self, *args: object) -> None:
                 pass
