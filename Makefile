@@ -174,6 +174,7 @@ $(VENV)/.installed: pyproject.toml
 bench: tools venv
 	$(PY) benchmarks/exporter_scrape.py
 	$(PY) benchmarks/instrumentation_overhead.py
+	$(PY) benchmarks/fleet_scale.py
 
 # Mutation testing (cosmic-ray) of the modules in mutation/targets.toml against their fast unit
 # tests; writes docs/mutation-report.md. Not part of `make test`: about MUTATION_MINUTES on 2
