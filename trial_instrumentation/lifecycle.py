@@ -4,19 +4,18 @@ Kubernetes evicts and preempts with SIGTERM; by default Python dies of it at onc
 trial's group is left with no word of why. While a trial pushes, SIGTERM first pushes the final
 state marked ``terminated`` (bounded by ``exit_timeout``) and then does what it did before:
 the handler that was installed (the user's own) runs, or the default action kills the process
-with the same signal. An exception that nobody catches pushes the final state marked
-``failed`` before the interpreter reports it. Both hooks are removed when the trial closes,
-and neither is installed off the main thread (Python allows signal handlers only there).
+with the same signal. (An exception that leaves the ``with`` block pushes ``failed``: that is
+``Trial.__exit__``.) The handler is removed when the trial closes, and not installed off the
+main thread (Python allows signal handlers only there).
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 from collections.abc import Callable
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import Any
 
 from trial_instrumentation import names
@@ -28,7 +27,6 @@ class ExitHooks:
     def __init__(self, finish: Callable[[str], None]) -> None:
         self._finish = finish
         self._previous_signal: Any = None
-        self._previous_hook = None
         self._installed = False
 
     def install(self) -> None:
@@ -39,8 +37,6 @@ class ExitHooks:
             return  # the user asked for SIGTERM to be ignored (or a C handler owns it)
         self._previous_signal = previous
         signal.signal(signal.SIGTERM, self._on_sigterm)
-        self._previous_hook = sys.excepthook  # type: ignore[assignment]
-        sys.excepthook = self._on_exception
         self._installed = True
 
     def uninstall(self) -> None:
@@ -50,8 +46,6 @@ class ExitHooks:
         self._installed = False
         if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
             signal.signal(signal.SIGTERM, self._previous_signal)
-        if sys.excepthook == self._on_exception:
-            sys.excepthook = self._previous_hook or sys.__excepthook__
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         previous = self._previous_signal
@@ -61,10 +55,3 @@ class ExitHooks:
         else:  # SIG_DFL: die of the signal, as without trainwatch (exit status 128 + 15)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
-
-    def _on_exception(self, kind: type[BaseException], value: BaseException,
-                      tb: TracebackType | None) -> None:
-        previous = self._previous_hook or sys.__excepthook__
-        if not issubclass(kind, KeyboardInterrupt):
-            self._finish(names.EXIT_FAILED)
-        previous(kind, value, tb)

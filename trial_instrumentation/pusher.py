@@ -15,7 +15,6 @@ from prometheus_client import CollectorRegistry, delete_from_gateway, push_to_ga
 from trial_instrumentation import names
 from trial_instrumentation.collector import TrialState
 from trial_instrumentation.config import TrialConfig
-from trial_instrumentation.owner import Holder, group_holder
 from trial_instrumentation.transport import PushError, make_handler
 
 log = logging.getLogger(__name__)
@@ -44,7 +43,6 @@ class Pusher:
         self._handler = make_handler(config.connect_timeout, config.read_timeout,
                                      config.username, config.password)
         self._stopping = threading.Event()
-        self._shared = False
         self._delete = False
         self._failing_since: float | None = None
         self._pushed = 0  # pushes that succeeded
@@ -74,52 +72,14 @@ class Pusher:
         return True
 
     def _run(self) -> None:
-        self._warn_if_shared()
         # Push at once (the trial shows up before its first interval), then every interval.
         while True:
             self._with_retries(self._push, wait=self._stopping.wait)
             if self._stopping.wait(self._config.push_interval):
                 break
-        # Since our last push, another process pushed to our group: it is live and the group
-        # is its; our final push would overwrite its timings and our delete would remove them.
-        holder = self._holder() if self._pushed or self._shared else None
-        if self._shared or (holder is not None and not self._ours(holder)):
-            holder = holder or Holder("?", "?", 0.0)
-            log.error("trainwatch: leaving group %s to the other live process with the same "
-                      "experiment, trial and rank (its last push: pid %s on %s): no final push, "
-                      "no delete", self._where(), holder.pid, holder.nodename)
-            return
         pushed = self._with_retries(self._push, wait=_sleep)
         if self._delete and pushed:
             self._with_retries(self._delete_group, wait=_sleep)
-
-    def _holder(self) -> Holder | None:
-        cfg = self._config
-        try:
-            return group_holder(cfg.pushgateway or "", cfg.grouping_key, cfg.connect_timeout,
-                                cfg.read_timeout, cfg.username, cfg.password)
-        except Exception as exc:  # noqa: BLE001 - a check only: never fail the trial over it
-            log.debug("trainwatch: cannot read the Pushgateway's groups: %r", exc)
-            return None
-
-    def _ours(self, holder: Holder) -> bool:
-        info = self._state.info
-        return (holder.nodename, holder.pid) == (info.get("nodename"), info.get("pid"))
-
-    def _where(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in self._config.grouping_key.items())
-
-    def _warn_if_shared(self) -> None:
-        holder = self._holder()
-        # Live: pushed within a few of our intervals (a dead one's group is just stale).
-        live_within = 3 * self._config.push_interval + 10
-        if holder is not None and not self._ours(holder) and \
-                time.time() - holder.pushed_at < live_within:
-            self._shared = True  # the group was the other's first: never ours to delete
-            log.error("trainwatch: group %s already holds the pushes of pid %s on %s, %.0fs ago: "
-                      "two live processes with the same experiment, trial and rank overwrite "
-                      "each other's timings. Give each process its own trial or rank.",
-                      self._where(), holder.pid, holder.nodename, time.time() - holder.pushed_at)
 
     def _push(self) -> None:
         push_to_gateway(self._config.pushgateway or "", names.JOB, self._registry,

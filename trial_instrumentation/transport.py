@@ -85,6 +85,10 @@ def resolve(host: str, port: int, timeout: float) -> list[Any]:
     The system resolver has no timeout of its own to pass: the lookup runs on a daemon thread,
     left to finish on its own when it is abandoned.
     """
+    try:  # an address, not a name: nothing to wait for, no thread
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except socket.gaierror:
+        pass
     result: list[Any] = []
     failure: list[BaseException] = []
 
