@@ -42,7 +42,8 @@ def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]
         ok &= score >= target
         rows.append(f"| {r['name']} | `{r['module']}` | {killed + len(alive)} | {killed} | "
                     f"{len(alive)} ({explained} equivalent) | **{score:.1%}** | "
-                    f"{r['annotation_mutants_skipped']} | {r['seconds'] / 60:.1f} min |")
+                    f"{r['annotation_mutants_skipped']} | {r['seconds'] / 60:.1f} min"
+                    f"{' (cut short: ' + r['partial'] + ')' if r.get('partial') else ''} |")
     intro = (f"Written by `make mutation` (mutation/run.py, cosmic-ray {version('cosmic-ray')});"
              f" last target run {datetime.date.today().isoformat()}. Each mutant is one small "
              "change to the module (an operator, a comparison, a constant, a loop made "

@@ -6,6 +6,7 @@ The live test against a real stack is test_diagnose_live.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -39,6 +40,7 @@ from trainwatch.diagnose.report import Gpu, RankReport, selector
 from trainwatch.diagnose.verdict import (
     CHECKS,
     Measurements,
+    Verdict,
     ago,
     decide,
     limits_advice,
@@ -197,7 +199,7 @@ def test_several_ranks_exit_with_the_worst_ranks_code(
 
 @pytest.mark.parametrize(("seconds", "said"), [
     (0, "0 seconds"), (75, "75 seconds"), (119, "119 seconds"), (120, "2 minutes"),
-    (420, "7 minutes"), (7199, "120 minutes"), (7200, "2.0 hours"), (9000, "2.5 hours")])
+    (420, "7 minutes"), (7140, "119 minutes"), (7199, "120 minutes"), (7200, "2.0 hours"), (9000, "2.5 hours")])
 def test_verdict_ages_read_in_a_sensible_unit(seconds: float, said: str) -> None:
     assert ago(seconds) == said
 
@@ -211,7 +213,12 @@ def test_verdict_ages_read_in_a_sensible_unit(seconds: float, said: str) -> None
                      "the step is the limit; the loader has 3.0x headroom")),
     (1.0, 4.0, ("the loader delivers 1 samples/s, the step consumes 4 samples/s: "
                "the loader must get 4.0x faster")),
+    (2500.0, 1000.0, ("the loader delivers 2500 samples/s, the step consumes 1000 samples/s: "
+                     "the step is the limit; the loader has 2.5x headroom")),
+    (4.0, 1.0, ("the loader delivers 4 samples/s, the step consumes 1 samples/s: "
+               "the step is the limit; the loader has 4.0x headroom")),
     (None, 1000.0, None), (400.0, None, None), (0.0, 1000.0, None), (400.0, 0.0, None),
+    (400.0, -1.0, None),
     (-1.0, 1000.0, None)])
 def test_verdict_limits_advice_names_the_slower_side(loader: float | None, step: float | None,
                                                      advice: str | None) -> None:
@@ -223,6 +230,32 @@ def test_stale_verdict_without_a_measured_profile_quotes_its_title_alone() -> No
     profile = decide(Measurements({}), DEFAULT)  # no timings: nothing was measured
     v = stale(420, rule, profile, None, "curl -X DELETE ...")
     assert (v.kind, v.last_profile, v.exit_code) == ("stale", "No timings yet", 1)
+
+
+@pytest.mark.parametrize(("measured", "threshold", "comparison"), [
+    (0.5, None, None), (None, 0.3, ">"), (None, None, ">"), (0.5, 0.3, None)])
+def test_stale_quotes_a_profile_number_only_when_it_has_all_three(
+        measured: float | None, threshold: float | None, comparison: str | None) -> None:
+    profile = Verdict("x", "Profile", True, measured, comparison, threshold, None, "", None)
+    v = stale(420, AlertRule("TrainwatchTrialStale", 300, "delete"), profile, None, "curl")
+    assert v.last_profile == "Profile"
+
+
+def test_verdict_and_measurements_are_immutable() -> None:
+    m = Measurements({"train_batch": 1.0}, gpu_utilization=0.9)
+    v = decide(m, DEFAULT)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.node_cpu = 0.5  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        v.kind = "dataloader"  # type: ignore[misc]
+
+
+def test_a_gate_exactly_at_its_busy_level_counts_as_busy() -> None:
+    # Launch-bound needs a GPU that looks busy: NVML utilization at least the alert's `busy`.
+    at_gate = Measurements({"train_batch": 1.0}, 0.5, gpu_utilization=0.9, gpu_sm_active=0.2)
+    assert decide(at_gate, DEFAULT_GPM).kind == "launch_bound"
+    below = Measurements({"train_batch": 1.0}, 0.5, gpu_utilization=0.89, gpu_sm_active=0.2)
+    assert decide(below, DEFAULT_GPM).kind == "underused_gpu"
 
 
 def test_verdict_uses_the_thresholds_it_is_given() -> None:
