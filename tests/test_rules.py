@@ -159,6 +159,8 @@ def test_every_trial_alert_holds_only_while_the_trials_group_is_present_and_fres
     (lambda d: d["alerts"].update({"TrainwatchTypo": {"for": "1m", "severity": "info"}}),
      "alerts ['TrainwatchTypo'] match no alert"),
     (lambda d: d["selectors"].pop("trial"), "selectors.trial is missing"),
+    (lambda d: d.pop("alerts"), "top-level key 'alerts' is missing"),
+    (lambda d: d.pop("rate_window"), "top-level key 'rate_window' is missing"),
     (lambda d: d["selectors"].update({"trial": ""}), "selectors.trial must be a non-empty string"),
     (lambda d: d["selectors"].update({"exporter": 5}),
      "selectors.exporter must be a non-empty string"),
@@ -195,3 +197,10 @@ def test_settings_are_immutable_once_loaded() -> None:
         settings.rate_window = "1m"  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.alert("TrainwatchDataloaderBound").threshold = 0.9  # type: ignore[misc]
+
+
+def test_a_stale_after_override_must_be_positive() -> None:
+    settings = generate_rules.load_settings()
+    assert settings.with_overrides(stale_after=0.5).alert("TrainwatchTrialStale").threshold == 0.5
+    with pytest.raises(SettingsError, match="stale_after: 0 is not > 0 seconds"):
+        settings.with_overrides(stale_after=0)

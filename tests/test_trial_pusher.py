@@ -159,18 +159,19 @@ def test_one_warning_per_outage_and_one_when_it_recovers(caplog: pytest.LogCaptu
     assert f"Pushgateway {gateway.url} reachable again after " in caplog.text
 
 
+@pytest.mark.parametrize(("interval", "first"), [(3600, MAX_FIRST_BACKOFF_SECONDS), (0.4, 0.1)])
 def test_the_final_pushs_backoff_doubles_and_stops_after_the_last_retry(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, interval: float, first: float) -> None:
     slept: list[float] = []
     monkeypatch.setattr(pusher_module, "_sleep", lambda seconds: slept.append(seconds) or False)
     gateway = StatusServer(503)
-    pusher, _ = make(gateway.url, interval=3600)  # first backoff capped at 1 s
+    pusher, _ = make(gateway.url, interval=interval)  # a quarter of it, capped at 1 s
     pusher.start()
     wait_until(lambda: len(writes(gateway)) >= 1, timeout=5, what="the first push")
     assert pusher.stop(delete=True, timeout=10) is True
     gateway.close()
     # The final push: 1 + RETRIES attempts, a wait before each retry and none after the last.
-    assert slept == [MAX_FIRST_BACKOFF_SECONDS * 2**i for i in range(RETRIES)]
+    assert slept == [pytest.approx(first * 2**i) for i in range(RETRIES)]
 
 
 def test_a_run_without_one_successful_push_says_so_at_exit(
