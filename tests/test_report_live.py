@@ -19,7 +19,7 @@ import pytest
 
 from tests.browser import open_page
 from tests.live_stack import TWO_TRIALS_EXPERIMENT, LiveStack
-from tests.stack import wait_until
+from tests.stack import REPO, wait_until
 
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"
 EXPERIMENT = TWO_TRIALS_EXPERIMENT
@@ -59,9 +59,18 @@ def panels(page: Any) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def finished(two_trials: LiveStack) -> subprocess.Popen[bytes]:
-    """A short trial without GPUs, started first so that it runs while the others are tested."""
-    return two_trials.start_trial("report-cpu", "done", "--workers", "0", "--batch-size", "8",
-                                  "--loader-delay", "0.01", "--steps", "300")
+    """A short trial without GPUs that measures its loader and step limits first
+    (examples/limits.py), started first so that it runs while the others are tested."""
+    argv = [sys.executable, str(REPO / "examples" / "limits.py"), "--limit-seconds", "0.5",
+            "--loader-delay", "0.01", "--batch-size", "8", "--workers", "0", "--steps", "300",
+            "--experiment", "report-cpu", "--trial", "done",
+            "--pushgateway", two_trials.pushgateway.url, "--push-interval", "0.5"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    with open(two_trials.workdir / "trial-done.log", "wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                cwd=two_trials.workdir, start_new_session=True)
+    two_trials.trials["done"] = proc  # stopped with the stack if a test fails first
+    return proc
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +144,7 @@ def test_dark_mode_recolours_page_and_plots(slow_report: tuple[Path, dict[str, A
 def test_finished_trial_without_gpus(two_trials: LiveStack, finished: subprocess.Popen[bytes],
                                     tmp_path: Path) -> None:
     """A trial that ended (its group deleted) is read at its last sample; with no GPU series
-    the GPU section says so instead of drawing empty axes."""
+    the GPU section says so instead of drawing empty axes; its measured limits are shown."""
     assert finished.wait(timeout=60) == 0, two_trials.trial_log("done")
     prom = two_trials.prometheus
     wait_until(lambda: not prom.query('trainwatch_trial_info{trial="done"}'), 20,
@@ -152,6 +161,10 @@ def test_finished_trial_without_gpus(two_trials: LiveStack, finished: subprocess
         assert drawn["steps-done"]["state"] == "plot" and drawn["steps-done"]["marks"] > 10
         assert "last sample of the trial" in page.inner_text("dl.meta")
         assert page.locator('section.verdict[data-rank="done/0"] .title').inner_text()
+        # The loader delivers 8 / 0.01 = 800 samples/s at most; the tiny step many times that.
+        assert "the loader must get" in page.inner_text('table[data-limits="measured"]')
+        assert "loader limit (measured)" in drawn["samples-done"]["text"]
+        assert "step limit (measured)" in drawn["samples-done"]["text"]
 
 
 @pytest.mark.parametrize(("args", "said"), [

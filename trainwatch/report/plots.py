@@ -21,6 +21,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display; must precede pyplot
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
 from cycler import cycler
 from matplotlib.figure import Figure
 
@@ -53,8 +54,19 @@ def _figure() -> tuple[Figure, plt.Axes]:
     fig = Figure(figsize=SIZE)
     # Fixed margins, the legend in the right quarter: constrained layout measures every text
     # twice and doubled the time a report takes.
-    fig.subplots_adjust(left=0.085, right=0.74, bottom=0.2, top=0.96)
-    return fig, fig.add_subplot()
+    fig.subplots_adjust(left=0.1, right=0.74, bottom=0.2, top=0.96)
+    ax = fig.add_subplot()
+    ax.yaxis.set_major_formatter(mticker.FuncFormatter(short))
+    return fig, ax
+
+
+def short(value: float, _: object = None) -> str:
+    """A tick label that fits the fixed margin: ``short(12500)`` -> '12.5k'; ``short(0.25)``
+    -> '0.25'."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.4g}{suffix}"
+    return f"{value:.4g}"
 
 
 def _when(seconds: float) -> float:
