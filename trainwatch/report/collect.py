@@ -106,7 +106,7 @@ def collect(api: PrometheusAPI, experiment: str, trial: str | None, rank: str | 
     trial_specs = [s for t in trials for s in panels.trial_panels(n, sel, t, len(trials) > 1)]
     gpus = [fetch(api, s, window, hosts) for s in panels.gpu_panels(sel)]
     no_gpu = None
-    if all(p.empty for p in gpus[:1]):  # not even NVML utilization: the trial has no GPU series
+    if gpus[0].empty:  # not even NVML utilization: the trial has no GPU series
         gpus, no_gpu = [], ("No GPU series for this trial in the window: it reported no GPU "
                             f"({names.GPU_INFO}) or no exporter exports its GPUs' uuid.")
     doc.sections = [
