@@ -25,3 +25,14 @@ def two_trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     pytest.importorskip("torch")
     with two_trial_stack(tmp_path_factory.mktemp("two_trials")) as live:
         yield live
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """One intra-op thread, as the subprocess runs get from OMP_NUM_THREADS=1: on a small
+    shared machine two spinning OpenMP threads turn a tiny step into a long stall."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

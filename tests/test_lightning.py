@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
-from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -12,7 +10,7 @@ import pytest
 
 import trial_instrumentation as ti
 from tests.stack import Service, wait_until
-from tests.trial_support import EXAMPLES, pushed, pushed_value, run_example
+from tests.trial_support import EXAMPLES, load_example, pushed, pushed_value, run_example
 
 pl = pytest.importorskip("lightning.pytorch")
 from trial_instrumentation.lightning import TrainwatchCallback
@@ -21,23 +19,11 @@ STEPS, EPOCHS, BATCH, DELAY = 12, 2, 4, 0.02
 PHASE_COUNT = "trainwatch_trial_phase_seconds_count"
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """One intra-op thread, as the subprocess runs get from OMP_NUM_THREADS=1: on a small
-    shared machine two spinning OpenMP threads turn a tiny step into a long stall."""
-    import torch
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("lightning_train",
-                                                  EXAMPLES / "lightning_train.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("lightning_train")
 
 
 def args(pgw: Service, trial: str, **overrides: Any) -> argparse.Namespace:

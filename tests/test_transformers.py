@@ -4,12 +4,10 @@ real Pushgateway."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,7 +16,7 @@ import pytest
 
 import trial_instrumentation as ti
 from tests.stack import REPO, Service, wait_until
-from tests.trial_support import EXAMPLES, pushed, pushed_value, run_example
+from tests.trial_support import EXAMPLES, load_example, pushed, pushed_value, run_example
 
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
@@ -31,23 +29,11 @@ STEPS, BATCH, DELAY = 16, 4, 0.02
 HF_PHASES = (ti.DATALOADER_NEXT, ti.TRAIN_BATCH, ti.STEP_LR_SCHEDULERS, ti.REDUCE_METRICS)
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """One intra-op thread, as the subprocess runs get from OMP_NUM_THREADS=1: on a small
-    shared machine two spinning OpenMP threads turn a tiny step into a long stall."""
-    import torch
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("transformers_train",
-                                                  EXAMPLES / "transformers_train.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("transformers_train")
 
 
 def args(pgw: Service | None, trial: str, delay: float = DELAY) -> argparse.Namespace:

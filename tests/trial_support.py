@@ -3,6 +3,7 @@ real loopback servers, a timed CPU loop, and readers for what reached the Pushga
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -12,6 +13,7 @@ import time
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -141,3 +143,12 @@ def run_example(args: Sequence[object], env: dict[str, str] | None = None, torch
                           cwd=REPO)
     assert done.returncode == 0, f"{argv} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
     return done
+
+
+def load_example(name: str) -> ModuleType:
+    """examples/NAME.py as a module, so a test calls its functions in process."""
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

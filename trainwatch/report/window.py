@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from trainwatch.diagnose.verdict import ago
+
 # About this many points per line: enough to see a trend, few enough to keep the file small.
 POINTS = 360
 DEFAULT_SINCE = 3600.0
@@ -75,12 +77,5 @@ class Window:
         return cls(start, end, step, ends_now)
 
     def describe(self) -> str:
-        return f"{utc(self.start)} to {utc(self.end)} ({_span(self.seconds)})"
+        return f"{utc(self.start)} to {utc(self.end)} ({ago(self.seconds)})"
 
-
-def _span(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
