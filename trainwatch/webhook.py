@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -130,11 +131,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"trainwatch.webhook: error: cannot listen on 127.0.0.1:{args.port} "
               f"({err.strerror}): pass --port PORT", file=sys.stderr)
         return 2
+    stop = threading.Event()
+    # Handlers set here, not Python's KeyboardInterrupt: a process started in the background by
+    # a non-interactive shell inherits SIGINT ignored, and Python then leaves it ignored.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
     print(f"listening on {receiver.url}; Ctrl-C stops", flush=True)
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+        stop.wait()
     finally:
         receiver.close()
     return 0
