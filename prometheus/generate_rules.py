@@ -26,24 +26,26 @@ RULES_DIR = HERE / "rules"
 
 
 def render(thresholds: Path = DEFAULT_THRESHOLDS, *, for_: str | None = None,
-           rate_window: str | None = None, stale_after: float | None = None) -> dict[str, str]:
-    """File name -> text of every rule file, with optional overrides of `for`, the window and
-    the seconds after which a trial that stopped pushing is stale."""
+           rate_window: str | None = None, stale_after: float | None = None,
+           window: str | None = None) -> dict[str, str]:
+    """File name -> text of every rule file, with optional overrides of `for`, the rate window,
+    the seconds after which a trial that stopped pushing is stale and the alerts' own windows."""
     settings = load_settings(thresholds).with_overrides(for_=for_, rate_window=rate_window,
-                                                        stale_after=stale_after)
+                                                        stale_after=stale_after, window=window)
     note = ", ".join(f"{k}={v}" for k, v in (("for", for_), ("rate_window", rate_window),
-                                             ("stale_after", stale_after)) if v)
+                                             ("stale_after", stale_after),
+                                             ("window", window)) if v)
     return render_files(settings, overrides=note)
 
 
 def write_rules(out_dir: Path = RULES_DIR, thresholds: Path = DEFAULT_THRESHOLDS, *,
                 for_: str | None = None, rate_window: str | None = None,
-                stale_after: float | None = None) -> list[Path]:
+                stale_after: float | None = None, window: str | None = None) -> list[Path]:
     """Render and write the rule files into ``out_dir``; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in render(thresholds, for_=for_, rate_window=rate_window,
-                             stale_after=stale_after).items():
+                             stale_after=stale_after, window=window).items():
         path = out_dir / name
         path.write_text(text)
         written.append(path)

@@ -73,6 +73,15 @@ class LiveStack:
         self.trials[trial] = proc
         return proc
 
+    def start_process(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        """Any process (``argv``), logged to ``name``'s log and stopped with the trials."""
+        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+        with open(self.workdir / f"trial-{name}.log", "wb") as log:  # the child keeps a copy
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
+                                    env=env, start_new_session=True)
+        self.trials[name] = proc
+        return proc
+
     def trial_log(self, trial: str) -> str:
         return (self.workdir / f"trial-{trial}.log").read_text(errors="replace")
 
@@ -99,13 +108,15 @@ IDLE_GPU = 1
 
 @contextmanager
 def live_stack(workdir: Path, *, rate_window: str, for_: str,
-               stale_after: float | None = None,
+               stale_after: float | None = None, window: str | None = None,
                alertmanager: Service | None = None) -> Iterator[LiveStack]:
     """Start everything (1 s scrape and evaluation); stop it all, trials first, on exit.
-    ``stale_after`` (seconds) shortens TrainwatchTrialStale's threshold; with
-    ``alertmanager``, Prometheus sends its alerts there."""
+    ``stale_after`` (seconds) shortens TrainwatchTrialStale's threshold, ``window`` the alerts'
+    own windows (TrainwatchTrialKeyShared's); with ``alertmanager``, Prometheus sends its
+    alerts there."""
     rules = workdir / "rules"
-    generate_rules.write_rules(rules, for_=for_, rate_window=rate_window, stale_after=stale_after)
+    generate_rules.write_rules(rules, for_=for_, rate_window=rate_window, stale_after=stale_after,
+                               window=window)
     with start_pushgateway(workdir) as pgw, \
             start_trainwatch_exporter(workdir, fake_gpus=FAKE_GPUS,
                                       idle_gpus=(IDLE_GPU,)) as exporter:

@@ -87,6 +87,11 @@ THROTTLED_GPU = (
     "hw_slowdown and hw_power_brake_slowdown come from the board or the chassis, the thermal "
     "reasons from the GPU's temperature.")
 
+KEY_SHARED = (
+    "Give each process its own trial or rank: set TRAINWATCH_TRIAL (or the trial name passed "
+    "to the library) per run and let each rank keep its own RANK (torchrun sets it); stop a "
+    "duplicate launch of the same trial.")
+
 STALE_TRIAL = (
     "The trial stopped pushing without deleting its Pushgateway group: it crashed, hangs, or "
     "cannot reach the Pushgateway. Check its process (trainwatch_trial_info has nodename and "

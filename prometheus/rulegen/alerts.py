@@ -49,7 +49,8 @@ class _Group:
         self.rules: list[dict[str, Any]] = []
 
     def add(self, name: str, expr: str, summary: str, description: str, remedy: str,
-            measured: _Shown | None = None, uses_busy: bool = False) -> None:
+            measured: _Shown | None = None, uses_busy: bool = False,
+            uses_window: bool = False) -> None:
         """``measured`` is how the value shows (``_AS_PERCENT``...); None for a yes/no alert,
         whose value is only the fact that it fired, and which takes no threshold.
         ``uses_busy``: the alert has a gate, whose level (thresholds.yaml ``busy``) it exposes
@@ -60,6 +61,9 @@ class _Group:
                                 "yes/no alert; remove it")
         if not uses_busy and setting.busy is not None:
             raise SettingsError(f"{self.s.source}: alerts.{name}.busy is not used by this "
+                                "alert; remove it")
+        if not uses_window and setting.window is not None:
+            raise SettingsError(f"{self.s.source}: alerts.{name}.window is not used by this "
                                 "alert; remove it")
         annotations = {"summary": summary, "description": f"{description} {remedy}",
                        "runbook_url": f"{RUNBOOK_URL}#{name.lower()}", "remedy": remedy}
@@ -116,9 +120,33 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
           "A trial keeps failing to push its metrics.",
           f"{_TRIAL} failed {_AS_NUMBER.value} pushes to the Pushgateway in the last "
           f"{s.rate_window}.", remedies.PUSH_FAILING, measured=_AS_NUMBER)
+    _key_shared_alert(g)
     _straggler_alert(g, n)
     _scaling_alert(g, n)
     return g.rules
+
+
+def _key_shared_alert(g: _Group) -> None:
+    """Two processes pushing to one group replace each other's series at every push, so within
+    the window the key shows trainwatch_trial_info under two pids or nodes; after a restart
+    the old process's series leaves the window, which is shorter than `for`, so only a lasting
+    share fires."""
+    trial, window = g.s.selector("trial"), g.s.window("TrainwatchTrialKeyShared")
+    processes = (f"count {by(*TRIAL_LABELS, 'nodename', 'pid')} "
+                 f"(count_over_time({select('trainwatch_trial_info', trial)}[{window}]))")
+    # Every process seen under this key in the window, named in the description.
+    keyed = select('trainwatch_trial_info', trial, 'experiment=%q', 'trial=%q', 'rank=%q')
+    listed = ('{{ range $i, $p := printf `'
+              + processes.replace(select('trainwatch_trial_info', trial), keyed)
+              + '` $labels.experiment $labels.trial $labels.rank | query | sortByLabel "pid" }}'
+              '{{ if $i }}, {{ end }}node {{ $p.Labels.nodename }} pid {{ $p.Labels.pid }}'
+              '{{ end }}')
+    g.add("TrainwatchTrialKeyShared",
+          f"count {by(*TRIAL_LABELS)} (\n  {processes}\n) > 1",
+          "Two processes push metrics under one trial's grouping key.",
+          f"{_TRIAL} was pushed by {{{{ $value }}}} processes within {window} ({listed}): "
+          "they overwrite each other's series, and the clean exit of one deletes the group "
+          "of the other.", remedies.KEY_SHARED, uses_window=True)
 
 
 def straggling_ranks(s: Settings, *trial_matchers: str) -> str:

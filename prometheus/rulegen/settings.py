@@ -36,12 +36,14 @@ def check_duration(value: object, where: str) -> str:
 @dataclass(frozen=True)
 class AlertSetting:
     """One alert's tunables; ``threshold`` is None for yes/no alerts, ``busy`` (the level at
-    which a gating measurement counts as busy) None where the alert has no gate."""
+    which a gating measurement counts as busy) None where the alert has no gate, ``window``
+    (a Prometheus duration the expression looks back over) None where it has none of its own."""
 
     threshold: float | None
     for_: str
     severity: str
     busy: float | None = None
+    window: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,14 +85,25 @@ class Settings:
             raise SettingsError(f"{self.source}: alerts.{name}.busy is missing")
         return value
 
+    def window(self, name: str) -> str:
+        value = self.alert(name).window
+        if value is None:
+            raise SettingsError(f"{self.source}: alerts.{name}.window is missing")
+        return value
+
     def with_overrides(self, *, for_: str | None = None, rate_window: str | None = None,
-                       stale_after: float | None = None) -> Settings:
-        """A copy with every alert's ``for``, the rate window and/or TrainwatchTrialStale's
-        threshold (seconds) replaced (the live tests)."""
+                       stale_after: float | None = None, window: str | None = None) -> Settings:
+        """A copy with every alert's ``for``, the rate window, TrainwatchTrialStale's
+        threshold (seconds) and/or the ``window`` of every alert that has one replaced (the
+        live tests)."""
         alerts = self.alerts
         if for_ is not None:
             check_duration(for_, "override for")
             alerts = {n: dataclasses.replace(a, for_=for_) for n, a in alerts.items()}
+        if window is not None:
+            check_duration(window, "override window")
+            alerts = {n: dataclasses.replace(a, window=window) if a.window else a
+                      for n, a in alerts.items()}
         if stale_after is not None:
             if not stale_after > 0:
                 raise SettingsError(f"override stale_after: {stale_after!r} is not > 0 seconds")
@@ -108,7 +121,7 @@ def _mapping(value: object, where: str) -> Mapping[str, Any]:
 
 
 def _alert(doc: Mapping[str, Any], where: str) -> AlertSetting:
-    unknown = set(doc) - {"threshold", "busy", "for", "severity"}
+    unknown = set(doc) - {"threshold", "busy", "for", "severity", "window"}
     if unknown:
         raise SettingsError(f"{where}: unknown key(s) {sorted(unknown)}")
     threshold, busy = doc.get("threshold"), doc.get("busy")
@@ -122,7 +135,9 @@ def _alert(doc: Mapping[str, Any], where: str) -> AlertSetting:
         raise SettingsError(f"{where}.severity: {severity!r} is not one of {SEVERITIES}")
     return AlertSetting(threshold=None if threshold is None else float(threshold),
                         for_=check_duration(doc["for"], f"{where}.for"), severity=severity,
-                        busy=None if busy is None else float(busy))
+                        busy=None if busy is None else float(busy),
+                        window=None if "window" not in doc
+                        else check_duration(doc["window"], f"{where}.window"))
 
 
 def parse_settings(doc: object, source: str) -> Settings:
