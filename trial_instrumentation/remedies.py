@@ -95,7 +95,9 @@ KEY_SHARED = (
 STALE_TRIAL = (
     "The trial stopped pushing without deleting its Pushgateway group: it crashed, hangs, or "
     "cannot reach the Pushgateway. Check its process (trainwatch_trial_info has nodename and "
-    "pid) and its log; once it is gone, delete the group so the alert resolves.")
+    "pid) and its log; once it is gone, delete the group so the alert resolves. A pulled "
+    "trial (TRAINWATCH_PULL_PORT) has no group: the alert resolves when its pod or scrape "
+    "target goes away.")
 
 # How to delete a stale trial's Pushgateway group (docs/runbooks.md#trainwatchtrialstale quotes
 # it with PUSHGATEWAY, E, T and R; `trainwatch diagnose` fills them in).

@@ -107,12 +107,17 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
           f"to_device/from_device (threshold {_pct(t)}).", remedies.MEMORY_COPIES,
           measured=_AS_PERCENT)
     t = s.threshold("TrainwatchTrialStale")
+    # Pushed: the group's push_time_seconds; pulled (series with the target's instance): the
+    # recorded time of its last successful scrape, kept while its scrapes fail.
     g.add("TrainwatchTrialStale",
-          f"time() - {select('push_time_seconds', trial)} > {number(t)}",
+          f"time() - {select('push_time_seconds', trial)} > {number(t)}\n"
+          f"or\ntime() - {select(n.pulled_last_scrape, trial)} > {number(t)}",
           "A trial stopped pushing its metrics.",
-          f"{_TRIAL} last pushed {_AS_DURATION.value} ago (threshold "
-          f"{number(t)}s) and did not delete its group.", remedies.STALE_TRIAL,
-          measured=_AS_DURATION)
+          f"{_TRIAL} {{{{ if $labels.instance }}}}was last scraped from "
+          f"{{{{ $labels.instance }}}} {_AS_DURATION.value} ago (threshold {number(t)}s) and "
+          "its target still fails to answer (up == 0).{{ else }}last pushed "
+          f"{_AS_DURATION.value} ago (threshold {number(t)}s) and did not delete its group."
+          "{{ end }}", remedies.STALE_TRIAL, measured=_AS_DURATION)
     t = s.threshold("TrainwatchTrialPushFailing")
     g.add("TrainwatchTrialPushFailing",
           _while_live(s, f"increase({select('trainwatch_trial_push_failures_total', trial)}"

@@ -57,7 +57,20 @@ def _trial_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
                          f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_steps_total')})"))
     rules.append(_record(n.samples_rate,
                          f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_samples_total')})"))
-    return rules + _rank_rules(s, n)
+    return rules + [_pulled_last_scrape(s, n)] + _rank_rules(s, n)
+
+
+def _pulled_last_scrape(s: Settings, n: RecordNames) -> dict[str, Any]:
+    """A pulled trial's push_time_seconds: the time of its last successful scrape. A failed
+    scrape marks its series stale at once, so the rule keeps its own last value while the
+    target's scrapes fail (up == 0), as the Pushgateway keeps a crashed trial's group; when
+    the target goes away (its pod ended), up goes too and so does this series. Pulled series
+    carry the target's instance, pushed ones none (honor_labels, empty instance)."""
+    trial = s.selector("trial")
+    pulled = select("trainwatch_trial_info", trial, 'instance!=""')
+    return _record(n.pulled_last_scrape, (
+        f"max {by('job', 'instance', *TRIAL_LABELS)} (timestamp({pulled}))\n"
+        f"or\n({n.pulled_last_scrape} and {on('job', 'instance')} {select('up', trial)} == 0)"))
 
 
 def _rank_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:

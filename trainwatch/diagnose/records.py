@@ -68,6 +68,8 @@ class RecordNames:
     trial_gpu_tensor_active = "trial_gpu:trainwatch_gpu_tensor_active:ratio"
     trial_gpu_memory_used = "trial_gpu:trainwatch_gpu_memory_used:ratio"
     gpu_memory_used = "gpu:trainwatch_gpu_memory_used:ratio"
+    # Pulled trials: when each was last scraped, kept while its target's scrapes fail.
+    pulled_last_scrape = "trial:trainwatch_trial_last_scrape:timestamp_seconds"
 
     @property
     def cpu_utilization(self) -> str:
