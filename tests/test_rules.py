@@ -202,5 +202,7 @@ def test_settings_are_immutable_once_loaded() -> None:
 def test_a_stale_after_override_must_be_positive() -> None:
     settings = generate_rules.load_settings()
     assert settings.with_overrides(stale_after=0.5).alert("TrainwatchTrialStale").threshold == 0.5
+    both = settings.with_overrides(stale_after=0.5, for_="3s").alert("TrainwatchTrialStale")
+    assert (both.threshold, both.for_) == (0.5, "3s")  # one override does not undo the other
     with pytest.raises(SettingsError, match="stale_after: 0 is not > 0 seconds"):
         settings.with_overrides(stale_after=0)

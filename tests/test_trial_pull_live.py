@@ -1,7 +1,9 @@
 """The chart's pull-mode trial job (standalone mode, trialPull.enabled) on a live Prometheus:
 its pod-annotation relabelling finds a real pull-mode PyTorch trial (TRAINWATCH_PULL_PORT, no
 Pushgateway), keeps the trial's experiment/trial/rank under the job the rules select, skips an
-unannotated pod, and the trial alerts (gated on freshness) fire as they do for a pushed trial.
+unannotated pod, and the trial alerts (gated on freshness) fire as they do for a pushed trial;
+once the trial stops answering (SIGSTOP: its target stays, its scrapes fail), TrainwatchTrialStale
+fires for it as for a pushed trial that stopped pushing.
 
 No Kubernetes API here: the job's kubernetes_sd_configs is replaced by static targets that carry
 the same __meta_kubernetes_* labels pod discovery would, so the chart's relabel rules run as
@@ -10,6 +12,7 @@ they are rendered."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +28,8 @@ from tests.test_helm import one, render
 pytest.importorskip("torch")
 
 TRIAL_JOB = "trainwatch_trial"
+STALE_AFTER = 5  # seconds: TrainwatchTrialStale's threshold here (1 s scrapes)
+TRIALS: list[subprocess.Popen[bytes]] = []  # the fixture's trial, for the stale test
 
 
 def pod(name: str, port: int, scrape: str) -> dict[str, Any]:
@@ -47,7 +52,7 @@ def pulled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     job["static_configs"] = [pod("trial-0", port, "true"), pod("other-0", port, "false")]
     job["scrape_interval"] = "1s"
     rules = workdir / "rules"
-    generate_rules.write_rules(rules, for_="3s", rate_window="10s")
+    generate_rules.write_rules(rules, for_="3s", rate_window="10s", stale_after=STALE_AFTER)
     config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
               "rule_files": [str(rules / "*.yml")], "scrape_configs": [job]}
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
@@ -58,6 +63,7 @@ def pulled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
                                   "--trial", "t", "--steps", "3000", "--loader-delay", "0.05",
                                   "--batch-size", "8", "--workers", "0"], stdout=log,
                                  stderr=subprocess.STDOUT, env=env, cwd=workdir)
+    TRIALS[:] = [trial]
     try:
         with start_prometheus(workdir, config) as prom:
             prom.wait_for_series('ALERTS{alertname="TrainwatchDataloaderBound", '
@@ -65,6 +71,7 @@ def pulled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             assert trial.poll() is None, (workdir / "trial.log").read_text()
             yield prom
     finally:
+        trial.send_signal(signal.SIGCONT)  # the stale test stops it
         trial.terminate()
         trial.wait(timeout=20)
 
@@ -86,3 +93,23 @@ def test_trial_alerts_fire_for_a_pulled_trial(pulled: Any) -> None:
     # No Pushgateway: the stale-trial alert has nothing to say about a trial that is scraped.
     assert not [a for a in pulled.alerts() if a["labels"]["alertname"] == "TrainwatchTrialStale"]
 
+
+
+def test_stale_fires_for_a_pulled_trial_whose_scrapes_fail(pulled: Any) -> None:
+    # Last in this module: it stops the trial. Its target stays, so its scrapes fail (up 0).
+    [trial] = TRIALS
+    trial.send_signal(signal.SIGSTOP)
+    try:
+        def stale() -> list[dict[str, Any]]:
+            return [a for a in pulled.alerts() if a["labels"]["alertname"] ==
+                    "TrainwatchTrialStale" and a["state"] == "firing"]
+
+        [alert] = wait_until(stale, timeout=40, what="TrainwatchTrialStale firing", interval=0.5)
+        assert pulled.query(f'up{{job="{TRIAL_JOB}"}} == 0')
+    finally:
+        trial.send_signal(signal.SIGCONT)
+    labels = alert["labels"]
+    assert (labels["experiment"], labels["trial"], labels["rank"]) == ("pull", "t", "0")
+    assert labels["instance"] == pulled.targets()[0]["labels"]["instance"]
+    assert float(alert["value"]) > STALE_AFTER
+    assert "was last scraped from" in alert["annotations"]["description"]

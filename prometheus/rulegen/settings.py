@@ -107,7 +107,9 @@ class Settings:
         if stale_after is not None:
             if not stale_after > 0:
                 raise SettingsError(f"override stale_after: {stale_after!r} is not > 0 seconds")
-            stale = dataclasses.replace(self.alert(STALE_ALERT), threshold=float(stale_after))
+            # From ``alerts``: a `for` override given with it applies to this alert too.
+            self.alert(STALE_ALERT)  # missing: the file's clear error, not a KeyError
+            stale = dataclasses.replace(alerts[STALE_ALERT], threshold=float(stale_after))
             alerts = {**alerts, STALE_ALERT: stale}
         window = check_duration(rate_window, "override rate_window") if rate_window else None
         return dataclasses.replace(self, alerts=alerts, rate_window=window or self.rate_window,
