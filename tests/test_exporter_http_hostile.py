@@ -10,17 +10,13 @@ from __future__ import annotations
 import http.client
 import socket
 import statistics
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from exporter.config import merge
 from exporter.httpserver import Limits
-from exporter.web import make_server
+from tests.exporter_server import serving
 from tests.http_load import burst, closed_by_peer, proc_status, scrape_once, slowloris
 from tests.stack import Service, start_trainwatch_exporter, wait_until
 
@@ -29,19 +25,6 @@ from tests.stack import Service, start_trainwatch_exporter, wait_until
 def exporter(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     with start_trainwatch_exporter(tmp_path_factory.mktemp("hostile"), fake_gpus=8) as service:
         yield service
-
-
-@contextmanager
-def serving(limits: Limits) -> Iterator[int]:
-    settings = merge(file={}, flags={"web.listen_address": "127.0.0.1:0"})
-    server = make_server(settings, CollectorRegistry(), limits)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def raw_exchange(port: int, data: bytes, timeout: float = 5.0) -> bytes:
@@ -81,7 +64,7 @@ def test_500_slowloris_clients_hold_no_threads_and_a_scrape_stays_fast(exporter:
 
 
 def test_a_client_dribbling_headers_is_cut_off_at_the_header_deadline() -> None:
-    with serving(Limits(header_timeout=0.5)) as port, slowloris(port, 3, every=0.1) as held:
+    with serving(limits=Limits(header_timeout=0.5)) as port, slowloris(port, 3, every=0.1) as held:
         start = time.monotonic()
         wait_until(lambda: all(closed_by_peer(sock) for sock in held), timeout=5,
                    what="the server to close slow clients")
@@ -90,7 +73,7 @@ def test_a_client_dribbling_headers_is_cut_off_at_the_header_deadline() -> None:
 
 
 def test_connections_over_the_cap_are_closed_at_once_not_queued() -> None:
-    with serving(Limits(max_connections=5)) as port:
+    with serving(limits=Limits(max_connections=5)) as port:
         held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(5)]
         # All five are accepted and idle (no request yet); the sixth must be refused fast.
         with socket.create_connection(("127.0.0.1", port), timeout=5) as extra:

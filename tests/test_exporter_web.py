@@ -4,18 +4,14 @@
 from __future__ import annotations
 
 import http.client
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
 from exporter.collector import ScrapeCollector
-from exporter.config import merge
-from exporter.web import make_server
 from exporter.webauth import hash_password
+from tests.exporter_server import serving
 from tests.stack import http_get
 
 
@@ -27,20 +23,6 @@ class Buggy:
         if self.broken:
             raise KeyError("a bug, not a source error")
         return iter(())
-
-
-@contextmanager
-def serving(registry: CollectorRegistry, **file: Any) -> Iterator[int]:
-    """``make_server`` on a free loopback port, served on a thread; yields the port."""
-    settings = merge(file=file, flags={"web.listen_address": "127.0.0.1:0"})
-    server = make_server(settings, registry)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1]
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_collector_bug_answers_500_and_the_exporter_keeps_serving() -> None:
