@@ -7,6 +7,7 @@ import base64
 import hashlib
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -223,3 +224,37 @@ def test_budgets_of_4096_clients_are_kept_and_the_oldest_forgotten_beyond(clock:
     assert auth.verify(wrong, "first") is Verdict.BUSY  # 4096 clients: all remembered
     assert auth.verify(wrong, "one-more") is Verdict.DENIED  # the 4097th...
     assert auth.verify(wrong, "10.0.0.0") is Verdict.DENIED  # ...made it forget the oldest
+
+
+def test_one_hash_at_a_time_by_default_and_a_second_is_told_busy_not_queued(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    class Stuck:
+        """PBKDF2 that holds the hashing slot until released."""
+
+        def pbkdf2_hmac(self, name: str, password: bytes, salt: bytes, iterations: int) -> bytes:
+            entered.set()
+            release.wait(10)
+            return hashlib.pbkdf2_hmac(name, password, salt, iterations)
+
+    auth = BasicAuth({"u": hash_password("p", iterations=10)})  # the defaults
+    monkeypatch.setattr(webauth, "hashlib", Stuck())
+    verdicts: dict[str, Verdict] = {}
+
+    def attempt(client: str) -> None:
+        verdicts[client] = auth.verify(header("u", "wrong"), client)
+
+    first = threading.Thread(target=attempt, args=("a",), daemon=True)
+    second = threading.Thread(target=attempt, args=("b",), daemon=True)
+    try:
+        first.start()
+        assert entered.wait(5), "the first attempt never started hashing"
+        second.start()
+        second.join(2)  # answered at once, not after the first attempt's hash
+        assert verdicts.get("b") is Verdict.BUSY, verdicts
+    finally:
+        release.set()
+        first.join(10)
+        second.join(10)
+    assert verdicts["a"] is Verdict.DENIED
