@@ -22,10 +22,10 @@ def explain(mutant: dict[str, Any], equivalents: list[dict[str, str]]) -> str | 
 
 
 def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]],
-                 path: Path, target: float) -> bool:
-    """Write the report; True when every target reaches ``target`` and every survivor is
-    explained."""
-    ok = True
+                 path: Path, target: float, missing: list[str] | None = None) -> bool:
+    """Write the report; True when every target has a complete run that reaches ``target``
+    and every survivor is explained. ``missing``: targets with no completed run."""
+    ok = not missing
     rows, survivors, errors = [], [], []
     for r in results:
         mutants = r["mutants"]
@@ -44,6 +44,7 @@ def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]
                     f"{len(alive)} ({explained} equivalent) | **{score:.1%}** | "
                     f"{r['annotation_mutants_skipped']} | {r['seconds'] / 60:.1f} min"
                     f"{' (cut short: ' + r['partial'] + ')' if r.get('partial') else ''} |")
+        ok &= not r.get("partial")
     intro = (f"Written by `make mutation` (mutation/run.py, cosmic-ray {version('cosmic-ray')});"
              f" last target run {datetime.date.today().isoformat()}. Each mutant is one small "
              "change to the module (an operator, a comparison, a constant, a loop made "
@@ -67,6 +68,11 @@ def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]
     if errors:
         lines += ["", "## Mutants that could not be run", ""]
         lines += [f"- `{m['module']}:{m['line']}` {m['operator']}: {m['status']}" for m in errors]
+    if missing:
+        lines += ["", "## Targets without a completed run", "",
+                  "Not scored: no run of these targets has finished (run `make mutation "
+                  f"TARGETS=\"{' '.join(missing)}\"`).", ""]
+        lines += [f"- {name}" for name in missing]
     stale = [e for e in equivalents if "used" not in e]
     if stale:
         lines += ["", "## [[equivalent]] entries that matched no survivor (stale?)", ""]

@@ -166,7 +166,9 @@ def report(targets: dict[str, dict[str, Any]], config: dict[str, Any]) -> bool:
     equivalents = [dict(e) for e in config.get("equivalent", [])]
     return write_report([json.loads(p.read_text()) for name in targets
                          if (p := RESULTS / f"{name}.json").exists()],
-                        equivalents, REPORT, TARGET_SCORE)
+                        equivalents, REPORT, TARGET_SCORE,
+                        missing=[name for name in targets
+                                 if not (RESULTS / f"{name}.json").exists()])
 
 
 if __name__ == "__main__":
