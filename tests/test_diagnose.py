@@ -199,7 +199,8 @@ def test_several_ranks_exit_with_the_worst_ranks_code(
 
 @pytest.mark.parametrize(("seconds", "said"), [
     (0, "0 seconds"), (75, "75 seconds"), (119, "119 seconds"), (120, "2 minutes"),
-    (420, "7 minutes"), (7140, "119 minutes"), (7199, "120 minutes"), (7200, "2.0 hours"), (9000, "2.5 hours")])
+    (420, "7 minutes"), (7140, "119 minutes"), (7199, "120 minutes"), (7200, "2.0 hours"), (9000, "2.5 hours"),
+    (3_600_000, "1000.0 hours")])
 def test_verdict_ages_read_in_a_sensible_unit(seconds: float, said: str) -> None:
     assert ago(seconds) == said
 
@@ -256,6 +257,16 @@ def test_a_gate_exactly_at_its_busy_level_counts_as_busy() -> None:
     assert decide(at_gate, DEFAULT_GPM).kind == "launch_bound"
     below = Measurements({"train_batch": 1.0}, 0.5, gpu_utilization=0.89, gpu_sm_active=0.2)
     assert decide(below, DEFAULT_GPM).kind == "underused_gpu"
+
+
+def test_a_gate_not_measured_or_without_a_busy_level_never_claims_launch_bound() -> None:
+    # Launch-bound says "busy but idle SMs": without the utilization, or without the alert's
+    # busy level to compare it with, the GPU is not known to be busy, so the next check speaks.
+    unknown = Measurements({"train_batch": 1.0}, 0.5, gpu_utilization=None, gpu_sm_active=0.2)
+    assert decide(unknown, DEFAULT_GPM).kind == "underused_gpu"
+    no_busy = {name: dataclasses.replace(rule, busy=None) for name, rule in DEFAULT_GPM.items()}
+    busy = Measurements({"train_batch": 1.0}, 0.5, gpu_utilization=0.95, gpu_sm_active=0.2)
+    assert decide(busy, no_busy).kind == "underused_gpu"
 
 
 def test_verdict_uses_the_thresholds_it_is_given() -> None:
