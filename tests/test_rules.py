@@ -206,3 +206,12 @@ def test_a_stale_after_override_must_be_positive() -> None:
     assert (both.threshold, both.for_) == (0.5, "3s")  # one override does not undo the other
     with pytest.raises(SettingsError, match="stale_after: 0 is not > 0 seconds"):
         settings.with_overrides(stale_after=0)
+
+
+def test_overrides_are_named_so_a_duration_cannot_land_in_the_wrong_field() -> None:
+    # for_ and rate_window are both duration strings: a positional "5m" would silently set
+    # whichever comes first, so with_overrides takes them by name only.
+    settings = generate_rules.load_settings()
+    with pytest.raises(TypeError):
+        settings.with_overrides("5m")  # type: ignore[misc]
+    assert settings.with_overrides(rate_window="5m").rate_window == "5m"
