@@ -4,14 +4,20 @@ and the error it raises for an error status (fast: loopback servers in this proc
 from __future__ import annotations
 
 import base64
+import socket
 import ssl
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
+from tests.stack import REPO
 from tests.trial_support import BlackHole, StatusServer, closed_port_url
-from trial_instrumentation.transport import PushError, make_handler
+from trial_instrumentation import transport
+from trial_instrumentation.transport import PushError, make_handler, request, resolve
 
 
 @pytest.fixture
@@ -54,7 +60,7 @@ def test_an_error_status_raises_push_error_quoting_the_answer(status: int) -> No
     assert err.status == status and isinstance(err, OSError)
     message = str(err)
     assert message.startswith(f"Pushgateway answered {status} ")
-    assert ": bad metric name " in message and message.endswith("x" * 182)  # 200 chars quoted
+    assert message.endswith(": bad metric name " + "x" * 184)  # 200 characters quoted, no more
 
 
 @pytest.mark.parametrize("status", [200, 202, 204, 301, 399])
@@ -90,3 +96,97 @@ def test_https_urls_speak_tls(ok: StatusServer) -> None:
     with pytest.raises(ssl.SSLError):
         make_handler(1.0, 1.0)(https + "/m", "PUT", None, [], b"")()
     assert ok.requests == []
+
+
+# A 4xx (bad metric, wrong auth, bad grouping key) fails the same way every time: not retried.
+@pytest.mark.parametrize(("status", "retryable"), [
+    (399, True), (400, False), (401, False), (404, False), (499, False), (500, True), (501, True),
+    (503, True)])
+def test_only_a_4xx_answer_is_not_worth_retrying(status: int, retryable: bool) -> None:
+    assert PushError(status, "r", b"").retryable is retryable
+
+
+def test_request_returns_at_most_limit_bytes_of_the_body_1_kib_by_default() -> None:
+    server = StatusServer(200, body=b"y" * 5000)
+    try:
+        assert request(server.url + "/m", "PUT", 1.0, 1.0) == b"y" * 1024
+        assert request(server.url + "/m", "PUT", 1.0, 1.0, limit=10) == b"y" * 10
+    finally:
+        server.close()
+
+
+def test_a_connection_gets_the_connect_timeout_or_10_s_when_given_none() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    try:
+        for given, expected in ((0.5, 0.5), (3, 3), (None, 10.0)):
+            with transport._bounded_connect(("127.0.0.1", port), given) as sock:
+                assert sock.gettimeout() == expected, given
+    finally:
+        listener.close()
+
+
+@pytest.fixture
+def resolver(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """The system resolver replaced: numeric hosts as usual, names answered from ``names``
+    (a list of addresses, an OSError to raise, or an Event to wait on first)."""
+    names: dict[str, object] = {}
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: str, port: int, *args: object, **kwargs: object) -> object:
+        if kwargs.get("flags") == socket.AI_NUMERICHOST:
+            return real(host, port, *args, **kwargs)  # type: ignore[arg-type]
+        answer = names[host]
+        if isinstance(answer, threading.Event):
+            answer.wait(10)
+            return []
+        if isinstance(answer, OSError):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(transport.socket, "getaddrinfo", getaddrinfo)
+    return names
+
+
+def test_a_name_is_resolved_by_the_system_resolver(resolver: dict[str, object]) -> None:
+    answer = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 9091))]
+    resolver["gateway.example"] = answer
+    assert resolve("gateway.example", 9091, 1.0) == answer
+    assert resolve("127.0.0.1", 9091, 1.0)[0][4] == ("127.0.0.1", 9091)  # no lookup needed
+
+
+def test_a_name_that_does_not_resolve_raises_the_resolvers_error(
+        resolver: dict[str, object]) -> None:
+    resolver["nowhere.example"] = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    with pytest.raises(socket.gaierror, match="Name or service not known"):
+        resolve("nowhere.example", 9091, 1.0)
+
+
+def test_a_resolver_that_hangs_costs_the_timeout_then_raises(
+        resolver: dict[str, object]) -> None:
+    hung = threading.Event()
+    resolver["slow.example"] = hung
+    start = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError, match="resolving 'slow.example' took longer than 0.2s"):
+            resolve("slow.example", 9091, 0.2)
+        assert time.monotonic() - start < 5
+    finally:
+        hung.set()
+
+
+def test_an_abandoned_lookup_never_keeps_the_training_process_from_exiting() -> None:
+    script = (
+        "import socket, time\n"
+        "from trial_instrumentation import transport\n"
+        "socket.getaddrinfo = lambda *a, **k: time.sleep(60) if k.get('flags') is None else "
+        "(_ for _ in ()).throw(socket.gaierror('not numeric'))\n"
+        "try:\n"
+        "    transport.resolve('slow.example', 9091, 0.1)\n"
+        "except TimeoutError:\n"
+        "    pass\n")
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                          text=True, timeout=20, check=False)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - start < 15  # the 60 s lookup was not waited out
