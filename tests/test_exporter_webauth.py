@@ -258,3 +258,15 @@ def test_one_hash_at_a_time_by_default_and_a_second_is_told_busy_not_queued(
         first.join(10)
         second.join(10)
     assert verdicts["a"] is Verdict.DENIED
+
+
+def test_the_cache_keeps_256_pairs_by_default(hashes: Hashes) -> None:
+    users = {f"u{i}": hash_password(f"p{i}", iterations=1) for i in range(257)}
+    auth = BasicAuth(users)  # the defaults
+    for i in range(257):  # a client each: the per-client budget is not what this is about
+        assert auth.check(header(f"u{i}", f"p{i}"), f"c{i}")
+    hashes.rounds.clear()
+    for i in range(1, 257):  # the 256 most recent pairs are remembered...
+        assert auth.check(header(f"u{i}", f"p{i}"), f"c{i}")
+    assert hashes.rounds == []
+    assert auth.check(header("u0", "p0"), "c0") and hashes.rounds == [1]  # ...the oldest is not
