@@ -270,3 +270,19 @@ def test_the_cache_keeps_256_pairs_by_default(hashes: Hashes) -> None:
         assert auth.check(header(f"u{i}", f"p{i}"), f"c{i}")
     assert hashes.rounds == []
     assert auth.check(header("u0", "p0"), "c0") and hashes.rounds == [1]  # ...the oldest is not
+
+
+def test_a_budget_refills_for_the_whole_time_since_the_clients_last_attempt(clock: Clock) -> None:
+    auth = BasicAuth({"u": hash_password("p", iterations=10)}, burst=1, per_second=0.01)
+    assert auth.verify(header("u", "x"), "c") is Verdict.DENIED  # at t=100 s
+    assert auth.verify(header("u", "x"), "c") is Verdict.BUSY
+    clock.now = 250.0  # 150 s at 0.01 a second: one and a half runs back
+    assert auth.verify(header("u", "x"), "c") is Verdict.DENIED
+
+
+def test_the_options_are_named_so_a_number_cannot_land_in_the_wrong_one() -> None:
+    # burst, per_second, concurrent_hashes and cached are all numbers: by name only.
+    users = {"u": hash_password("p", iterations=10)}
+    with pytest.raises(TypeError):
+        BasicAuth(users, 5)  # type: ignore[misc]
+    assert BasicAuth(users=users, burst=5).check(header("u", "p"))
