@@ -70,8 +70,8 @@ def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]
         lines += [f"- `{m['module']}:{m['line']}` {m['operator']}: {m['status']}" for m in errors]
     if missing:
         lines += ["", "## Targets without a completed run", "",
-                  "Not scored: no run of these targets has finished (run `make mutation "
-                  f"TARGETS=\"{' '.join(missing)}\"`).", ""]
+                  ("Not scored: no run of these targets has finished (run `make mutation "
+                   f"TARGETS=\"{' '.join(missing)}\"`)."), ""]
         lines += [f"- {name}" for name in missing]
     stale = [e for e in equivalents if "used" not in e]
     if stale:

@@ -2,6 +2,7 @@
 
     python mutation/run.py              # every target, two at a time (MUTATION_JOBS=2)
     python mutation/run.py host verdict # some targets; the others keep their last results
+    python mutation/run.py --report     # only rewrite the report (after editing targets.toml)
 
 Each target gets its own copy of the working tree in .mutation/work-NAME (cosmic-ray edits
 the module in place there, so an interrupted run never leaves a mutant in your tree, and
@@ -132,6 +133,8 @@ def collect(session: Path, work: Path) -> list[dict[str, Any]]:
 
 def main(argv: list[str]) -> int:
     config = tomllib.loads((REPO / "mutation" / "targets.toml").read_text())
+    if argv == ["--report"]:  # after editing [[equivalent]] entries: no mutant is run
+        return 0 if report({t["name"]: t for t in config["target"]}, config) else 1
     targets = {t["name"]: t for t in config["target"]}
     unknown = set(argv) - set(targets)
     if unknown:
@@ -163,6 +166,8 @@ def report(targets: dict[str, dict[str, Any]], config: dict[str, Any]) -> bool:
     """Rewrite docs/mutation-report.md from every target's latest results; True when all pass."""
     from report import write_report  # mutation/report.py, beside this script
 
+    # Read again: entries added while a long run goes on count in the report it writes.
+    config = tomllib.loads((REPO / "mutation" / "targets.toml").read_text())
     equivalents = [dict(e) for e in config.get("equivalent", [])]
     return write_report([json.loads(p.read_text()) for name in targets
                          if (p := RESULTS / f"{name}.json").exists()],
