@@ -100,13 +100,14 @@ def test_a_failing_samples_function_counts_zero_logs_and_goes_on(
 
 def test_a_step_left_by_break_is_counted_with_its_samples(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_clock(monkeypatch, 0.0, 0.125, 2.0, 2.125, 3.5)
+    # The break comes more than twice the request's time in: 4.5 - 2, not 4.5 % 2 or 4.5 // 2.
+    fake_clock(monkeypatch, 0.0, 0.125, 2.0, 2.125, 4.5)
     fetch, step, progress = Histogram(BOUNDS), Histogram(BOUNDS), Progress()
     for batch in TimedLoader([[1, 2], [3, 4, 5], [6]], fetch, step, progress):
         if batch == [3, 4, 5]:
             break
     assert (sum(fetch.counts), sum(step.counts), progress.samples) == (2, 2, 5)
-    assert step.sum == 3.5  # 0 -> 2 and 2 -> 3.5 (the break)
+    assert step.sum == 4.5  # 0 -> 2 and 2 -> 4.5 (the break)
 
 
 def test_on_start_runs_once_when_iteration_starts_and_len_is_the_iterables() -> None:
