@@ -31,7 +31,7 @@ EXPERIMENT = "live-rules"
 # healthy: the same loop without the delay (~14% in dataloader_next here, about 1 ms a step);
 # its steps outlast the test, which stops it.
 TRIALS = {"slow": ["--loader-delay", "0.05", "--steps", "2000"],
-          "healthy": ["--steps", "60000"]}
+          "healthy": ["--steps", "600000"]}
 
 
 @pytest.fixture

@@ -220,7 +220,9 @@ def test_phase_hot_path_allocates_nothing_and_no_prometheus_objects(
             with phase:
                 pass
 
-    package = [tracemalloc.Filter(True, str(Path(ti.__file__).parent / "*"))]
+    # Only the hot path's own module: another test's pusher thread, still alive in this
+    # process, allocates in pusher.py/transport.py meanwhile (2.2-2.8 kB in clean-clone runs).
+    package = [tracemalloc.Filter(True, str(Path(ti.__file__).parent / "timing.py"))]
     tracemalloc.start()
     try:
         run(1_000)  # warm: the list of open starts has reached its size
