@@ -335,7 +335,7 @@ def test_text_and_json_carry_the_same_verdict() -> None:
         "comparison": ">", "threshold": 0.3, "alert": DATALOADER_BOUND, "remedy": None,
         "runbook_url": f"runbook#{DATALOADER_BOUND}", "exit_code": 1, "early": False,
         "steps": None, "last_profile": None, "cleanup": None,
-        "metric": "dataloader_next share of step time"}
+        "metric": "dataloader_next share of step time", "exit_reason": None}
     assert "  measured: dataloader_next share of step time" in text
     assert doc["phases"][0] == {"phase": "dataloader_next", "share": 0.6}
     assert doc["gpus"][0]["uuid"] == "GPU-1" and doc["nodename"] == "node-a"

@@ -41,9 +41,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         yield live
 
 
-def loader_bound_trial(pushgateway: str, trial: str, stop: threading.Event) -> None:
+class Crash(Exception):
+    """What a failing trial raises out of its ``with`` block."""
+
+
+def loader_bound_trial(pushgateway: str, trial: str, stop: threading.Event,
+                       fail: bool = False) -> None:
     """A real PyTorch CPU loop whose batches take 30 ms to load, until ``stop``; then the
-    ``with`` block exits cleanly: final push, group deleted."""
+    ``with`` block exits cleanly (final push, group deleted) or, if ``fail``, raises Crash out
+    of it (final push marked failed, group left)."""
     model = torch.nn.Linear(8, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
@@ -59,6 +65,8 @@ def loader_bound_trial(pushgateway: str, trial: str, stop: threading.Event) -> N
                 optimizer.zero_grad()
                 model(x).sum().backward()
                 optimizer.step()
+        if fail:
+            raise Crash("the trial's own bug")
 
 
 def alert_states(stack: LiveStack, trial: str) -> list[str]:
@@ -138,12 +146,57 @@ def test_diagnose_answers_within_a_minute_of_the_start_marked_early(stack: LiveS
     assert row["dataloader_share"] > 0.5, row
 
 
+def test_a_trial_that_raises_ends_its_alerts_fires_trial_failed_and_never_stale(
+        stack: LiveStack) -> None:
+    stop = threading.Event()
+
+    def run() -> None:
+        with pytest.raises(Crash):
+            loader_bound_trial(stack.pushgateway.url, "raises", stop, fail=True)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    try:
+        wait_until(lambda: "firing" in alert_states(stack, "raises"), timeout=60,
+                   what=f"{ALERT} firing for trial raises", interval=0.2)
+    finally:
+        stop.set()
+        runner.join(timeout=30)
+    assert not runner.is_alive()
+    # Its group stays, fresh, with the failed marker: the marker alone ends the alert.
+    wait_until(lambda: alert_states(stack, "raises") == [], timeout=30,
+               what=f"{ALERT} gone after the failed exit", interval=0.1)
+
+    def trial_alerts() -> dict[str, str]:
+        return {a["labels"]["alertname"]: a["state"] for a in stack.prometheus.alerts()
+                if a["labels"].get("trial") == "raises"}
+
+    wait_until(lambda: trial_alerts().get("TrainwatchTrialFailed") == "firing", timeout=30,
+               what="TrainwatchTrialFailed firing", interval=0.2)
+    code, report = verdict_of(stack, "raises") or (None, {})
+    verdict = report["verdict"]
+    assert code == 1 and verdict["exit_reason"] == ti.names.EXIT_FAILED, verdict
+    assert verdict["title"].startswith("Ended ") and verdict["title"].endswith(
+        " ago: an exception or a non-zero exit") and verdict["alert"] == "TrainwatchTrialFailed"
+    assert verdict["last_profile"].startswith("Data loader: "), verdict
+    [row] = [r for r in trials(stack) if r["trial"] == "raises"]
+    assert not row["live"] and row["steps_per_second"] is None, row
+    # Past the stale threshold plus `for`, a group without the marker would fire Stale.
+    wait_until(lambda: (verdict_of(stack, "raises") or (0, {"push_age_seconds": 0}))[1][
+        "push_age_seconds"] > STALE_AFTER + 4, timeout=30, what="the group older than Stale's "
+        "threshold and for", interval=0.5)
+    assert trial_alerts() == {"TrainwatchTrialFailed": "firing"}
+
+
 def test_a_trial_that_stopped_pushing_gets_its_last_profile_and_the_clean_up_line(
         stack: LiveStack) -> None:
-    # It exits without deleting its group, as a killed trial leaves it.
+    # SIGKILL (an OOM kill, a lost node): no final push, no exit marker, the group left.
     proc = stack.start_trial(EXPERIMENT, "gone", *CPU_TRIAL, "--loader-delay", "0.02",
-                             "--steps", "60", "--keep-group")
-    assert proc.wait(timeout=60) == 0, stack.trial_log("gone")
+                             "--steps", "1000000")
+    steps_total = f'{ti.names.STEPS}_total{{trial="gone"}} >= 60'
+    stack.prometheus.wait_for_series(steps_total, timeout=60)
+    proc.kill()
+    proc.wait(timeout=10)
 
     def stale_verdict() -> tuple[int, dict[str, Any]] | None:
         found = verdict_of(stack, "gone")
@@ -155,7 +208,9 @@ def test_a_trial_that_stopped_pushing_gets_its_last_profile_and_the_clean_up_lin
     assert code == 1 and verdict["title"].startswith("Stopped pushing ") and \
         verdict["title"].endswith(" ago: crashed or killed"), verdict
     assert verdict["measured"] > STALE_AFTER and verdict["alert"] == "TrainwatchTrialStale"
-    assert verdict["steps"] == 60 and verdict["last_profile"].startswith("Data loader: ")
+    [pushed] = stack.prometheus.query(steps_total)  # its last push, frozen since the kill
+    assert verdict["steps"] == int(float(pushed["value"][1])) and verdict["exit_reason"] is None
+    assert verdict["last_profile"].startswith("Data loader: "), verdict
     assert report["phases"][0]["phase"] == "dataloader_next" and report["step_seconds"]["0.5"] > 0
     group = f"/metrics/job/trainwatch_trial/experiment/{EXPERIMENT}/trial/gone/rank/0"
     assert verdict["cleanup"] == f"curl -X DELETE {stack.pushgateway.url}{group}"

@@ -113,7 +113,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         live.start_trial(EXPERIMENT, DDP_TRIAL, "--steps", "3000", "--loader-delay", "0.05",
                          "--batch-size", "8", "--workers", "0", "--straggler-rank", "1",
                          "--straggler-delay", "0.15", "--step-limit-seconds", "1", ranks=2)
+        # A short trial that ends and keeps its group: the final push's exit marker, which
+        # every "live" gate reads, is a series here too.
+        live.start_trial(EXPERIMENT, "ended", "--steps", "20", "--batch-size", "8",
+                         "--workers", "0", "--keep-group")
         prom = live.prometheus
+        prom.wait_for_series('trainwatch_trial_exit{trial="ended"}', 90)
         prom.wait_for_series(f'trial_ranks:trainwatch_trial_step_seconds:spread_rate{RATE_WINDOW}'
                              f'{{trial="{DDP_TRIAL}"}} > 1.25', 90)
         # Ready when the trial's timings made it through the recording rules into a firing

@@ -137,9 +137,12 @@ def test_every_trial_alert_holds_only_while_the_trials_group_is_present_and_fres
     # a pulled trial's last scrape stands in for it (live: test_trial_pull_live).
     stale_after = generate_rules.load_settings().threshold("TrainwatchTrialStale")
     by_rank = "max by (experiment, trial, rank)"
-    gate = (f"and on (experiment, trial, rank)\n({by_rank} (time() - "
+    # A group whose final push carries trainwatch_trial_exit has ended however fresh it is
+    # (promtool: prometheus/tests/trial.yml, TrialFailed).
+    gate = (f"and on (experiment, trial, rank)\n(({by_rank} (time() - "
             f'push_time_seconds{{job="trainwatch_trial"}}) or {by_rank} (time() - '
-            f'timestamp(trainwatch_trial_info{{job="trainwatch_trial"}}))) < {stale_after:g}')
+            f'timestamp(trainwatch_trial_info{{job="trainwatch_trial"}}))) < {stale_after:g} '
+            'unless on (experiment, trial, rank) trainwatch_trial_exit{job="trainwatch_trial"})')
     rules = alert_rules(PROM_DIR / "rules")
     for name in ("TrainwatchDataloaderBound", "TrainwatchHostToDeviceBound",
                  "TrainwatchTrialPushFailing", "TrainwatchGPUUnderutilized"):

@@ -92,6 +92,17 @@ KEY_SHARED = (
     "to the library) per run and let each rank keep its own RANK (torchrun sets it); stop a "
     "duplicate launch of the same trial.")
 
+TRIAL_FAILED = (
+    "Read the trial's log for the exception (trainwatch_trial_info has nodename and pid), fix "
+    "it and restart the trial; its group was left so this alert and `trainwatch diagnose` can "
+    "say how it ended. Deleting the group (`trainwatch gc`, or the DELETE that `trainwatch "
+    "diagnose` prints) resolves the alert.")
+
+EXITED_LEFT = (
+    "The trial ended and said so in its final push; its group stays (TRAINWATCH_DELETE_ON_EXIT=0, "
+    "or the delete did not get through at exit): delete it once its last state is no longer "
+    "needed.")
+
 STALE_TRIAL = (
     "The trial stopped pushing without deleting its Pushgateway group: it crashed, hangs, or "
     "cannot reach the Pushgateway. Check its process (trainwatch_trial_info has nodename and "

@@ -18,6 +18,7 @@ from rulegen import remedies
 from rulegen.promql import GPU_LABELS, TRIAL_LABELS, by, live_trials, number, on, select
 from rulegen.recording import RecordNames
 from rulegen.settings import Settings, SettingsError
+from trial_instrumentation import names
 
 RUNBOOK_URL = "https://github.com/trainwatch/trainwatch/blob/main/docs/runbooks.md"
 _TRIAL_ID = "{{ $labels.experiment }}/{{ $labels.trial }} rank {{ $labels.rank }}"
@@ -109,15 +110,27 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
     t = s.threshold("TrainwatchTrialStale")
     # Pushed: the group's push_time_seconds; pulled (series with the target's instance): the
     # recorded time of its last successful scrape, kept while its scrapes fail.
+    exited = select(names.EXIT, trial)
     g.add("TrainwatchTrialStale",
-          f"time() - {select('push_time_seconds', trial)} > {number(t)}\n"
-          f"or\ntime() - {select(n.pulled_last_scrape, trial)} > {number(t)}",
+          f"(\n  time() - {select('push_time_seconds', trial)} > {number(t)}\n"
+          f"  or\n  time() - {select(n.pulled_last_scrape, trial)} > {number(t)}\n)\n"
+          # It said why it stopped: TrainwatchTrialFailed, or a terminated trial's leftover.
+          f"unless {on(*TRIAL_LABELS)} {exited}",
           "A trial stopped pushing its metrics.",
           f"{_TRIAL} {{{{ if $labels.instance }}}}was last scraped from "
           f"{{{{ $labels.instance }}}} {_AS_DURATION.value} ago (threshold {number(t)}s) and "
           "its target still fails to answer (up == 0).{{ else }}last pushed "
           f"{_AS_DURATION.value} ago (threshold {number(t)}s) and did not delete its group."
           "{{ end }}", remedies.STALE_TRIAL, measured=_AS_DURATION)
+    # The final push of a trial that raised (or exited non-zero) carries reason="failed" and
+    # its group is left: the value is the seconds since that push.
+    failed = select(names.EXIT, trial, f'reason="{names.EXIT_FAILED}"')
+    g.add("TrainwatchTrialFailed",
+          f"time() - {select('push_time_seconds', trial)}\nand {on(*TRIAL_LABELS)}\n{failed}",
+          "A trial ended with an exception or a non-zero exit status.",
+          f"{_TRIAL} ended with an exception or a non-zero exit status "
+          "{{ $value | humanizeDuration }} ago; its last push says reason=failed.",
+          remedies.TRIAL_FAILED)
     t = s.threshold("TrainwatchTrialPushFailing")
     g.add("TrainwatchTrialPushFailing",
           _while_live(s, f"increase({select('trainwatch_trial_push_failures_total', trial)}"

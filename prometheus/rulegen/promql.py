@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trial_instrumentation import names
 from trial_instrumentation.names import GROUPING_LABELS
 
 # A trial's identity: the Pushgateway grouping key of trial_instrumentation.
@@ -34,11 +35,14 @@ def live_trials(trial_selector: str, stale_after_seconds: float) -> str:
     in pull mode (TRAINWATCH_PULL_PORT, no Pushgateway), was scraped within it.
 
     A trial that finished cleanly deleted its group (no series); a crashed one left it behind
-    with an old ``push_time_seconds``. Either way it is not live. A pulled trial has no
+    with an old ``push_time_seconds``; one whose final push carries ``trainwatch_trial_exit``
+    (failed, or terminated and its delete did not get through) has ended, however fresh that
+    push. None of them is live. A pulled trial has no
     ``push_time_seconds``: its freshness is the timestamp of its last scraped sample, and its
     series go stale when its pod (target) goes away.
     """
     info = select("trainwatch_trial_info", trial_selector)
-    return (f"(max {by(*TRIAL_LABELS)} (time() - {select('push_time_seconds', trial_selector)})"
+    exited = select(names.EXIT, trial_selector)
+    return (f"((max {by(*TRIAL_LABELS)} (time() - {select('push_time_seconds', trial_selector)})"
             f" or max {by(*TRIAL_LABELS)} (time() - timestamp({info})))"
-            f" < {number(stale_after_seconds)}")
+            f" < {number(stale_after_seconds)} unless {on(*TRIAL_LABELS)} {exited})")

@@ -15,6 +15,7 @@ HOST_TO_DEVICE_BOUND = "TrainwatchHostToDeviceBound"
 CPU_SATURATED = "TrainwatchCPUSaturated"
 GPU_UNDERUTILIZED = "TrainwatchGPUUnderutilized"
 TRIAL_STALE = "TrainwatchTrialStale"
+TRIAL_FAILED = "TrainwatchTrialFailed"
 REQUIRED_ALERTS = (DATALOADER_BOUND, HOST_TO_DEVICE_BOUND, CPU_SATURATED, GPU_UNDERUTILIZED,
                    TRIAL_STALE)
 # GPM alerts (threshold and `busy` gate): read when loaded; rules deployed before them lack

@@ -44,7 +44,8 @@ def report_text(r: RankReport) -> str:
                      f"its whole run so far ({steps(r.verdict.steps)}, "
                      f"{num(r.lifetime_seconds, ' s', 0)} of samples)")
     elif r.verdict is not None and r.verdict.kind == STALE:
-        lines.append(f"  STOPPED: numbers over its whole run up to its last push "
+        lines.append(f"  {'ENDED' if r.verdict.exit_reason else 'STOPPED'}: numbers over its "
+                     f"whole run up to its last push "
                      f"({steps(r.verdict.steps)})")
     lines.append(f"  step time p50 {ms(r.step_seconds.get('0.5'))}, "
                  f"p95 {ms(r.step_seconds.get('0.95'))}; {num(r.steps_per_second)} steps/s, "
@@ -109,7 +110,10 @@ def verdict_text(r: RankReport) -> list[str]:
     if v is None:
         return []
     head = f"VERDICT (early, {steps(v.steps)}): {v.title}" if v.early else f"VERDICT: {v.title}"
-    if v.kind == STALE:
+    if v.kind == STALE and v.exit_reason is not None:
+        head += f" (its final push says reason={v.exit_reason}" + (
+            f"; {v.alert})" if v.alert else ")")
+    elif v.kind == STALE:
         head += f" ({v.alert}: no push for over {v.threshold:g} s)"
     elif v.measured is not None and v.threshold is not None:
         head += f": {pct(v.measured)} {v.comparison} threshold {pct(v.threshold)}"

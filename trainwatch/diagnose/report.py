@@ -154,7 +154,10 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
                         f"group_left() max by (nodename) ({on_host}))")
     age = by_rank(api, push_age(**sel))
     stale_after = deployment.threshold(TRIAL_STALE)
-    stale = {key for key, rows in age.items() if rows[0][1] > stale_after}
+    # Ended: the final push said why (trainwatch_trial_exit), however recent it is.
+    ended = {key: rows[0][0].get("reason", "") for key, rows in
+             by_rank(api, selector(names.EXIT, **sel)).items()}
+    stale = {key for key, rows in age.items() if rows[0][1] > stale_after} | set(ended)
     young = young_ranks(api, selector, n.window, **sel) - stale
     lives = lifetimes(api, selector, n.window, **sel) if young or stale else {}
     firing = api.alerts()
@@ -192,6 +195,8 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
                                                    trial=key[1], rank=key[2])
             r.verdict = verdicts.stale(r.push_age_seconds or 0.0, deployment.alerts[TRIAL_STALE],
                                        profile, life.steps, cleanup)
+            if key in ended:
+                r.verdict = verdicts.exited(ended[key], r.push_age_seconds or 0.0, r.verdict)
         elif key in young:
             life = _from_lifetime(r, lives.get(key, Lifetime()))
             r.verdict = verdicts.early(decide(Measurements(dict(r.phases), r.node_cpu, *gpu),

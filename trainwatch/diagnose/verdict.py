@@ -18,6 +18,7 @@ from trainwatch.diagnose.deployed import (
     GPU_TENSOR_CORES_IDLE,
     GPU_UNDERUTILIZED,
     HOST_TO_DEVICE_BOUND,
+    TRIAL_FAILED,
     AlertRule,
 )
 from trial_instrumentation import names, remedies
@@ -71,6 +72,7 @@ class Verdict:
     last_profile: str | None = None  # stale: what its pushed timings said before it stopped
     cleanup: str | None = None  # stale: the command that deletes its Pushgateway group
     metric: str | None = None  # what ``measured`` is, in words (which GPU metric was used)
+    exit_reason: str | None = None  # stale: what its final push said (names.EXIT_*), if any
 
     @property
     def exit_code(self) -> int:
@@ -221,3 +223,31 @@ def stale(push_age: float, rule: AlertRule, profile: Verdict, steps: int | None,
     return Verdict(STALE, f"Stopped pushing {ago(push_age)} ago: crashed or killed", True,
                    push_age, ">", rule.threshold, rule.name, rule.remedy, rule.runbook_url,
                    steps=steps, last_profile=said, cleanup=cleanup)
+
+
+# A final push's trainwatch_trial_exit reason: (how the title says it, alert, remedy).
+EXITED = {
+    names.EXIT_FAILED: ("an exception or a non-zero exit", TRIAL_FAILED, remedies.TRIAL_FAILED),
+    names.EXIT_TERMINATED: ("terminated (SIGTERM), its group left", None, remedies.EXITED_LEFT),
+    names.EXIT_CLEAN: ("finished, its group left", None, remedies.EXITED_LEFT),
+}
+
+
+def exited(reason: str, push_age: float, stale_verdict: Verdict) -> Verdict:
+    """The verdict on a rank whose final push said why it ended (``trainwatch_trial_exit``),
+    however recent that push: ``stale_verdict`` (from :func:`stale`) retitled with the reason.
+
+    Example:
+        >>> rule = AlertRule("TrainwatchTrialStale", 300, "delete the group")
+        >>> profile = Verdict("dataloader", "Data loader", True, 0.9, ">", 0.3, None, "", None)
+        >>> v = exited("failed", 42, stale(42, rule, profile, 1200, "curl -X DELETE ..."))
+        >>> v.title, v.alert, v.exit_reason, v.exit_code
+        ('Ended 42 seconds ago: an exception or a non-zero exit', 'TrainwatchTrialFailed', 'failed', 1)
+    """
+    how, alert, remedy = EXITED.get(reason, (f"reason={reason}", None, remedies.EXITED_LEFT))
+    runbook = stale_verdict.runbook_url  # the deployed runbook, at the alert's own section
+    if alert is not None and runbook is not None:
+        runbook = f"{runbook.split('#')[0]}#{alert.lower()}"
+    return dataclasses.replace(stale_verdict, title=f"Ended {ago(push_age)} ago: {how}",
+                               alert=alert, remedy=remedy, exit_reason=reason,
+                               runbook_url=runbook)
