@@ -412,6 +412,31 @@ def test_early_and_stale_reports_say_so_in_text_and_json() -> None:
     assert gone.verdict.exit_code == 1 and gone.verdict.steps == 1200
 
 
+@pytest.mark.parametrize(("reason", "how", "alert", "remedy", "anchor"), [
+    ("failed", "an exception or a non-zero exit", "TrainwatchTrialFailed", remedies.TRIAL_FAILED,
+     "trainwatchtrialfailed"),
+    ("terminated", "terminated (SIGTERM), its group left", None, remedies.EXITED_LEFT, "stale"),
+    ("clean", "finished, its group left", None, remedies.EXITED_LEFT, "stale"),
+    ("odd", "reason=odd", None, remedies.EXITED_LEFT, "stale"),
+])
+def test_an_ended_rank_says_how_it_ended_at_once(reason: str, how: str, alert: str | None,
+                                                 remedy: str, anchor: str) -> None:
+    ended = report()
+    rule = AlertRule("TrainwatchTrialStale", 300.0, "delete it", "https://rb/runbooks.md#stale")
+    stale = verdict_module.stale(4.0, rule, ended.verdict, 80, "curl -X DELETE x")
+    ended.verdict = verdict_module.exited(reason, 4.0, stale)
+    v = ended.verdict
+    assert (v.kind, v.title, v.alert, v.remedy, v.exit_reason, v.exit_code, v.steps) == (
+        "stale", f"Ended 4 seconds ago: {how}", alert, remedy, reason, 1, 80)
+    assert v.runbook_url == f"https://rb/runbooks.md#{anchor}"
+    assert v.cleanup == "curl -X DELETE x" and v.last_profile == stale.last_profile
+    text = reports_text([ended])
+    head = f"VERDICT: Ended 4 seconds ago: {how} (its final push says reason={reason}"
+    assert (head + (f"; {alert})" if alert else ")")) in text
+    assert "  ENDED: numbers over its whole run up to its last push (80 steps)" in text
+    assert "no push for over" not in text
+
+
 def test_the_runbook_quotes_the_clean_up_line_diagnose_prints() -> None:
     runbook = (REPO / "docs" / "runbooks.md").read_text()
     line = remedies.DELETE_GROUP.format(pushgateway="http://PUSHGATEWAY", experiment="E",
