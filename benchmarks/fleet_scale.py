@@ -2,6 +2,7 @@
 the trainwatch rules loaded: where push mode stops scaling.
 
     .venv/bin/python benchmarks/fleet_scale.py [--sizes 100,1000,4000] [--rounds 3]
+        [--phase-buckets default,none]
 
 For each size N, a fresh Pushgateway and Prometheus (10 s scrape and rule evaluation, the
 committed rules) and N groups (experiment/trial/rank), each a trial_instrumentation TrialState
@@ -12,6 +13,9 @@ bounded-timeout handler, as Pusher does) by a pool of threads. Bounded: ``--roun
 pushes that finished inside the interval, the Pushgateway's /metrics size and how long it takes
 to serve (our GET, and Prometheus's scrape_duration_seconds), the Pushgateway's RSS, the rule
 groups' last evaluation time (prometheus_rule_group_last_duration_seconds) and head series.
+Each size runs once per ``--phase-buckets`` setting, side by side: ``default`` (the phase
+histograms with the step histogram's 19 bounds) and ``none`` (TRAINWATCH_PHASE_BUCKETS=none: the
+phases' sums and counts only).
 """
 
 from __future__ import annotations
@@ -47,12 +51,13 @@ STEPS_PER_ROUND = 50
 class Rank:
     """One simulated rank: its state, registry and grouping key."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, phase_buckets: tuple[float, ...] | None) -> None:
         trial, rank = divmod(index, RANKS_PER_TRIAL)
         self.key = {"experiment": "fleet", "trial": f"t{trial}", "rank": str(rank)}
         self.state = TrialState(names.DEFAULT_BUCKETS, {"nodename": f"node{index // 8}",
                                                         "pid": str(1000 + index),
-                                                        "world_size": str(RANKS_PER_TRIAL)})
+                                                        "world_size": str(RANKS_PER_TRIAL)},
+                                phase_buckets=phase_buckets)
         self.registry = CollectorRegistry()
         self.registry.register(TrialCollector(self.state))
 
@@ -102,12 +107,16 @@ def self_metrics(url: str) -> dict[str, float]:
     return found
 
 
-def run_size(size: int, rounds: int, threads: int) -> None:
+PHASE_BUCKETS: dict[str, tuple[float, ...] | None] = {"default": None,
+                                                      names.PHASE_BUCKETS_NONE: ()}
+
+
+def run_size(size: int, rounds: int, threads: int, phase_buckets: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         rules = workdir / "rules"
         generate_rules.write_rules(rules)
-        ranks = [Rank(i) for i in range(size)]
+        ranks = [Rank(i, PHASE_BUCKETS[phase_buckets]) for i in range(size)]
         rng = random.Random(size)
         with start_pushgateway(workdir) as pgw, ThreadPoolExecutor(threads) as pool:
             config = {"global": {"scrape_interval": f"{INTERVAL:g}s",
@@ -152,7 +161,7 @@ def run_size(size: int, rounds: int, threads: int) -> None:
                 rss = proc_status(pgw.proc.pid, "VmRSS") / 1024
         rules_total = sum(v for k, v in own.items() if k.startswith("rules "))
         slowest = max((k for k in own if k.startswith("rules ")), key=lambda k: own[k])
-        print(f"{size:>6} groups: push p50 {quantile(latencies, 0.5) * 1e3:7.1f} ms, "
+        print(f"{size:>6} groups, phase buckets {phase_buckets}: push p50 {quantile(latencies, 0.5) * 1e3:7.1f} ms, "
               f"p99 {quantile(latencies, 0.99) * 1e3:7.1f} ms, failed {failures}, "
               f"rounds over {INTERVAL:g} s {late}/{rounds}")
         print(f"        pushgateway /metrics {len(body) / 2**20:6.1f} MiB, GET "
@@ -170,14 +179,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated group counts (default: 100,1000,4000)")
     parser.add_argument("--rounds", type=int, default=3, help="push rounds of 10 s per size")
     parser.add_argument("--threads", type=int, default=32, help="concurrent pushers")
+    parser.add_argument("--phase-buckets", default="default,none",
+                        help="comma-separated: default (19 bounds), none (sums and counts only)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
+    settings = args.phase_buckets.split(",")
     if any(s < 1 for s in sizes) or args.rounds < 1 or args.threads < 1:
         parser.error("--sizes, --rounds and --threads must be >= 1")
+    if unknown := [s for s in settings if s not in PHASE_BUCKETS]:
+        parser.error(f"--phase-buckets: {unknown} not among {list(PHASE_BUCKETS)}")
     print(f"fleet_scale: {args.rounds} rounds of {INTERVAL:g} s per size, {args.threads} "
           f"pushing threads, {RANKS_PER_TRIAL} ranks per trial")
     for size in sizes:
-        run_size(size, args.rounds, args.threads)
+        for setting in settings:
+            run_size(size, args.rounds, args.threads, setting)
     return 0
 
 

@@ -38,6 +38,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     ({"timing_mode": "gpu"}, "timing_mode=.*cuda_events"),
     ({"buckets": [1.0, 0.5]}, "buckets=.*increasing"),
     ({"buckets": []}, "buckets=.*empty"),
+    ({"phase_buckets": [1.0, 0.5]}, "phase_buckets=.*increasing"),
+    ({"phase_buckets": "fast"}, "phase_buckets=.*'none' or comma-separated"),
     ({"username": "u"}, "username and a password"),
     ({"pull_port": 9999}, "not both"),
     ({"read_timeout": 0}, "read_timeout="),
@@ -61,6 +63,8 @@ def test_bad_argument_raises_at_creation(override: dict[str, object], message: s
     (names.ENV_PULL_PORT, "70000"),
     (names.ENV_TIMING_MODE, "cuda"),
     (names.ENV_GPU_UUIDS, "0,1"),
+    (names.ENV_PHASE_BUCKETS, "0.1,x"),
+    (names.ENV_PHASE_BUCKETS, "-1"),
 ])
 def test_bad_environment_names_the_variable(monkeypatch: pytest.MonkeyPatch, var: str,
                                             value: str) -> None:

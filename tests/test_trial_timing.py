@@ -49,6 +49,35 @@ def test_bucket_bounds_are_inclusive_like_prometheus_le() -> None:
         == pytest.approx(8.2000001)
 
 
+@pytest.mark.parametrize(("setting", "env", "phase_les"), [
+    (None, None, ["0.1", "1.0", "+Inf"]),  # unset: the step histogram's bounds
+    ("none", None, ["+Inf"]),  # fleet scale: sums and counts only
+    ([], None, ["+Inf"]),
+    (None, " None ", ["+Inf"]),
+    (None, "0.5", ["0.5", "+Inf"]),
+    ([0.25, 2], "0.5", ["0.25", "2.0", "+Inf"]),  # the argument wins over the variable
+])
+def test_phase_buckets_cut_the_phase_histograms_only(
+        monkeypatch: pytest.MonkeyPatch, setting: object, env: str | None,
+        phase_les: list[str]) -> None:
+    if env is not None:
+        monkeypatch.setenv(ti.names.ENV_PHASE_BUCKETS, env)
+    trial = pull_trial(buckets=[0.1, 1], phase_buckets=setting)
+    with trial.phase(ti.TRAIN_BATCH):
+        pass
+    trial._state.step.observe(0.5)  # the step histogram keeps its bounds whatever the phases'
+    samples = [s for m in trial.registry.collect() for s in m.samples]
+    les = {name: [s.labels["le"] for s in samples if s.name == f"{name}_bucket"]
+           for name in (ti.names.PHASE_SECONDS, ti.names.STEP_SECONDS)}
+    assert les == {ti.names.PHASE_SECONDS: phase_les,
+                   ti.names.STEP_SECONDS: ["0.1", "1.0", "+Inf"]}
+    # What the shares, the alerts and diagnose read is there either way.
+    assert value(trial, f"{ti.names.PHASE_SECONDS}_count", phase=ti.TRAIN_BATCH) == 1
+    assert value(trial, f"{ti.names.PHASE_SECONDS}_bucket", phase=ti.TRAIN_BATCH, le="+Inf") == 1
+    assert value(trial, f"{ti.names.PHASE_SECONDS}_sum", phase=ti.TRAIN_BATCH) is not None
+    trial.close()
+
+
 def test_default_buckets_span_half_a_millisecond_to_a_minute() -> None:
     buckets = ti.DEFAULT_BUCKETS
     assert buckets[0] == 0.0005 and 60 <= buckets[-1] < 120

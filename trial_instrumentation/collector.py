@@ -58,12 +58,14 @@ class TrialState:
     gpu_uuids: Callable[[], Iterable[str]] = tuple
     limits: dict[str, float] = field(default_factory=dict)  # names.*_LIMIT -> samples/s
     exit_reason: str | None = None  # names.EXIT_*, set just before the final push
+    phase_buckets: tuple[float, ...] | None = None  # None: ``buckets``; (): +Inf only
 
     def __post_init__(self) -> None:
         self.step = Histogram(self.buckets)
 
     def phase_histogram(self, name: str) -> Histogram:
-        return self.phases.setdefault(name, Histogram(self.buckets))
+        bounds = self.buckets if self.phase_buckets is None else self.phase_buckets
+        return self.phases.setdefault(name, Histogram(bounds))
 
 
 class TrialCollector(Collector):

@@ -48,6 +48,7 @@ class TrialConfig:
     delete_on_exit: bool
     timing_mode: str
     buckets: tuple[float, ...]
+    phase_buckets: tuple[float, ...]  # () : the phases push their sums and counts only
     username: str | None
     password: str | None = field(repr=False)
     connect_timeout: float
@@ -193,6 +194,24 @@ def _gpu_uuids(value: str | Iterable[str]) -> tuple[str, ...]:
     return uuids
 
 
+def _phase_buckets(value: str | Iterable[float]) -> tuple[float, ...]:
+    """``"none"`` or an empty sequence: no bounds (sums and counts only); else the bounds.
+
+    >>> _phase_buckets("none"), _phase_buckets("0.01, 0.1,1"), _phase_buckets([])
+    ((), (0.01, 0.1, 1.0), ())
+    """
+    if isinstance(value, str):
+        if value.strip().lower() == names.PHASE_BUCKETS_NONE:
+            return ()
+        try:
+            value = [float(v) for v in value.split(",")]
+        except ValueError:
+            raise ValueError(f"expected {names.PHASE_BUCKETS_NONE!r} or comma-separated "
+                             "bucket bounds in seconds") from None
+    bounds = tuple(value)
+    return validate_buckets(bounds, "the bounds") if bounds else ()
+
+
 def _timing_mode(value: str) -> str:
     if value not in names.TIMING_MODES:
         raise ValueError(f"expected one of {list(names.TIMING_MODES)}")
@@ -205,6 +224,7 @@ def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
             gpu_uuids: str | Iterable[str] | None = None,
             push_interval: float | str | None = None, delete_on_exit: bool | None = None,
             timing_mode: str | None = None, buckets: Iterable[float] | None = None,
+            phase_buckets: str | Iterable[float] | None = None,
             username: str | None = None, password: str | None = None,
             connect_timeout: float | str = 2.0, read_timeout: float | str = 5.0,
             exit_timeout: float | str = 10.0,
@@ -236,6 +256,8 @@ def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
     if (user is None) != (secret is None):
         raise ValueError(f"basic auth needs both a username and a password "
                          f"({names.ENV_USERNAME}, {names.ENV_PASSWORD})")
+    step_buckets = (names.DEFAULT_BUCKETS if buckets is None
+                    else validate_buckets(buckets, "argument buckets="))
     return TrialConfig(
         pushgateway=gateway, pull_port=port,
         experiment=labels["experiment"], trial=labels["trial"],
@@ -251,8 +273,9 @@ def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
                                _bool, True)[0],
         timing_mode=src.get(timing_mode, "timing_mode", names.ENV_TIMING_MODE,
                             _timing_mode, names.WALL)[0],
-        buckets=names.DEFAULT_BUCKETS if buckets is None
-        else validate_buckets(buckets, "argument buckets="),
+        buckets=step_buckets,
+        phase_buckets=src.get(phase_buckets, "phase_buckets", names.ENV_PHASE_BUCKETS,
+                              _phase_buckets, step_buckets)[0],
         username=user, password=secret,
         connect_timeout=src.get(connect_timeout, "connect_timeout", None, _positive, 2.0)[0],
         read_timeout=src.get(read_timeout, "read_timeout", None, _positive, 5.0)[0],

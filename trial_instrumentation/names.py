@@ -58,6 +58,10 @@ ENV_EXPERIMENT = "TRAINWATCH_EXPERIMENT"
 ENV_TRIAL = "TRAINWATCH_TRIAL"
 ENV_PUSH_INTERVAL = "TRAINWATCH_PUSH_INTERVAL"
 ENV_DELETE_ON_EXIT = "TRAINWATCH_DELETE_ON_EXIT"
+# The phase histograms' bucket bounds: "none" pushes their sums and counts only (+Inf), the
+# fleet-scale setting; a comma list of bounds; unset: the step histogram's buckets.
+ENV_PHASE_BUCKETS = "TRAINWATCH_PHASE_BUCKETS"
+PHASE_BUCKETS_NONE = "none"
 ENV_PULL_PORT = "TRAINWATCH_PULL_PORT"
 ENV_TIMING_MODE = "TRAINWATCH_TIMING_MODE"
 ENV_USERNAME = "TRAINWATCH_PUSHGATEWAY_USERNAME"
@@ -72,7 +76,7 @@ ENV_GPU_UUIDS = "TRAINWATCH_GPU_UUIDS"
 # reported as unknown (with the closest of these), so a typo is not a silent no-op.
 TRIAL_ENV = (ENV_PUSHGATEWAY, ENV_EXPERIMENT, ENV_TRIAL, ENV_PUSH_INTERVAL, ENV_DELETE_ON_EXIT,
              ENV_PULL_PORT, ENV_TIMING_MODE, ENV_USERNAME, ENV_PASSWORD, ENV_NODENAME,
-             ENV_GPU_UUIDS)
+             ENV_GPU_UUIDS, ENV_PHASE_BUCKETS)
 # TRAINWATCH_* variables that other parts of trainwatch read (the operator CLI and the stack it
 # starts): not the library's, but not a typo either.
 OTHER_ENV = ("TRAINWATCH_PROMETHEUS", "TRAINWATCH_STATE_DIR", "TRAINWATCH_STACK",

@@ -50,6 +50,7 @@ class Trial:
                  gpu_uuids: str | Iterable[str] | None = None,
                  delete_on_exit: bool | None = None,
                  timing_mode: str | None = None, buckets: Iterable[float] | None = None,
+                 phase_buckets: str | Iterable[float] | None = None,
                  username: str | None = None, password: str | None = None,
                  connect_timeout: float | str = 2.0, read_timeout: float | str = 5.0,
                  exit_timeout: float | str = 10.0) -> None:
@@ -58,7 +59,7 @@ class Trial:
             push_interval=push_interval, pull_port=pull_port, rank=rank, world_size=world_size,
             local_rank=local_rank, gpu_uuids=gpu_uuids,
             delete_on_exit=delete_on_exit, timing_mode=timing_mode, buckets=buckets,
-            username=username, password=password, connect_timeout=connect_timeout,
+            phase_buckets=phase_buckets, username=username, password=password, connect_timeout=connect_timeout,
             read_timeout=read_timeout, exit_timeout=exit_timeout)
         cfg = self.config
         #: The trial's private registry; register your own collectors here to push them too.
@@ -66,7 +67,7 @@ class Trial:
         self._gpus = TrainingGpus(cfg.local_rank, given=cfg.gpu_uuids)
         self._state = TrialState(cfg.buckets, {"nodename": cfg.nodename, "pid": str(os.getpid()),
                                                "world_size": str(cfg.world_size)},
-                                 gpu_uuids=self._gpus.uuids)
+                                 gpu_uuids=self._gpus.uuids, phase_buckets=cfg.phase_buckets)
         self._phases: dict[str, Phase | NoopPhase] = {}
         self._bad_names: set[str] = set()
         self._resolver: Any = None
