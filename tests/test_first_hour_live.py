@@ -74,18 +74,30 @@ def alert_states(stack: LiveStack, trial: str) -> list[str]:
             if a["labels"]["alertname"] == ALERT and a["labels"].get("trial") == trial]
 
 
-def test_alert_ends_within_one_evaluation_after_a_clean_exit(stack: LiveStack) -> None:
+def end_once_firing(stack: LiveStack, trial: str, fail: bool = False) -> None:
+    """Run :func:`loader_bound_trial` until its alert fires, then end it (raising if ``fail``)."""
     stop = threading.Event()
-    runner = threading.Thread(target=loader_bound_trial,
-                              args=(stack.pushgateway.url, "exits", stop))
+
+    def run() -> None:
+        if not fail:
+            loader_bound_trial(stack.pushgateway.url, trial, stop)
+            return
+        with pytest.raises(Crash):
+            loader_bound_trial(stack.pushgateway.url, trial, stop, fail=True)
+
+    runner = threading.Thread(target=run)
     runner.start()
     try:
-        wait_until(lambda: "firing" in alert_states(stack, "exits"), timeout=60,
-                   what=f"{ALERT} firing for trial exits", interval=0.2)
+        wait_until(lambda: "firing" in alert_states(stack, trial), timeout=60,
+                   what=f"{ALERT} firing for trial {trial}", interval=0.2)
     finally:
         stop.set()
         runner.join(timeout=30)
     assert not runner.is_alive()
+
+
+def test_alert_ends_within_one_evaluation_after_a_clean_exit(stack: LiveStack) -> None:
+    end_once_firing(stack, "exits")
     exited = time.monotonic()
     # The 5m window still holds the trial's samples; only the gate on its (deleted) group can
     # end the alert. Scrape and evaluation are 1 s apart here: allow a few under load.
@@ -148,21 +160,7 @@ def test_diagnose_answers_within_a_minute_of_the_start_marked_early(stack: LiveS
 
 def test_a_trial_that_raises_ends_its_alerts_fires_trial_failed_and_never_stale(
         stack: LiveStack) -> None:
-    stop = threading.Event()
-
-    def run() -> None:
-        with pytest.raises(Crash):
-            loader_bound_trial(stack.pushgateway.url, "raises", stop, fail=True)
-
-    runner = threading.Thread(target=run)
-    runner.start()
-    try:
-        wait_until(lambda: "firing" in alert_states(stack, "raises"), timeout=60,
-                   what=f"{ALERT} firing for trial raises", interval=0.2)
-    finally:
-        stop.set()
-        runner.join(timeout=30)
-    assert not runner.is_alive()
+    end_once_firing(stack, "raises", fail=True)
     # Its group stays, fresh, with the failed marker: the marker alone ends the alert.
     wait_until(lambda: alert_states(stack, "raises") == [], timeout=30,
                what=f"{ALERT} gone after the failed exit", interval=0.1)
