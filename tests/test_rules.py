@@ -158,6 +158,8 @@ def test_every_trial_alert_holds_only_while_the_trials_group_is_present_and_fres
      "alerts.TrainwatchGPUThrottled.for: '10 minutes' is not a positive Prometheus duration"),
     (lambda d: d["alerts"]["TrainwatchExporterDown"].update({"threshold": 1}),
      "alerts.TrainwatchExporterDown.threshold is not used"),
+    (lambda d: d["alerts"]["TrainwatchExporterDown"].update({"window": "2m"}),
+     "alerts.TrainwatchExporterDown.window is not used"),
     (lambda d: d["alerts"].pop("TrainwatchHostMemoryLow"), "alerts.TrainwatchHostMemoryLow is missing"),
     (lambda d: d["alerts"].update({"TrainwatchTypo": {"for": "1m", "severity": "info"}}),
      "alerts ['TrainwatchTypo'] match no alert"),
@@ -207,8 +209,31 @@ def test_a_stale_after_override_must_be_positive() -> None:
     assert settings.with_overrides(stale_after=0.5).alert("TrainwatchTrialStale").threshold == 0.5
     both = settings.with_overrides(stale_after=0.5, for_="3s").alert("TrainwatchTrialStale")
     assert (both.threshold, both.for_) == (0.5, "3s")  # one override does not undo the other
-    with pytest.raises(SettingsError, match="stale_after: 0 is not > 0 seconds"):
-        settings.with_overrides(stale_after=0)
+    for bad in (0, -5, float("nan")):
+        with pytest.raises(SettingsError, match=f"stale_after: {bad!r} is not > 0 seconds"):
+            settings.with_overrides(stale_after=bad)
+
+
+def test_a_window_override_reaches_only_the_alerts_that_have_a_window() -> None:
+    settings = generate_rules.load_settings()
+    windowed = {n for n, a in settings.alerts.items() if a.window}
+    assert "TrainwatchTrialKeyShared" in windowed and "TrainwatchDataloaderBound" not in windowed
+    short = settings.with_overrides(window="30s")
+    assert {n: a.window for n, a in short.alerts.items()} == {
+        n: "30s" if n in windowed else None for n in settings.alerts}
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "cannot read thresholds: .*No such file"),
+    ("alerts: [unclosed", "cannot read thresholds: while parsing"),
+])
+def test_an_unreadable_thresholds_file_is_named_with_the_reason(
+        tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "thresholds.yaml"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SettingsError, match=f"^{re.escape(str(path))}: {message}"):
+        generate_rules.load_settings(path)
 
 
 def test_overrides_are_named_so_a_duration_cannot_land_in_the_wrong_field() -> None:
