@@ -177,8 +177,8 @@ bench: tools venv
 	$(PY) benchmarks/fleet_scale.py
 
 # Mutation testing (cosmic-ray) of the modules in mutation/targets.toml against their fast unit
-# tests; writes docs/mutation-report.md. Not part of `make test`: about MUTATION_MINUTES on 2
-# cores. `make mutation TARGETS="host verdict"` runs some targets only.
+# tests; writes docs/mutation-report.md. Not part of `make test`: the nine targets add up to
+# about 56 minutes on 2 cores, run two at a time. `make mutation TARGETS="host verdict"` runs some targets only.
 TARGETS ?=
 mutation: tools venv $(VENV)/.mutation-installed
 	$(PY) mutation/run.py $(TARGETS)
