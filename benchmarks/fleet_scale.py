@@ -128,7 +128,7 @@ def run_size(size: int, rounds: int, threads: int, phase_buckets: str) -> None:
             with start_prometheus(workdir, config) as prom:
                 latencies: list[float] = []
                 late = failures = 0
-                for _ in range(rounds):
+                for round_ in range(rounds):
                     begin = time.monotonic()
                     for rank in ranks:
                         rank.train(rng)
@@ -136,6 +136,8 @@ def run_size(size: int, rounds: int, threads: int, phase_buckets: str) -> None:
                     latencies += took
                     failures += failed
                     spent = time.monotonic() - begin
+                    print(f"        round {round_ + 1}/{rounds}: {len(took)} pushed, {failed} "
+                          f"failed, in {spent:.1f} s", file=sys.stderr, flush=True)
                     late += spent > INTERVAL
                     time.sleep(max(0.0, INTERVAL - spent))
                 # Prometheus has scraped every group and evaluated the rules over them.
