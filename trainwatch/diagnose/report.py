@@ -37,6 +37,13 @@ def push_age(**labels: str | None) -> str:
     return f"time() - max {BY_TRIAL} ({selector('push_time_seconds', **labels)})"
 
 
+def ended_ranks(api: PrometheusAPI, **labels: str | None) -> dict[tuple[str, str, str], str]:
+    """The ranks whose final push said why they ended (``trainwatch_trial_exit``), however
+    recent that push, each with its reason: not live, as the alerts count them."""
+    return {_rank_key(found): found.get("reason", "") for found, _ in
+            api.query(selector(names.EXIT, **labels))}
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -154,9 +161,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
                         f"group_left() max by (nodename) ({on_host}))")
     age = by_rank(api, push_age(**sel))
     stale_after = deployment.threshold(TRIAL_STALE)
-    # Ended: the final push said why (trainwatch_trial_exit), however recent it is.
-    ended = {key: rows[0][0].get("reason", "") for key, rows in
-             by_rank(api, selector(names.EXIT, **sel)).items()}
+    ended = ended_ranks(api, **sel)
     stale = {key for key, rows in age.items() if rows[0][1] > stale_after} | set(ended)
     young = young_ranks(api, selector, n.window, **sel) - stale
     lives = lifetimes(api, selector, n.window, **sel) if young or stale else {}

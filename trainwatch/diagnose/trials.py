@@ -9,6 +9,7 @@ from trainwatch.diagnose.lifetime import lifetimes, young_ranks
 from trainwatch.diagnose.report import (
     BY_TRIAL,
     by_rank,
+    ended_ranks,
     first_value,
     push_age,
     selector,
@@ -41,7 +42,7 @@ def list_trials(api: PrometheusAPI, deployment: Deployment,
     loader = by_rank(api, selector(n.phase_share, phase=names.DATALOADER_NEXT, **sel))
     gpu = by_rank(api, f"avg {BY_TRIAL} ({selector(n.trial_gpu_utilization, **sel)})")
     age = by_rank(api, push_age(**sel))
-    ended = by_rank(api, selector(names.EXIT, **sel))
+    ended = ended_ranks(api, **sel)
     stale_after = deployment.threshold(TRIAL_STALE)
     # A trial younger than the rate window: its own samples, not a rate that reads low.
     young = young_ranks(api, selector, n.window, **sel)
