@@ -145,6 +145,15 @@ def run_example(args: Sequence[object], env: dict[str, str] | None = None, torch
     return done
 
 
+def run_script(script: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``script`` in a fresh interpreter from the repository root: the result and the seconds
+    until the process exited (its abandoned daemon threads included)."""
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                          text=True, timeout=20, check=False)
+    return done, time.monotonic() - start
+
+
 def load_example(name: str) -> ModuleType:
     """examples/NAME.py as a module, so a test calls its functions in process."""
     spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
