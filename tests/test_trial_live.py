@@ -19,7 +19,10 @@ from tests.trial_support import EXAMPLES, cpu_loop, pushed_value, run_example
 
 STEPS = "trainwatch_trial_steps_total"
 # rank -> (steps, batch size, loader delay, workers): rank 0 starves on data, rank 1 does not.
-RANKS = {"0": (12, 8, 0.1, 1), "1": (30, 5, 0.0, 0)}
+# Rank 1 runs 3,000 sub-millisecond steps (about 0.5 s of step time): at 30 steps its whole
+# step time was 10-25 ms, so one scheduler stall of tens of ms inside a fetch, with rank 0 and
+# Prometheus on the same 2 cores, read as a 0.74 loader share in a clean-clone run.
+RANKS = {"0": (12, 8, 0.1, 1), "1": (3000, 5, 0.0, 0)}
 # One intra-op thread: on a small shared machine two OpenMP threads per process turn a
 # sub-millisecond step into 100 ms stalls, and the test is about the loader, not OpenMP.
 ENV = {"WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}
@@ -62,7 +65,7 @@ def test_example_loop_seen_by_prometheus(tmp_path: Path, pushgateway: Service) -
                 == {rank: steps * batch}
         share = value(f'trainwatch_trial_phase_seconds_sum{{{sel},phase="dataloader_next"}} '
                       f'/ ignoring(phase) trainwatch_trial_step_seconds_sum{{{sel}}}')
-        # Relative for the fast rank: on a loaded 2-core machine one preempted fetch of its
+        # Relative for the fast rank: on a loaded 2-core machine a preempted fetch of its
         # sub-millisecond steps can lift its share, but never near the starved rank's.
         assert share["0"] > 0.5 and share["0"] - share["1"] > 0.3, share
         info = prom.query(f'trainwatch_trial_info{{{sel}}}')
