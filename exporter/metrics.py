@@ -1,4 +1,5 @@
-"""The exporter's metric contract (DESIGN.md): every name, its type, labels and HELP text, once.
+"""The exporter's part of the metric contract (docs/design.md): every name, its type, labels
+and HELP text, once.
 
 Collectors build their families from these specs at scrape time, and the README's metric list
 is checked against ``ALL`` by a test, so a name lives in exactly one place.

@@ -1,7 +1,7 @@
 """PromQL building blocks the dashboards share: selectors, rule names, joins, legends.
 
 Selectors, thresholds and recording-rule names come from the rule generator
-(``prometheus/rulegen``) reading thresholds.yaml; metric names from DESIGN.md's contract.
+(``prometheus/rulegen``) reading thresholds.yaml; metric names from docs/design.md's contract.
 The live-query test proves every name here exists in a running stack.
 """
 

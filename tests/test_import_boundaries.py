@@ -1,4 +1,4 @@
-"""DESIGN.md's import boundaries, checked in a fresh interpreter each (sys.modules is shared
+"""docs/design.md's import boundaries, checked in a fresh interpreter each (sys.modules is shared
 within pytest, so an in-process check would see whatever another test imported)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What the report plots: one PromQL range query per line, joined to the trial's GPUs on
-``uuid`` and to its nodes on ``nodename`` (DESIGN.md's joins), named as the reader sees them."""
+``uuid`` and to its nodes on ``nodename`` (docs/design.md, joins), named as the reader sees them."""
 
 from __future__ import annotations
 
