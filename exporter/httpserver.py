@@ -3,8 +3,13 @@
 Connections live on one asyncio event loop and hold no thread while they wait: a slowloris
 client sending a header line every few seconds costs a socket and a buffer until its
 ``header_timeout`` closes it. Only a complete request reaches a thread, from a fixed pool of
-``workers``. Beyond ``max_connections`` a new connection is closed at once, never queued. The
-listen backlog absorbs a fleet of scrapers connecting at the same instant (the standard
+``workers``. A connection must bring its first request within ``first_request_timeout``. Each
+client address holds at most ``max_connections_per_client`` connections and all together at
+most ``max_connections`` (``exporter.admission``: an address holding none always gets one);
+a connection over them is closed at once, never queued. With TLS the handshake runs after the
+connection is counted, under its own ``handshake_timeout``, and asyncio's per-connection TLS
+read buffer is cut from 256 KiB to ``TLS_READ_BUFFER`` (room for two full TLS records), so a
+flood of unfinished handshakes costs little memory and gives it back. The listen backlog absorbs a fleet of scrapers connecting at the same instant (the standard
 library's ``http.server`` listens with 5: the excess SYNs were dropped and retried a second
 later). Requests carry no body here: one that announces a body is answered 413 and its
 connection closed, so the body can never be read as a second request.
@@ -16,6 +21,7 @@ HEAD the body is left out.
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
 import logging
 import socket
 import ssl
@@ -27,19 +33,26 @@ from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any
 
+from exporter.admission import Admission
 from exporter.httpmessage import BadRequest, Request, Response, parse_head
 
 log = logging.getLogger(__name__)
+
+TLS_READ_BUFFER = 40 * 1024  # a TLS record is at most 16 KiB plus ~2 KiB of overhead
+
+
 @dataclass(frozen=True)
 class Limits:
     """What one client may cost; the defaults suit a node exporter scraped by a few servers."""
 
     backlog: int = 1024  # the kernel caps it at net.core.somaxconn (4096 here)
     max_connections: int = 1000  # open at once; fd limit here is 20,000
+    max_connections_per_client: int = 64  # by address: scrapers behind one NAT, with room
+    first_request_timeout: float = 5.0  # from accept (or the TLS handshake) to the first headers
     header_timeout: float = 10.0  # from a request's first byte to the end of its headers
     idle_timeout: float = 120.0  # a kept-alive connection between requests (> scrape interval)
     write_timeout: float = 30.0  # a client that does not read its response
-    handshake_timeout: float = 10.0  # TLS
+    handshake_timeout: float = 5.0  # TLS, counted against the connection caps
     max_header_bytes: int = 16 * 1024
     workers: int = 4  # threads that run handlers (scrapes); nothing else takes a thread
 
@@ -63,7 +76,7 @@ class HTTPServer:
             self.socket.close()
             raise
         self.server_address = self.socket.getsockname()
-        self.open_connections = 0
+        self.admission = Admission(limits.max_connections, limits.max_connections_per_client)
         self.refused_connections = 0
         self._pool = ThreadPoolExecutor(limits.workers, thread_name_prefix="scrape")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -95,41 +108,59 @@ class HTTPServer:
 
     async def _serve(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop, self._stop = loop, asyncio.Event()
+        if self.context is not None:
+            asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER  # type: ignore[attr-defined]
+        # No ssl= here: asyncio would run the handshake before _connection could count it.
         server = await asyncio.start_server(
-            self._connection, sock=self.socket, backlog=self.limits.backlog, ssl=self.context,
-            ssl_handshake_timeout=self.limits.handshake_timeout if self.context else None,
+            self._connection, sock=self.socket, backlog=self.limits.backlog,
             limit=self.limits.max_header_bytes)
         self._started.set()
         async with server:
             await self._stop.wait()
 
+    @property
+    def open_connections(self) -> int:
+        return self.admission.total
+
     async def _connection(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
-        if self.open_connections >= self.limits.max_connections:
-            self.refused_connections += 1
-            writer.transport.abort()
-            return
-        self.open_connections += 1
         peer = writer.get_extra_info("peername")
+        client = str(peer[0]) if peer else ""
+        transport = writer.transport
+        if not self.admission.admit(client, transport):
+            self.refused_connections += 1
+            transport.abort()
+            return
+        for victim in self.admission.evicted:  # a heavier address's oldest, for a newcomer
+            victim.abort()  # type: ignore[attr-defined]
+        self.admission.evicted.clear()
         try:
-            while await self._exchange(reader, writer, str(peer[0]) if peer else ""):
-                pass
+            if self.context is not None:
+                await writer.start_tls(self.context,
+                                       ssl_handshake_timeout=self.limits.handshake_timeout)
+            first = True
+            while await self._exchange(reader, writer, client, first):
+                first = False
             writer.close()  # after the last response has been flushed
-        except (TimeoutError, OSError, asyncio.IncompleteReadError):
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ssl.SSLError):
             pass  # the client went away, stalled or sent garbage
         finally:
-            self.open_connections -= 1
-            if not writer.transport.is_closing():
+            self.admission.release(client, transport)
+            if not writer.transport.is_closing():  # the TLS one after start_tls
                 writer.transport.abort()
 
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                        client: str) -> bool:
+                        client: str, first: bool) -> bool:
         """Serve one request; True to keep the connection for another."""
-        limits = self.limits
-        first = await asyncio.wait_for(reader.readexactly(1), limits.idle_timeout)
+        limits, loop = self.limits, asyncio.get_running_loop()
         try:
-            head = first + await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"),
-                                                  limits.header_timeout)
+            # The first request, however it trickles in, ends by first_request_timeout.
+            wait = limits.first_request_timeout if first else limits.idle_timeout
+            end = loop.time() + limits.first_request_timeout
+            head = await asyncio.wait_for(reader.readexactly(1), wait)
+            rest = min(limits.header_timeout, end - loop.time()) if first else \
+                limits.header_timeout
+            head += await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), rest)
             request = parse_head(head, client)
         except asyncio.LimitOverrunError:
             return await self._send(writer, "GET", Response(431, b"headers too large\n"), False)
@@ -139,8 +170,7 @@ class HTTPServer:
         if request.method not in ("GET", "HEAD"):
             response = Response(405, b"GET or HEAD only\n", headers={"Allow": "GET, HEAD"})
         else:
-            response = await asyncio.get_running_loop().run_in_executor(
-                self._pool, self._handle, request)
+            response = await loop.run_in_executor(self._pool, self._handle, request)
         keep = request.version == "HTTP/1.1" and \
             "close" not in request.headers.get("connection", "").lower()
         return await self._send(writer, request.method, response, keep)

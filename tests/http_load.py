@@ -25,16 +25,19 @@ def proc_status(pid: int, key: str) -> int:
     raise KeyError(key)
 
 
-def burst(port: int, clients: int, path: str = "/healthz",
-          timeout: float = 10.0) -> list[tuple[float, float, bytes]]:
-    """Open ``clients`` connections at the same instant, each sending one request; for each,
-    (seconds to connect, seconds to the full response, the response's status line)."""
+def burst(port: int, clients: int, path: str = "/healthz", timeout: float = 10.0,
+          sources: int = 1) -> list[tuple[float, float, bytes]]:
+    """Open ``clients`` connections at the same instant, each sending one request, from
+    ``sources`` addresses (127.0.2.1, ...) in turn; for each, (seconds to connect, seconds to
+    the full response, the response's status line)."""
     request = f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
     selector = selectors.DefaultSelector()
     start = time.perf_counter()
     state: dict[socket.socket, list] = {}
-    for _ in range(clients):
+    for n in range(clients):
         sock = socket.socket()
+        if sources > 1:
+            sock.bind((f"127.0.2.{n % sources + 1}", 0))
         sock.setblocking(False)
         sock.connect_ex(("127.0.0.1", port))
         state[sock] = [None, None, b""]  # connected at, done at, bytes
@@ -62,17 +65,43 @@ def burst(port: int, clients: int, path: str = "/healthz",
     return results
 
 
+def connect(port: int, source: str = "127.0.0.1", timeout: float = 5.0) -> socket.socket:
+    """A loopback connection from ``source`` (any 127.x.y.z: the whole 127/8 is loopback, so
+    one machine can play many client addresses)."""
+    return socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                    source_address=(source, 0))
+
+
 @contextmanager
-def slowloris(port: int, clients: int, every: float = 1.0) -> Iterator[list[socket.socket]]:
+def silent(port: int, clients: int, source: str = "127.0.0.1") -> Iterator[list[socket.socket]]:
+    """``clients`` connections from ``source`` that never send a byte."""
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(clients):
+            sock = connect(port, source)
+            sock.setblocking(False)
+            socks.append(sock)
+        yield socks
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+@contextmanager
+def slowloris(port: int, clients: int, every: float = 1.0,
+              source: str = "127.0.0.1") -> Iterator[list[socket.socket]]:
     """``clients`` connections that each send a request line, then one header line every
     ``every`` seconds and never the blank line that ends the headers."""
     socks: list[socket.socket] = []
     stop = threading.Event()
     try:
         for _ in range(clients):
-            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock = connect(port, source)
             sock.setblocking(False)
-            sock.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            try:
+                sock.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            except OSError:
+                pass  # refused at once: allowed
             socks.append(sock)
 
         def dribble() -> None:
@@ -116,10 +145,12 @@ class Scrapes:
 
 
 def scrape_once(port: int, path: str = "/metrics", headers: dict[str, str] | None = None,
-                conn: http.client.HTTPConnection | None = None) -> tuple[int, float]:
-    """(status, seconds) of one GET, on ``conn`` or a new connection."""
+                conn: http.client.HTTPConnection | None = None,
+                source: str = "127.0.0.1", timeout: float = 10.0) -> tuple[int, float]:
+    """(status, seconds) of one GET, on ``conn`` or a new connection from ``source``."""
     own = conn is None
-    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=timeout,
+                                              source_address=(source, 0))
     start = time.perf_counter()
     try:
         conn.request("GET", path, headers=headers or {})

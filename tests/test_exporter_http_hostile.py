@@ -12,12 +12,21 @@ import socket
 import statistics
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import pytest
 
 from exporter.httpserver import Limits
 from tests.exporter_server import serving
-from tests.http_load import burst, closed_by_peer, proc_status, scrape_once, slowloris
+from tests.http_load import (
+    burst,
+    closed_by_peer,
+    connect,
+    proc_status,
+    scrape_once,
+    silent,
+    slowloris,
+)
 from tests.stack import Service, start_trainwatch_exporter, wait_until
 
 
@@ -38,7 +47,7 @@ def raw_exchange(port: int, data: bytes, timeout: float = 5.0) -> bytes:
 
 
 def test_200_connections_at_once_are_all_served_without_a_dropped_syn(exporter: Service) -> None:
-    results = burst(exporter.port, 200)
+    results = burst(exporter.port, 200, sources=10)  # a fleet: under the per-address cap
     statuses = [status for _, _, status in results]
     assert statuses == [b"HTTP/1.1 200 OK"] * 200
     # A SYN dropped by a full accept queue is retried after 1 s: no connect may take that long.
@@ -50,7 +59,9 @@ def test_500_slowloris_clients_hold_no_threads_and_a_scrape_stays_fast(exporter:
     scrape_once(exporter.port)  # warm
     quiet = statistics.median(scrape_once(exporter.port)[1] for _ in range(5))
     before = proc_status(exporter.proc.pid, "Threads")  # main, GPU lanes, a scrape worker
-    with slowloris(exporter.port, 500) as held:
+    with ExitStack() as stack:  # 25 addresses of 20 each: under the per-address cap
+        held = [sock for n in range(25) for sock in stack.enter_context(
+            slowloris(exporter.port, 20, source=f"127.0.1.{n + 1}"))]
         # Held, not refused: the server still has them open while they dribble.
         assert sum(closed_by_peer(sock) for sock in held) == 0
         threads = proc_status(exporter.proc.pid, "Threads")
@@ -83,6 +94,43 @@ def test_connections_over_the_cap_are_closed_at_once_not_queued() -> None:
         held.pop().close()
         assert wait_until(lambda: scrape_once(port, "/healthz")[0] == 200, timeout=5,
                           what="a slot to free up")
+        for sock in held:
+            sock.close()
+
+
+def test_one_address_flooding_silent_connections_cannot_deny_another_address() -> None:
+    limits = Limits(max_connections=50, max_connections_per_client=10)
+    with serving(limits=limits) as port, silent(port, 200, source="127.0.0.2"):
+        statuses = [scrape_once(port, "/healthz", source="127.0.0.3", timeout=5)[0]
+                    for _ in range(10)]
+    assert statuses == [200] * 10
+
+
+def test_an_address_holding_nothing_gets_in_while_many_addresses_fill_the_cap() -> None:
+    limits = Limits(max_connections=20, max_connections_per_client=10)
+    with serving(limits=limits) as port, silent(port, 10, source="127.0.0.2") as first, \
+            silent(port, 10, source="127.0.0.3"):
+        assert scrape_once(port, "/healthz", source="127.0.0.4", timeout=5)[0] == 200
+        # The newcomer took the oldest connection of an address holding the most.
+        assert wait_until(lambda: closed_by_peer(first[0]), timeout=5,
+                          what="the oldest connection to be closed")
+
+
+def test_a_connection_that_sends_nothing_is_closed_at_the_first_request_deadline() -> None:
+    with serving(limits=Limits(first_request_timeout=0.5)) as port, \
+            silent(port, 3) as held:
+        start = time.monotonic()
+        wait_until(lambda: all(closed_by_peer(sock) for sock in held), timeout=5,
+                   what="the server to close silent connections")
+        assert time.monotonic() - start < 2.0
+
+
+def test_one_address_holds_at_most_its_share() -> None:
+    with serving(limits=Limits(max_connections_per_client=4)) as port:
+        held = [connect(port, "127.0.0.5") for _ in range(4)]
+        with connect(port, "127.0.0.5") as extra:
+            assert extra.recv(1) == b""  # the fifth is refused at once
+        assert scrape_once(port, "/healthz", source="127.0.0.6")[0] == 200
         for sock in held:
             sock.close()
 
