@@ -8,10 +8,11 @@ client address holds at most ``max_connections_per_client`` connections and all 
 most ``max_connections`` (``exporter.admission``: an address holding none always gets one);
 a connection over them is closed at once, never queued. With TLS the handshake runs after the
 connection is counted, under its own ``handshake_timeout``, and asyncio's per-connection TLS
-read buffer is cut from 256 KiB to ``TLS_READ_BUFFER`` (room for two full TLS records), so a
-flood of unfinished handshakes costs little memory and gives it back. The listen backlog absorbs a fleet of scrapers connecting at the same instant (the standard
-library's ``http.server`` listens with 5: the excess SYNs were dropped and retried a second
-later). Requests carry no body here: one that announces a body is answered 413 and its
+read buffer is cut from 256 KiB to ``TLS_READ_BUFFER`` (one full TLS record), so a flood of
+unfinished handshakes costs little memory, which ``exporter.reclaim`` gives back once the
+flood ends. The listen backlog absorbs a fleet of scrapers connecting at the same instant (the
+standard library's ``http.server`` listens with 5: the excess SYNs were dropped and retried a
+second later). Requests carry no body here: one that announces a body is answered 413 and its
 connection closed, so the body can never be read as a second request.
 
 ``Handler`` gets a ``Request`` and returns a ``Response`` (``exporter.httpmessage``); for
@@ -35,10 +36,11 @@ from typing import Any
 
 from exporter.admission import Admission
 from exporter.httpmessage import BadRequest, Request, Response, parse_head
+from exporter.reclaim import Reclaimer
 
 log = logging.getLogger(__name__)
 
-TLS_READ_BUFFER = 40 * 1024  # a TLS record is at most 16 KiB plus ~2 KiB of overhead
+TLS_READ_BUFFER = 20 * 1024  # one TLS record: at most 16 KiB of data plus 2 KiB and a header
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class HTTPServer:
         self.server_address = self.socket.getsockname()
         self.admission = Admission(limits.max_connections, limits.max_connections_per_client)
         self.refused_connections = 0
+        self.reclaimer = Reclaimer()
         self._pool = ThreadPoolExecutor(limits.workers, thread_name_prefix="scrape")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -148,6 +151,7 @@ class HTTPServer:
             self.admission.release(client, transport)
             if not writer.transport.is_closing():  # the TLS one after start_tls
                 writer.transport.abort()
+            self.reclaimer.ended_one(asyncio.get_running_loop())
 
     async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                         client: str, first: bool) -> bool:

@@ -7,12 +7,16 @@ request; HEAD answered 501.
 
 from __future__ import annotations
 
+import gc
 import http.client
+import os
 import socket
+import ssl
 import statistics
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 
 import pytest
 
@@ -133,6 +137,63 @@ def test_one_address_holds_at_most_its_share() -> None:
         assert scrape_once(port, "/healthz", source="127.0.0.6")[0] == 200
         for sock in held:
             sock.close()
+
+
+CERT = Path(__file__).with_name("test_exporter_tls.crt")
+TLS = {"web.tls_cert_file": str(CERT),
+       "web.tls_key_file": str(Path(__file__).with_name("test_exporter_tls.key"))}
+CLIENT_HELLO_START = b"\x16\x03\x01\x00\xa0\x01"  # a handshake record, never finished
+
+
+def tls_scrape(port: int, source: str) -> int:
+    context = ssl.create_default_context(cafile=str(CERT))
+    conn = http.client.HTTPSConnection("localhost", port, timeout=5, context=context,
+                                       source_address=(source, 0))
+    try:
+        conn.request("GET", "/healthz")
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def test_tls_handshakes_count_against_the_caps_and_have_their_own_deadline() -> None:
+    limits = Limits(max_connections_per_client=4, handshake_timeout=1.5)
+    with serving(limits=limits, **TLS) as port:
+        start = time.monotonic()
+        held = [connect(port, "127.0.0.8") for _ in range(4)]
+        for sock in held:
+            sock.sendall(CLIENT_HELLO_START)
+            sock.setblocking(False)
+        with connect(port, "127.0.0.8") as extra:
+            assert extra.recv(1) == b""  # refused before any handshake work, not at its deadline
+            assert time.monotonic() - start < 0.75
+        assert tls_scrape(port, "127.0.0.9") == 200
+        wait_until(lambda: all(closed_by_peer(sock) for sock in held), timeout=5,
+                   what="unfinished handshakes to be cut off")
+        assert time.monotonic() - start < 3.5
+        for sock in held:
+            sock.close()
+
+
+def test_memory_returns_near_its_baseline_after_a_flood_of_unfinished_handshakes() -> None:
+    me = os.getpid()
+    with serving(limits=Limits(handshake_timeout=30), **TLS) as port:
+        assert tls_scrape(port, "127.0.0.9") == 200
+        gc.collect()
+        base = proc_status(me, "VmRSS") // 1024
+        socks = []
+        for n in range(600):  # 15 addresses of 40: within every cap
+            sock = connect(port, f"127.0.3.{n % 15 + 1}")
+            sock.sendall(CLIENT_HELLO_START)
+            socks.append(sock)
+        assert tls_scrape(port, "127.0.0.9") == 200  # served after the 600 were accepted
+        during = proc_status(me, "VmRSS") // 1024
+        for sock in socks:
+            sock.close()
+        # Before: 600 asyncio TLS buffers of 256 KiB, held by reference cycles afterwards.
+        assert during - base < 80, f"{base} MiB, then {during} MiB during the flood"
+        wait_until(lambda: proc_status(me, "VmRSS") // 1024 - base < 15, timeout=10,
+                   what=f"RSS back near {base} MiB (was {during} MiB)")
 
 
 def test_a_body_smuggled_request_gets_one_response(exporter: Service) -> None:
