@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +27,11 @@ from trainwatch.stack import procs
 from trainwatch.stack.lookup import prometheus_url
 from trainwatch.stack.services import grafana_provisioning
 from trainwatch.stack.settings import SERVICES
+from trial_instrumentation import names
 
 CORE = ("exporter", "prometheus", "pushgateway", "alertmanager")
+# Every process `up` starts here (no Grafana installed): the services and `trainwatch gc`.
+STARTED = (*CORE, "gc")
 
 
 def trainwatch(*args: str, state: Path | None = None, path: str | None = None,
@@ -157,9 +161,43 @@ def test_up_twice_starts_nothing_new(stack: Stack) -> None:
     before, processes = stack.pids(), sorted(marked(stack.state))
     again = trainwatch("stack", "up", "--scrape-interval=1s", state=stack.state)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert again.stdout.count("already running") == len(CORE)
+    assert again.stdout.count("already running") == len(STARTED)
     assert stack.pids() == before
     assert sorted(marked(stack.state)) == processes
+
+
+def push(pushgateway: str, trial: str, text: str) -> None:
+    group = f"/metrics/job/trainwatch_trial/experiment/gc/trial/{trial}/rank/0"
+    request = urllib.request.Request(pushgateway + group, data=text.encode(), method="PUT")
+    urllib.request.urlopen(request, timeout=5).close()
+
+
+def pushed_trials(pushgateway: str) -> set[str]:
+    _, body = http_get(pushgateway + "/api/v1/metrics")
+    return {g["labels"].get("trial", "") for g in json.loads(body)["data"]}
+
+
+def test_the_stack_runs_gc_which_retires_an_ended_group_and_never_a_live_one(
+        stack: Stack) -> None:
+    up = trainwatch("stack", "up", "--scrape-interval=1s", "--gc-every=1s",
+                    "--gc-ended-after=1s", state=stack.state)
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "`trainwatch gc` every 1s" in up.stdout
+    pushgateway = stack.url("pushgateway")
+    push(pushgateway, "ended", f'{names.EXIT}{{reason="clean"}} 1\n')
+    push(pushgateway, "live", f"{names.STEPS}_total 5\n")
+    wait_until(lambda: "ended" not in pushed_trials(pushgateway), timeout=30,
+               what="gc to delete the ended group")
+    assert "live" in pushed_trials(pushgateway)  # silent for seconds, not for --max-age
+    log = (stack.state / "logs" / "gc.log").read_text()
+    assert "deleted experiment=gc,rank=0,trial=ended (ended" in log
+    status = trainwatch("stack", "status", state=stack.state)
+    assert status.returncode == 0, status.stdout + status.stderr
+    [line] = [x for x in status.stdout.splitlines() if x.startswith("gc ")]
+    assert f"pid {pid_of(stack.state, 'gc')} " in line and "alive: last pass " in line
+    # Bad gc settings are refused before anything starts or restarts.
+    bad = one_clear_line(trainwatch("stack", "up", "--gc-every=soon", state=stack.state))
+    assert "--gc-every: not a duration: 'soon'" in bad
 
 
 def test_diagnose_and_trials_find_the_running_stacks_prometheus(stack: Stack) -> None:
@@ -244,7 +282,7 @@ def test_make_run_starts_the_stack_and_make_stop_stops_it(tmp_path: Path) -> Non
         assert run.returncode == 0, run.stdout + run.stderr
         assert f"export TRAINWATCH_PUSHGATEWAY=http://127.0.0.1:{ports['pushgateway']}" \
             in run.stdout
-        assert len(marked(tmp_path / "s")) == len(CORE)
+        assert len(marked(tmp_path / "s")) == len(STARTED)
     finally:
         stop = subprocess.run(["make", "-s", "stop"], cwd=REPO, env=env, capture_output=True,
                               text=True, timeout=120, check=False)
@@ -372,7 +410,7 @@ def test_down_stops_every_process_and_never_one_that_is_not_ours(stack: Stack) -
         assert marked(stack.state) == []
         assert not list((stack.state / "run").glob("*.pid"))
         after = trainwatch("stack", "status", state=stack.state)
-        assert after.returncode == 1 and after.stdout.count("DOWN") == len(CORE)
+        assert after.returncode == 1 and after.stdout.count("DOWN") == len(STARTED)
     finally:
         stranger.kill()
         stranger.wait()

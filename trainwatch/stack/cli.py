@@ -8,10 +8,11 @@ from typing import Any
 
 from trainwatch.stack import commands
 from trainwatch.stack.layout import ENV_STATE_DIR, StackError, StateDir
-from trainwatch.stack.settings import DEFAULT_PORTS, StackSettings
+from trainwatch.stack.settings import DEFAULT_PORTS, GC_EVERY, StackSettings
 from trainwatch.stack.up import up
 
-HELP = "a local Prometheus, Pushgateway, Alertmanager, exporter (and Grafana) on loopback"
+HELP = ("a local Prometheus, Pushgateway, Alertmanager, exporter, `trainwatch gc` (and Grafana) "
+        "on loopback")
 
 
 def add_parser(commands_: Any) -> None:
@@ -37,6 +38,14 @@ def add_parser(commands_: Any) -> None:
                     "(default: prometheus/prometheus.yml's)")
     up.add_argument("--alertmanager-config", metavar="FILE",
                     help="default: prometheus/alertmanager/alertmanager.yml")
+    up.add_argument("--gc-every", metavar="DURATION",
+                    help=f"how often the stack runs `trainwatch gc` (default {GC_EVERY})")
+    up.add_argument("--gc-ended-after", metavar="DURATION",
+                    help="its --ended-after: an ended trial's group goes this long after its "
+                    "final push (default: gc's)")
+    up.add_argument("--gc-max-age", metavar="DURATION",
+                    help="its --max-age: a group that stopped pushing goes after this (default: "
+                    "gc's)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
                 ports={name: getattr(args, f"{name}_port") for name in DEFAULT_PORTS},
                 for_=args.for_, rate_window=args.rate_window,
                 scrape_interval=args.scrape_interval,
-                alertmanager_config=args.alertmanager_config)
+                alertmanager_config=args.alertmanager_config, gc_every=args.gc_every,
+                gc_ended_after=args.gc_ended_after, gc_max_age=args.gc_max_age)
             return up(state, asked)
         if args.action == "status":
             return commands.status(state)

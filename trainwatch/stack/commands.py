@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from trainwatch.stack import health, inventory, procs
+from trainwatch.stack.gc_loop import Pass
 from trainwatch.stack.layout import StateDir
-from trainwatch.stack.settings import DEFAULT_PORTS, READY_PATHS, SERVICES, StackSettings
+from trainwatch.stack.procs import ProcRecord
+from trainwatch.stack.services import gc_status_file
+from trainwatch.stack.settings import (
+    DEFAULT_PORTS,
+    PROCESSES,
+    READY_PATHS,
+    SERVICES,
+    StackSettings,
+)
 
 EXIT_OK, EXIT_DOWN, EXIT_USAGE = 0, 1, 2
 
@@ -44,6 +54,7 @@ def status(state: StateDir, say: Say = say_line) -> int:
         pid = f"pid {record.pid}" if record else ""
         line = f"{service:<13} {settings.url(service):<24} {pid:<10} {state_word}"
         say(line + (f"  ({note})" if note else ""))
+    healthy &= _gc_view(state, inv.alive.get("gc"), inv.notes.get("gc", ""), say)
     for stray in inv.strays:
         healthy = False
         command = " ".join(stray.argv)[:60] or "?"
@@ -52,6 +63,23 @@ def status(state: StateDir, say: Say = say_line) -> int:
     if "prometheus" in inv.alive:
         healthy &= _prometheus_view(settings, say)
     return EXIT_OK if healthy else EXIT_DOWN
+
+
+def _gc_view(state: StateDir, record: ProcRecord | None, note: str, say: Say) -> bool:
+    """The gc process: alive, and its last pass recent and successful."""
+    last = Pass.load(gc_status_file(state)) if record else None
+    if record is None or last is None:
+        word, ok = ("DOWN" if record is None else "alive, NO PASS YET"), False
+    else:
+        age = time.time() - last.at
+        ok = last.exit == 0 and age < 3 * last.every + 10
+        word = f"{'alive' if ok else 'alive, FAILING'}: last pass {age:.0f} s ago, exit {last.exit}"
+    every = f"every {last.every:g} s" if last else ""
+    pid = f"pid {record.pid}" if record else ""
+    line = f"{'gc':<13} {every:<24} {pid:<10} {word}"
+    say(line + (f"  ({note})" if note else "")
+        + ("" if ok or record is None else f"; see {state.log_file('gc')}"))
+    return ok
 
 
 def _prometheus_view(settings: StackSettings, say: Say) -> bool:
@@ -91,7 +119,7 @@ def _down(state: StateDir, say: Say) -> int:
     left = [r for r in targets if procs.is_ours(r, inv.stack)]
     for record in stopped:
         say(f"stopped {record.service} (pid {record.pid})")
-    for service in SERVICES:
+    for service in PROCESSES:
         if not any(r.service == service for r in left):
             state.forget(service)
     if left:

@@ -48,18 +48,20 @@ def port_taken(port: int) -> bool:
     return False
 
 
-def wait_ready(name: str, url: str, proc: subprocess.Popen[bytes], log_tail: Callable[[], str],
+def wait_ready(name: str, ready: Callable[[], bool], where: str,
+               proc: subprocess.Popen[bytes], log_tail: Callable[[], str],
                timeout: float = 60.0) -> None:
-    """Poll ``url`` until it answers 200; StackError at once if the process exits."""
+    """Poll ``ready`` (e.g. a URL answering 200) until true; StackError at once if the process
+    exits. ``where`` names what was polled, for the message."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise StackError(f"{name} exited with {proc.returncode} before it was ready: "
                              f"{log_tail()}")
-        if http_status(url) == 200:
+        if ready():
             return
         time.sleep(0.1)
-    raise StackError(f"{name} did not answer {url} within {timeout:.0f}s: {log_tail()}")
+    raise StackError(f"{name} did not answer {where} within {timeout:.0f}s: {log_tail()}")
 
 
 @dataclass(frozen=True)

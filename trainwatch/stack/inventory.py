@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from trainwatch.stack import procs
 from trainwatch.stack.layout import StateDir
 from trainwatch.stack.procs import CorruptRecord, ProcRecord
-from trainwatch.stack.settings import SERVICES
+from trainwatch.stack.settings import PROCESSES
 
 LISTEN_FLAG = "--web.listen-address="
 
@@ -58,7 +58,7 @@ def take(state: StateDir) -> Inventory:
     another program's) is removed and explained; a process of ours whose record was lost or
     corrupt is found by its environment marker and recorded again."""
     inv = Inventory(state)
-    for service in SERVICES:
+    for service in PROCESSES:
         path = state.pid_file(service)
         if not path.exists():
             continue
@@ -82,7 +82,7 @@ def take(state: StateDir) -> Inventory:
     for found in procs.marked(inv.stack):
         if found.pid in known:
             continue
-        if found.service in SERVICES and found.service not in inv.alive \
+        if found.service in PROCESSES and found.service not in inv.alive \
                 and _session_leader(found):
             inv.alive[found.service] = found
             found_note = (f"found pid {found.pid} by its environment (its pid file was lost); "

@@ -1,10 +1,12 @@
-"""What each of the stack's services runs: its command line, readiness endpoint and files.
+"""What each of the stack's processes runs: its command line, how it is known ready, its files.
 
-Every service listens on 127.0.0.1 only and keeps its data under the state directory.
+Every service listens on 127.0.0.1 only and keeps its data under the state directory; the gc
+process listens nowhere and says it is working through a status file.
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -15,7 +17,7 @@ import yaml
 from trainwatch.stack import configs
 from trainwatch.stack.inventory import LISTEN_FLAG
 from trainwatch.stack.layout import REPO, StackError, StateDir, project_file
-from trainwatch.stack.settings import READY_PATHS, StackSettings
+from trainwatch.stack.settings import GC_EVERY, READY_PATHS, StackSettings
 
 GRAFANA_HINT = ("grafana: not started (no grafana-server or grafana on PATH); to get one: "
                 "https://grafana.com/docs/grafana/latest/setup-grafana/installation/debian/, "
@@ -35,6 +37,10 @@ class ServiceSpec:
     env: dict[str, str] = field(default_factory=dict)
     cwd: Path = REPO
     optional: bool = False
+    # A process without a port: ready once it has written this file; ``summary`` is what `up`
+    # prints in place of its URL.
+    status_file: Path | None = None
+    summary: str = ""
 
     @property
     def ready_path(self) -> str:
@@ -91,7 +97,37 @@ def build(name: str, state: StateDir, settings: StackSettings) -> ServiceSpec | 
         return ServiceSpec(name, argv)
     if name == "grafana":
         return _grafana(state, settings)
+    if name == "gc":
+        return _gc(state, settings)
     raise ValueError(f"unknown service {name!r}")
+
+
+def gc_status_file(state: StateDir) -> Path:
+    return state.data("gc") / "last-pass.json"
+
+
+def _gc(state: StateDir, settings: StackSettings) -> ServiceSpec:
+    """`trainwatch gc` every ``--gc-every`` against the stack's Pushgateway (trainwatch/gc.py
+    decides what goes; ``--gc-ended-after``/``--gc-max-age`` pass its flags through)."""
+    from trainwatch import gc  # here: gc imports trainwatch.stack.lookup, which needs this package
+
+    every = settings.gc_every or GC_EVERY
+    given = {"every": every, "ended-after": settings.gc_ended_after,
+             "max-age": settings.gc_max_age}
+    for flag, value in given.items():
+        try:
+            if value is not None:
+                gc.parse_duration(value)
+        except argparse.ArgumentTypeError as err:
+            raise StackError(f"--gc-{flag}: {err}") from None
+    flags = [f"--pushgateway={settings.url('pushgateway')}"]
+    flags += [f"--{flag}={value}" for flag, value in given.items()
+              if value is not None and flag != "every"]
+    status = gc_status_file(state)
+    argv = (sys.executable, "-m", "trainwatch.stack.gc_loop", f"--every={every}",
+            f"--status={status}", "--", *flags)
+    return ServiceSpec("gc", argv, env={"PYTHONPATH": str(REPO)}, status_file=status,
+                       summary=f"`trainwatch gc` every {every}")
 
 
 def _grafana(state: StateDir, settings: StackSettings) -> ServiceSpec | None:

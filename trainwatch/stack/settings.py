@@ -15,7 +15,11 @@ from trainwatch.stack.layout import StackError
 # 10910 is the exporter's own default.
 DEFAULT_PORTS = {"exporter": 10910, "prometheus": 10911, "pushgateway": 10912,
                  "alertmanager": 10913, "grafana": 10914}
+# The services that listen on a port; PROCESSES adds those that do not (`trainwatch gc`'s loop).
 SERVICES = tuple(DEFAULT_PORTS)
+PROCESSES = (*SERVICES, "gc")
+# How often the stack's gc process retires trial groups, unless `up --gc-every` says otherwise.
+GC_EVERY = "30s"
 # A positive Prometheus duration (model.ParseDuration): units largest first, e.g. 1m30s.
 _DURATION = re.compile(r"^(?=\d*[1-9])(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 # What answers 200 once each service is ready to serve.
@@ -32,6 +36,9 @@ class StackSettings:
     rate_window: str | None = None
     scrape_interval: str | None = None
     alertmanager_config: str | None = None
+    gc_every: str | None = None
+    gc_ended_after: str | None = None
+    gc_max_age: str | None = None
 
     def url(self, service: str) -> str:
         return f"http://127.0.0.1:{self.ports[service]}"
@@ -45,7 +52,9 @@ class StackSettings:
         cannot be described is treated as not running, and `up` writes them again)."""
         try:
             doc: dict[str, Any] = json.loads(path.read_text())
-            ports = {name: int(doc["ports"][name]) for name in SERVICES}
+            # A service added since the file was written gets its default port.
+            ports = {name: int(doc["ports"].get(name, port))
+                     for name, port in DEFAULT_PORTS.items()}
             known = {f.name for f in fields(cls)} - {"ports"}
             return cls(ports=ports, **{k: v for k, v in doc.items() if k in known})
         except (OSError, ValueError, KeyError, TypeError):

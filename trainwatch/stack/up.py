@@ -14,7 +14,8 @@ from trainwatch.stack.settings import DEFAULT_PORTS, StackSettings, check
 from trial_instrumentation import names
 
 # Started in this order: Prometheus last, so its first scrapes and alert sends find the others.
-START_ORDER = ("pushgateway", "exporter", "alertmanager", "prometheus", "grafana")
+# gc after the Pushgateway it cleans: its first pass is its readiness.
+START_ORDER = ("pushgateway", "exporter", "alertmanager", "prometheus", "grafana", "gc")
 # How long `up` waits for Prometheus's first scrape of every target (seconds): long enough for
 # the committed 15 s interval; after it `up` reports what is not healthy yet instead of waiting.
 FIRST_SCRAPE_WAIT = 30.0
@@ -46,7 +47,7 @@ def _up(state: StateDir, asked: StackSettings, say: Say) -> int:
     specs = _specs(state, settings)
     _refresh_running(settings, specs, inv, prometheus_changed, say)
     missing = [s for s in START_ORDER if s in specs and s not in inv.alive]
-    taken = [s for s in missing if health.port_taken(settings.ports[s])]
+    taken = [s for s in missing if s in settings.ports and health.port_taken(settings.ports[s])]
     if taken:
         port = settings.ports[taken[0]]
         raise StackError(f"port {port} for {taken[0]} on 127.0.0.1 is taken by another "
@@ -83,7 +84,7 @@ def _settings(state: StateDir, inv: inventory.Inventory, asked: StackSettings) -
     settings = replace(asked, ports={**running, **{k: v for k, v in asked.ports.items() if v}})
     check(settings)
     for service in inv.alive:
-        if settings.ports[service] != running[service]:
+        if service in settings.ports and settings.ports[service] != running[service]:
             raise StackError(f"{service} already runs on port {running[service]} in "
                              f"{state.root}: `trainwatch stack down` first to change ports")
     return settings
@@ -113,6 +114,8 @@ def _specs(state: StateDir, settings: StackSettings) -> dict[str, ServiceSpec]:
 
 
 def _link(settings: StackSettings, spec: ServiceSpec) -> str:
+    if spec.status_file is not None:
+        return spec.summary
     return settings.url(spec.name) + spec.show_path
 
 
@@ -134,11 +137,18 @@ def _refresh_running(settings: StackSettings, specs: dict[str, ServiceSpec],
 
 def _start(state: StateDir, spec: ServiceSpec, settings: StackSettings) -> ProcRecord:
     log = state.log_file(spec.name)
+    status_file = spec.status_file
+    where = str(status_file) if status_file else settings.url(spec.name) + spec.ready_path
+    if status_file is not None:
+        status_file.unlink(missing_ok=True)  # a previous run's: ready means this one wrote it
+
+    def ready() -> bool:
+        return status_file.exists() if status_file else health.http_status(where) == 200
+
     proc, record = procs.spawn(spec.name, spec.argv, str(state.root), log, spec.cwd, spec.env)
     record.save(state.pid_file(spec.name))
     try:
-        health.wait_ready(spec.name, settings.url(spec.name) + spec.ready_path, proc,
-                          _tail(state, spec.name))
+        health.wait_ready(spec.name, ready, where, proc, _tail(state, spec.name))
     except BaseException:
         procs.stop([record], str(state.root))
         state.forget(spec.name)
