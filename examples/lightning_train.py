@@ -6,7 +6,7 @@
 
 Needs ``pip install 'trainwatch[lightning]'``. ``--steps`` is per epoch; every rank pushes
 its own group (rank from Lightning). Trial settings left off the command line come from
-TRAINWATCH_*. Exits 0 after the final push and (unless ``--keep-group``) the delete.
+TRAINWATCH_*. Exits 0 after the final push; the group stays for `trainwatch gc`.
 """
 
 from __future__ import annotations
@@ -80,8 +80,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--trial", help="default: $TRAINWATCH_TRIAL")
     parser.add_argument("--pushgateway", help="default: $TRAINWATCH_PUSHGATEWAY (unset: no-op)")
     parser.add_argument("--push-interval", help="10, 10s, 1m; default 10 (seconds)")
-    parser.add_argument("--keep-group", action="store_true",
-                        help="leave the Pushgateway group on exit")
     args = parser.parse_args(argv)
     if min(args.steps, args.epochs, args.batch_size, args.devices) < 1 or args.loader_delay < 0:
         parser.error("--steps, --epochs, --batch-size, --devices must be >= 1, --loader-delay >= 0")
@@ -91,8 +89,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def make_trainer(args: argparse.Namespace, *callbacks: pl.Callback) -> pl.Trainer:
     trainwatch = TrainwatchCallback(experiment=args.experiment, trial=args.trial,
                                     pushgateway=args.pushgateway,
-                                    push_interval=args.push_interval,
-                                    delete_on_exit=False if args.keep_group else None)
+                                    push_interval=args.push_interval)
     return pl.Trainer(accelerator="cpu", devices=args.devices, max_epochs=args.epochs,
                       strategy="ddp" if args.devices > 1 else "auto",
                       callbacks=[trainwatch, *callbacks], logger=False,

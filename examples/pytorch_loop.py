@@ -6,8 +6,8 @@
 Trial settings left off the command line come from TRAINWATCH_* (and RANK / WORLD_SIZE).
 ``--loader-delay`` sleeps once per batch inside the Dataset, in the DataLoader workers, to
 show a dataloader-bound trial. ``--max-seconds`` trains epoch after epoch until that much time
-has passed (a time budget; `make demo` runs its trials so). Exits 0 after the final push and
-(unless ``--keep-group``) the delete of its Pushgateway group.
+has passed (a time budget; `make demo` runs its trials so). Exits 0 after the final push; its
+Pushgateway group stays for `trainwatch gc`.
 """
 
 from __future__ import annotations
@@ -71,8 +71,6 @@ def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__,
                         help="10, 10s, 1m; default: $TRAINWATCH_PUSH_INTERVAL or 10 (seconds)")
     parser.add_argument("--timing-mode", choices=ti.TIMING_MODES,
                         help="default: $TRAINWATCH_TIMING_MODE or wall")
-    parser.add_argument("--keep-group", action="store_true",
-                        help="leave the Pushgateway group on exit (TRAINWATCH_DELETE_ON_EXIT=0)")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1 or args.workers < 0 or args.loader_delay < 0:
         parser.error("--steps and --batch-size must be >= 1, --workers and --loader-delay >= 0")
@@ -83,8 +81,7 @@ def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__,
 
 def make_trial(args: argparse.Namespace) -> ti.Trial:
     return ti.Trial(experiment=args.experiment, trial=args.trial, pushgateway=args.pushgateway,
-                    push_interval=args.push_interval, timing_mode=args.timing_mode,
-                    delete_on_exit=False if args.keep_group else None)
+                    push_interval=args.push_interval, timing_mode=args.timing_mode)
 
 
 def make_loader(args: argparse.Namespace, dataset: SlowDataset,

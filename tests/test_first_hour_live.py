@@ -48,8 +48,8 @@ class Crash(Exception):
 def loader_bound_trial(pushgateway: str, trial: str, stop: threading.Event,
                        fail: bool = False) -> None:
     """A real PyTorch CPU loop whose batches take 30 ms to load, until ``stop``; then the
-    ``with`` block exits cleanly (final push, group deleted) or, if ``fail``, raises Crash out
-    of it (final push marked failed, group left)."""
+    ``with`` block exits cleanly (final push marked clean) or, if ``fail``, raises Crash out of
+    it (final push marked failed); either way the group is left for gc."""
     model = torch.nn.Linear(8, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 

@@ -61,8 +61,42 @@ def test_gc_deletes_the_stale_group_and_never_the_live_trial(
             assert cli.main(["gc", "--pushgateway", pushgateway.url, "--max-age", "1s"]) == 0
             assert live_key in groups(pushgateway)
         assert live.enabled
-    wait_until(lambda: pushed(pushgateway) == {}, timeout=5,
-               what="the trial's clean exit to delete its own group")
+    # The clean exit deleted nothing: its final push stays, marked, until gc retires it.
+    (ended,) = gc.Pushgateway(pushgateway.url, 5, {}).groups(names.JOB)
+    assert key(**ended.labels) == live_key and ended.ended
+    assert cli.main(["gc", "--pushgateway", pushgateway.url, "--max-age", "1h"]) == 0
+    assert groups(pushgateway) == {live_key}  # not yet past the default --ended-after
+    gateway = gc.Pushgateway(pushgateway.url, 5, {})
+    wait_until(lambda: gc.collect(gateway, names.JOB, 3600, dry_run=True, ended_after=1.0),
+               what="the ended group to age past 1 s")
+    capsys.readouterr()
+    assert cli.main(["gc", "--pushgateway", pushgateway.url, "--max-age", "1h",
+                     "--ended-after", "1s"]) == 0
+    assert capsys.readouterr().out.startswith("deleted experiment=exp,rank=1,trial=lr-0.1 (ended, ")
+    wait_until(lambda: pushed(pushgateway) == {}, timeout=5, what="the ended group's delete")
+
+
+def test_an_ended_group_waits_for_ended_after_and_a_silent_one_for_max_age() -> None:
+    class Gateway:
+        def __init__(self) -> None:
+            self.deleted: list[gc.Group] = []
+
+        def groups(self, job: str) -> list[gc.Group]:
+            return [gc.Group({"job": job, "trial": "ended"}, 1000.0, ended=True),
+                    gc.Group({"job": job, "trial": "silent"}, 1000.0)]
+
+        def delete(self, group: gc.Group) -> None:
+            self.deleted.append(group)
+
+    def deleted(now: float, **ages: float) -> list[str]:
+        gateway = Gateway()
+        gc.collect(gateway, names.JOB, dry_run=False, now=now, **ages)  # type: ignore[arg-type]
+        return [g.labels["trial"] for g in gateway.deleted]
+
+    assert deleted(1000.0 + 120, max_age=3600, ended_after=120) == []  # not older: kept
+    assert deleted(1000.0 + 121, max_age=3600, ended_after=120) == ["ended"]
+    assert deleted(1000.0 + 3601, max_age=3600, ended_after=120) == ["ended", "silent"]
+    assert deleted(1000.0 + 121, max_age=3600) == []  # without ended_after: max_age for all
 
 
 def test_gc_with_a_young_group_deletes_nothing(pushgateway: Service,

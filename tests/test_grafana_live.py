@@ -106,7 +106,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     with live_stack(workdir, rate_window=RATE_WINDOW, for_=FOR) as live:
         # Long enough to outlast the queries; stopped as soon as they are done.
         trial = live.start_trial(EXPERIMENT, TRIAL, "--steps", "3000", "--loader-delay", "0.05",
-                                 "--batch-size", "8", "--workers", "1", "--keep-group",
+                                 "--batch-size", "8", "--workers", "1",
                                  env={"RANK": RANK, "TRAINWATCH_GPU_UUIDS": TRIAL_GPUS})
         # A 2-rank gloo DDP trial whose rank 1 straggles: the ranks row and the Fleet's
         # straggler table have a straggler to show.
@@ -116,7 +116,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         # A short trial that ends and keeps its group: the final push's exit marker, which
         # every "live" gate reads, is a series here too.
         live.start_trial(EXPERIMENT, "ended", "--steps", "20", "--batch-size", "8",
-                         "--workers", "0", "--keep-group")
+                         "--workers", "0")
         prom = live.prometheus
         prom.wait_for_series('trainwatch_trial_exit{trial="ended"}', 90)
         prom.wait_for_series(f'trial_ranks:trainwatch_trial_step_seconds:spread_rate{RATE_WINDOW}'

@@ -13,6 +13,7 @@ from tests.stack import Service, wait_until
 from tests.trial_support import EXAMPLES, load_example, pushed, pushed_value, run_example
 
 pl = pytest.importorskip("lightning.pytorch")
+from trial_instrumentation import names
 from trial_instrumentation.lightning import TrainwatchCallback
 
 STEPS, EPOCHS, BATCH, DELAY = 12, 2, 4, 0.02
@@ -39,7 +40,7 @@ def phases_of(pgw: Service, trial: str) -> dict[str, float]:
             if name == PHASE_COUNT and dict(labels)["trial"] == trial}
 
 
-def test_fit_pushes_every_phase_once_per_step_and_a_clean_exit_deletes_the_group(
+def test_fit_pushes_every_phase_once_per_step_and_a_clean_exit_leaves_its_last_step(
         pushgateway: Service) -> None:
     steps = STEPS * EPOCHS
     seen: dict[str, Any] = {}
@@ -80,8 +81,10 @@ def test_fit_pushes_every_phase_once_per_step_and_a_clean_exit_deletes_the_group
     assert sum(sums.values()) <= values[("trainwatch_trial_step_seconds_sum", None)]
     assert sums[ti.TRAIN_BATCH] > 0
     assert [(i["rank"], i["world_size"]) for i in seen["info"]] == [("0", "1")]
-    # A clean exit deletes the group and gives the trainer its own profiler back.
-    assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="fit") is None
+    # A clean exit leaves its final push, every step in it, and gives the trainer its own
+    # profiler back.
+    assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="fit") == steps
+    assert pushed_value(pushgateway, names.EXIT, trial="fit", reason=names.EXIT_CLEAN) == 1
     assert trainer.profiler is profiler
 
 
@@ -135,7 +138,7 @@ def test_ddp_ranks_push_their_own_groups(pushgateway: Service) -> None:
     steps = 6
     run_example([EXAMPLES / "lightning_train.py", "--devices", 2, "--steps", steps,
                  "--batch-size", BATCH, "--pushgateway", pushgateway.url,
-                 "--experiment", "ddp", "--trial", "lightning", "--keep-group"],
+                 "--experiment", "ddp", "--trial", "lightning"],
                 env={"OMP_NUM_THREADS": "1"}, timeout=180)
     for rank in ("0", "1"):
         assert pushed_value(pushgateway, "trainwatch_trial_steps_total", experiment="ddp",

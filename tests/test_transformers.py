@@ -22,6 +22,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 from transformers import TrainerCallback
 
+from trial_instrumentation import names
 from trial_instrumentation.transformers import TrainwatchCallback
 
 STEPS, BATCH, DELAY = 16, 4, 0.02
@@ -48,7 +49,7 @@ def samples(pgw: Service, trial: str) -> dict[tuple[str, str | None], float]:
             for (name, labels), value in pushed(pgw).items() if dict(labels)["trial"] == trial}
 
 
-def test_train_pushes_every_phase_once_per_step_and_a_clean_exit_deletes_the_group(
+def test_train_pushes_every_phase_once_per_step_and_a_clean_exit_leaves_its_last_step(
         pushgateway: Service, tmp_path: Path) -> None:
     seen: dict[str, Any] = {}
 
@@ -58,7 +59,7 @@ def test_train_pushes_every_phase_once_per_step_and_a_clean_exit_deletes_the_gro
 
     class WhileRunning(TrainerCallback):  # type: ignore[misc]
         """Reads the gateway after the last step (trainwatch ends it at the epoch's end, and
-        runs first), before trainwatch's on_train_end deletes the group."""
+        runs first), before trainwatch's on_train_end makes the final push."""
 
         def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             def complete() -> dict[tuple[str, str | None], float] | None:
@@ -78,8 +79,10 @@ def test_train_pushes_every_phase_once_per_step_and_a_clean_exit_deletes_the_gro
     assert fetched >= 0.9 * STEPS * DELAY
     phase_sums = sum(seen[("trainwatch_trial_phase_seconds_sum", p)] for p in HF_PHASES)
     assert phase_sums <= seen[("trainwatch_trial_step_seconds_sum", None)]
-    # A clean exit deletes the group and gives the dataloader its own class back.
-    assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="train") is None
+    # A clean exit leaves its final push, every step in it, and gives the dataloader its own
+    # class back.
+    assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="train") == STEPS
+    assert pushed_value(pushgateway, names.EXIT, trial="train", reason=names.EXIT_CLEAN) == 1
     assert type(trainer.callback_handler.train_dataloader) is loader_class
 
 
@@ -87,7 +90,6 @@ def test_gradient_accumulation_counts_optimizer_steps_and_all_their_samples(
         pushgateway: Service, tmp_path: Path) -> None:
     module = example()
     run_args = args(pushgateway, "accumulate", delay=DELAY)
-    run_args.keep_group = True
     trainer = module.make_trainer(run_args, str(tmp_path))
     trainer.args.gradient_accumulation_steps = 2
     trainer.train()
@@ -164,8 +166,7 @@ def test_bad_settings_fail_when_the_callback_is_made() -> None:
 def test_torchrun_ranks_push_their_own_groups(pushgateway: Service) -> None:
     steps = 5
     run_example([EXAMPLES / "transformers_train.py", "--steps", steps, "--batch-size", BATCH,
-                 "--pushgateway", pushgateway.url, "--experiment", "ddp", "--trial", "hf",
-                 "--keep-group"], env={"OMP_NUM_THREADS": "1"}, torchrun=True, timeout=180)
+                 "--pushgateway", pushgateway.url, "--experiment", "ddp", "--trial", "hf"], env={"OMP_NUM_THREADS": "1"}, torchrun=True, timeout=180)
     for rank in ("0", "1"):
         assert pushed_value(pushgateway, "trainwatch_trial_steps_total", experiment="ddp",
                             rank=rank) == steps

@@ -55,7 +55,6 @@ def test_bad_argument_raises_at_creation(override: dict[str, object], message: s
     (names.ENV_PUSHGATEWAY, "not a url"),
     (names.ENV_PUSH_INTERVAL, "0"),
     (names.ENV_PUSH_INTERVAL, "ten"),
-    (names.ENV_DELETE_ON_EXIT, "maybe"),
     (names.ENV_TRIAL, "x/y"),
     (names.ENV_RANK, "one"),
     (names.ENV_WORLD_SIZE, "0"),
@@ -79,14 +78,13 @@ def test_bad_environment_names_the_variable(monkeypatch: pytest.MonkeyPatch, var
 def test_environment_configures_everything(monkeypatch: pytest.MonkeyPatch) -> None:
     env = {names.ENV_PUSHGATEWAY: "https://gw.example:9091/prefix/", names.ENV_EXPERIMENT: "e",
            names.ENV_TRIAL: "t7", names.ENV_PUSH_INTERVAL: "2.5",
-           names.ENV_DELETE_ON_EXIT: "0", "RANK": "3", "WORLD_SIZE": "4",
+           "RANK": "3", "WORLD_SIZE": "4",
            names.ENV_LOCAL_RANK: "1", names.ENV_NODENAME: "node-a",
            names.ENV_GPU_UUIDS: "GPU-bb, GPU-aa,,MIG-cc"}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     config = ti.Trial.from_env().config
-    assert (config.pushgateway, config.push_interval, config.delete_on_exit) == \
-        ("https://gw.example:9091/prefix", 2.5, False)
+    assert (config.pushgateway, config.push_interval) == ("https://gw.example:9091/prefix", 2.5)
     assert config.grouping_key == {"experiment": "e", "trial": "t7", "rank": "3"}
     assert (config.world_size, config.local_rank, config.nodename) == (4, 1, "node-a")
     assert config.gpu_uuids == ("GPU-aa", "GPU-bb", "MIG-cc")
@@ -97,7 +95,7 @@ def test_environment_configures_everything(monkeypatch: pytest.MonkeyPatch) -> N
 def test_unset_environment_is_a_no_op_trial() -> None:
     trial = ti.Trial(experiment="e", trial="t")
     assert not trial.enabled
-    assert trial.config.push_interval == 10.0 and trial.config.delete_on_exit
+    assert trial.config.push_interval == 10.0
     assert trial.config.local_rank is None  # not under torchrun
 
 
@@ -109,5 +107,5 @@ def test_basic_auth_is_sent_and_the_password_never_printed() -> None:
             assert "s3cret" not in repr(trial.config)
     finally:
         server.close()
-    assert server.requests == ["PUT", "PUT", "DELETE"]  # first push, final push, delete
+    assert server.requests == ["PUT", "PUT"]  # first push, final push; never a delete
     assert set(server.authorization) == {"Basic dXNlcjpzM2NyZXQ="}

@@ -103,6 +103,24 @@ except TimeoutError as err:
 """
 
 
+def test_a_clean_exit_never_deletes_the_group_another_process_still_pushes_to(
+        pushgateway: Service) -> None:
+    first = start(pushgateway, "shared", end="if batch >= 20: break")
+    second = start(pushgateway, "shared")
+    try:
+        assert first.wait(timeout=30) == 0
+        # The first process's clean exit deleted nothing: the group is there, and the second
+        # process's pushes go on landing in it.
+        assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="shared")
+        wait_until(lambda: pushed_value(pushgateway, names.TRIAL_INFO, trial="shared",
+                                        pid=str(second.pid)) == 1,
+                   what="the second process's push after the first one's clean exit")
+        assert exit_marker(pushgateway, "shared") is None  # the live writer's push, unmarked
+    finally:
+        second.kill()
+        second.wait()
+
+
 def test_a_resolver_that_never_answers_costs_the_connect_timeout(tmp_path: Path) -> None:
     # The real system resolver, pointed (in private network and mount namespaces: nothing
     # outside this process tree is touched) at a loopback DNS server that never answers.

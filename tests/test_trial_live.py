@@ -1,5 +1,5 @@
 """The examples against a real Pushgateway scraped by a real Prometheus (honor_labels), and
-the group lifecycle: a clean exit deletes it, a crash or SIGKILL leaves it."""
+the group lifecycle: every exit leaves the group, a clean or failed one with its final push."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 import trial_instrumentation as ti
 from tests.stack import REPO, Service, scrape_config, start_prometheus, wait_until
 from tests.trial_support import EXAMPLES, cpu_loop, pushed_value, run_example
+from trial_instrumentation import names
 
 STEPS = "trainwatch_trial_steps_total"
 # rank -> (steps, batch size, loader delay, workers): rank 0 starves on data, rank 1 does not.
@@ -32,7 +33,7 @@ def example_args(pgw: Service, steps: int, batch: int, delay: float,
                  workers: int) -> list[object]:
     return [EXAMPLES / "pytorch_loop.py", "--steps", steps, "--batch-size", batch,
             "--loader-delay", delay, "--workers", workers, "--experiment", "live",
-            "--trial", "t1", "--pushgateway", pgw.url, "--push-interval", "0.5", "--keep-group"]
+            "--trial", "t1", "--pushgateway", pgw.url, "--push-interval", "0.5"]
 
 
 def test_example_loop_seen_by_prometheus(tmp_path: Path, pushgateway: Service) -> None:
@@ -79,7 +80,7 @@ def test_example_loop_seen_by_prometheus(tmp_path: Path, pushgateway: Service) -
 def test_ddp_gloo_ranks_push_their_own_groups(pushgateway: Service) -> None:
     run_example([EXAMPLES / "ddp_gloo.py", "--steps", "6", "--workers", "0",
                  "--pushgateway", pushgateway.url, "--experiment", "ddp", "--trial", "t"],
-                env={"TRAINWATCH_DELETE_ON_EXIT": "0"}, torchrun=True)
+                torchrun=True)
     for rank in ("0", "1"):
         assert pushed_value(pushgateway, STEPS, experiment="ddp", rank=rank) == 6
         assert pushed_value(pushgateway, "trainwatch_trial_phase_seconds_count",
@@ -92,14 +93,12 @@ def make_trial(pgw: Service, name: str) -> ti.Trial:
     return ti.Trial(experiment="exit", trial=name, pushgateway=pgw.url, push_interval=0.1)
 
 
-def test_clean_exit_deletes_the_group(pushgateway: Service) -> None:
+def test_clean_exit_leaves_its_final_state_marked_clean(pushgateway: Service) -> None:
     with make_trial(pushgateway, "clean") as trial:
         cpu_loop(trial, 5)
-        wait_until(lambda: pushed_value(pushgateway, STEPS, trial="clean") == 5,
-                   what="the group on the gateway")
-    # The Pushgateway answers DELETE 202 and applies it just after: wait for it, briefly.
-    wait_until(lambda: pushed_value(pushgateway, STEPS, trial="clean") is None, timeout=5,
-               what="the clean exit's delete")
+    # No wait: the final push finished inside __exit__, and nothing deleted it after.
+    assert pushed_value(pushgateway, STEPS, trial="clean") == 5
+    assert pushed_value(pushgateway, names.EXIT, trial="clean", reason=names.EXIT_CLEAN) == 1
 
 
 def test_exception_pushes_final_state_and_leaves_the_group(pushgateway: Service) -> None:

@@ -77,13 +77,23 @@ def test_a_misspelt_variable_is_named_with_the_closest_known_one(
         + ", ".join(names.TRIAL_ENV) + ")"]
 
 
+def test_the_removed_delete_on_exit_variable_says_it_does_nothing(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv(names.ENV_DELETE_ON_EXIT, "1")
+    ti.Trial(experiment="e", trial="t")
+    assert messages(caplog, logging.WARNING) == [(
+        "trainwatch: TRAINWATCH_DELETE_ON_EXIT is ignored: the trial never deletes its "
+        "Pushgateway group (so its final push is scraped and no process deletes another's live "
+        "group); `trainwatch gc` retires ended groups")]
+
+
 def test_every_trainwatch_variable_the_code_reads_is_known() -> None:
     # The operator CLI, the stack and the exporter read some; a trial must not call them typos.
     used = set()
     for package in ("trial_instrumentation", "trainwatch", "exporter"):
         for path in (REPO / package).rglob("*.py"):
             used |= set(re.findall(r"\bTRAINWATCH_[A-Z][A-Z_]*[A-Z]\b", path.read_text()))
-    unknown = used - set(names.TRIAL_ENV) - set(names.OTHER_ENV)
+    unknown = used - set(names.TRIAL_ENV) - set(names.OTHER_ENV) - set(names.REMOVED_ENV)
     assert unknown == set(), f"add {sorted(unknown)} to trial_instrumentation/names.py OTHER_ENV"
 
 

@@ -37,7 +37,7 @@ def make(url: str, interval: float, read_timeout: float = 5.0,
 
 
 def writes(server: StatusServer) -> list[str]:
-    """The PUTs and DELETEs, in order (the pusher also GETs the gateway's groups, to see
+    """The PUTs (and any DELETE), in order (the pusher also GETs the gateway's groups, to see
     whether another process shares its group: not what these tests are about)."""
     return [r for r in server.requests if r != "GET"]
 
@@ -53,14 +53,14 @@ def server() -> Iterator[StatusServer]:
     gateway.close()
 
 
-def test_pushes_at_once_then_every_interval_and_deletes_the_group_at_exit(
+def test_pushes_at_once_then_every_interval_and_never_deletes_the_group(
         server: StatusServer) -> None:
     pusher, state = make(server.url, interval=0.05, username="u", password="pw")
     pusher.start()
     wait_until(lambda: len(writes(server)) >= 3, timeout=10, what="three pushes")
-    assert pusher.stop(delete=True, timeout=5) is True
+    assert pusher.stop(timeout=5) is True
     sent = writes(server)
-    assert sent[-2:] == ["PUT", "DELETE"] and set(sent[:-1]) == {"PUT"}
+    assert set(sent) == {"PUT"}  # the final push included; the group is left for gc
     assert {path for path, r in zip(server.paths, server.requests) if r != "GET"} == {GROUP}
     assert b"answer 42.0" in next(b for b, r in zip(server.bodies, server.requests) if r == "PUT")
     assert all(a and a.startswith("Basic ") for a in server.authorization)
@@ -74,8 +74,8 @@ def test_the_first_push_does_not_wait_for_an_interval(server: StatusServer) -> N
     pusher, _ = make(server.url, interval=3600)
     pusher.start()
     wait_until(lambda: writes(server) == ["PUT"], timeout=5, what="the first push")
-    assert pusher.stop(delete=False, timeout=5) is True
-    assert writes(server) == ["PUT", "PUT"]  # and the final push; no delete was asked for
+    assert pusher.stop(timeout=5) is True
+    assert writes(server) == ["PUT", "PUT"]  # and the final push; never a delete
 
 
 def test_a_failing_gateway_is_retried_with_doubling_backoff_each_attempt_counted() -> None:
@@ -83,11 +83,10 @@ def test_a_failing_gateway_is_retried_with_doubling_backoff_each_attempt_counted
     pusher, state = make(gateway.url, interval=0.4)  # first backoff: a quarter, 0.1 s
     pusher.start()
     wait_until(lambda: len(writes(gateway)) >= 1 + RETRIES, timeout=10, what="the retries")
-    pusher.stop(delete=True, timeout=10)
+    pusher.stop(timeout=10)
     gateway.close()
     first, second, third = put_times(gateway)[:3]
     assert second - first >= 0.09 and third - second >= 0.19, gateway.times
-    assert "DELETE" not in gateway.requests  # the final push failed: nothing to delete
     assert state.push_failures == gateway.requests.count("PUT")
 
 
@@ -97,7 +96,7 @@ def test_the_first_backoff_is_capped_for_long_intervals() -> None:
     pusher.start()
     wait_until(lambda: len(writes(gateway)) >= 2, timeout=MAX_FIRST_BACKOFF_SECONDS + 5,
                what="the first retry")
-    pusher.stop(delete=False, timeout=0.1)
+    pusher.stop(timeout=0.1)
     gateway.close()
     times = put_times(gateway)
     assert times[1] - times[0] >= MAX_FIRST_BACKOFF_SECONDS * 0.9
@@ -108,22 +107,9 @@ def test_a_rejected_push_is_not_retried() -> None:
     pusher, state = make(gateway.url, interval=3600)
     pusher.start()
     wait_until(lambda: state.push_failures == 1, timeout=5, what="the first push")
-    assert pusher.stop(delete=True, timeout=10) is True
+    assert pusher.stop(timeout=10) is True
     gateway.close()
     assert writes(gateway) == ["PUT", "PUT"] and state.push_failures == 2
-
-
-def test_a_failed_delete_is_retried_and_not_counted_as_a_push_failure(
-        server: StatusServer) -> None:
-    server.by_method["DELETE"] = 502
-    pusher, state = make(server.url, interval=0.2)  # backoff 0.05 s, 0.1 s
-    pusher.start()
-    wait_until(lambda: writes(server) == ["PUT"], timeout=5, what="the first push")
-    assert pusher.stop(delete=True, timeout=10) is True
-    deletes = 1 + RETRIES
-    assert writes(server)[-deletes:] == ["DELETE"] * deletes
-    assert set(writes(server)[:-deletes]) == {"PUT"}
-    assert state.push_failures == 0
 
 
 def test_exit_is_bounded_when_the_gateway_never_answers(caplog: pytest.LogCaptureFixture) -> None:
@@ -133,7 +119,7 @@ def test_exit_is_bounded_when_the_gateway_never_answers(caplog: pytest.LogCaptur
     start = time.monotonic()
     try:
         with caplog.at_level(logging.WARNING, logger="trial_instrumentation"):
-            assert pusher.stop(delete=True, timeout=0.3) is False
+            assert pusher.stop(timeout=0.3) is False
     finally:
         hole.close()
     assert time.monotonic() - start < 5
@@ -156,7 +142,7 @@ def test_a_hung_gateway_never_keeps_the_training_process_from_exiting() -> None:
         "                 read_timeout=60, env={})\n"
         "pusher = Pusher(config, CollectorRegistry(), TrialState(config.buckets, {}))\n"
         "pusher.start()\n"
-        "assert pusher.stop(delete=True, timeout=0.2) is False\n")
+        "assert pusher.stop(timeout=0.2) is False\n")
     done, took = run_script(script)
     assert done.returncode == 0, done.stderr
     assert took < 15  # the read timeout (60 s) was not waited out
@@ -173,7 +159,7 @@ def test_one_warning_per_outage_and_one_when_it_recovers(caplog: pytest.LogCaptu
         gateway.status = 500
         wait_until(lambda: caplog.text.count(f"{gateway.url} failed") >= 2, timeout=10,
                    what="a second outage")
-        pusher.stop(delete=False, timeout=0.1)
+        pusher.stop(timeout=0.1)
     gateway.close()
     # Only this pusher's lines: an earlier test's abandoned pusher may still be logging.
     messages = [r.getMessage() for r in caplog.records if gateway.url in r.getMessage()]
@@ -201,7 +187,7 @@ def test_the_final_pushs_backoff_doubles_and_stops_after_the_last_retry(
     pusher, _ = make(gateway.url, interval=interval)
     pusher.start()
     wait_until(lambda: len(writes(gateway)) >= 1, timeout=5, what="the first push")
-    assert pusher.stop(delete=True, timeout=10) is True
+    assert pusher.stop(timeout=10) is True
     gateway.close()
     # The final push: three attempts (two retries), a wait before each retry, none after the
     # last (literal: how often a push is tried is the behaviour, not the module's constant).
@@ -219,7 +205,7 @@ def test_a_run_without_one_successful_push_says_so_at_exit(
             pusher.start()
         wait_until(lambda: writes(gateway) and writes(server), timeout=5, what="first pushes")
         for pusher in (failing, working):
-            pusher.stop(delete=False, timeout=0.1)
+            pusher.stop(timeout=0.1)
     gateway.close()
     summaries = [r.getMessage() for r in caplog.records if "no push to" in r.getMessage()]
     assert len(summaries) == 1 and gateway.url in summaries[0], summaries
@@ -240,6 +226,6 @@ def test_the_recovery_line_says_how_long_the_outage_lasted(
         now[0] = 25.0
         gateway.status = 200
         wait_until(lambda: "reachable again" in caplog.text, timeout=10, what="recovery")
-        pusher.stop(delete=False, timeout=1)
+        pusher.stop(timeout=1)
     gateway.close()
     assert f"Pushgateway {gateway.url} reachable again after 15.0s" in caplog.text

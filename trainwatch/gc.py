@@ -1,12 +1,15 @@
-"""`trainwatch gc`: remove trial groups whose pushes stopped longer ago than ``--max-age``.
+"""`trainwatch gc`: retire trial groups: ended ones once scraped, silent ones after ``--max-age``.
 
-A trial that dies without a clean exit (SIGKILL, an OOM kill, a lost node) leaves its group on
-the Pushgateway, and Prometheus would scrape its last numbers forever. The Pushgateway stamps
-every group with ``push_time_seconds``, the time of its last successful push; a group older
-than the age is deleted, one that is pushing is never touched (each candidate is read again
-just before its delete). Run it from cron, a Kubernetes CronJob (the chart's ``gc``) or by hand:
+A trial never deletes its own Pushgateway group (docs/design.md, "The life of a group"): its
+final push carries ``trainwatch_trial_exit{reason}`` and stays until Prometheus has scraped it.
+gc deletes such an *ended* group once its last push is older than ``--ended-after`` (default 2m,
+a few scrape intervals), and any other group whose pushes stopped longer ago than ``--max-age``
+(a trial that died without a word: SIGKILL, an OOM kill, a lost node). The Pushgateway stamps
+every group with ``push_time_seconds``, the time of its last successful push; a group that is
+pushing is never touched (each candidate is read again just before its delete). `trainwatch
+stack up` runs it on a schedule, the chart as a CronJob; or run it from cron or by hand:
 
-    trainwatch gc --pushgateway http://pushgateway:9091 --max-age 1h [--dry-run]
+    trainwatch gc --pushgateway http://pushgateway:9091 [--ended-after 2m] [--max-age 1h] [--dry-run]
 
 Without --pushgateway it reads $TRAINWATCH_PUSHGATEWAY, else the running `trainwatch stack`'s.
 Basic auth comes from $TRAINWATCH_PUSHGATEWAY_USERNAME / _PASSWORD, as for the trials.
@@ -31,6 +34,8 @@ from trainwatch.stack.lookup import NoPrometheus, stack_url
 from trial_instrumentation import names
 
 EXIT_OK, EXIT_USAGE = 0, 2
+# An ended group's final push must be scraped before it goes: a few scrape intervals.
+ENDED_AFTER = 120.0
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)?$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
@@ -43,6 +48,7 @@ class GcError(Exception):
 class Group:
     labels: Mapping[str, str]  # job and the grouping key
     pushed_at: float  # Unix time of the last successful push
+    ended: bool = False  # its last push was a trial's final one (trainwatch_trial_exit)
 
     def path(self) -> str:
         """The group's URL path; base64 values survive slashes and empty strings."""
@@ -109,15 +115,19 @@ def _group(entry: Any) -> Group | None:
         pushed_at = float(entry["push_time_seconds"]["metrics"][0]["value"])
     except (KeyError, IndexError, TypeError, ValueError, AttributeError):
         return None  # a group we cannot date is never deleted
-    return Group(labels, pushed_at)
+    return Group(labels, pushed_at, ended=names.EXIT in entry)
 
 
 def collect(gateway: Pushgateway, job: str, max_age: float, dry_run: bool,
-            now: float | None = None) -> list[Group]:
-    """Delete (unless ``dry_run``) and return the groups of ``job`` older than ``max_age``."""
+            now: float | None = None, ended_after: float | None = None) -> list[Group]:
+    """Delete (unless ``dry_run``) and return the groups of ``job`` whose last push is older
+    than ``max_age``, or than ``ended_after`` for an ended group (None: ``max_age`` too)."""
+    ended_age = max_age if ended_after is None else ended_after
+
     def stale(groups: list[Group]) -> dict[tuple[tuple[str, str], ...], Group]:
         at = time.time() if now is None else now
-        return {tuple(sorted(g.labels.items())): g for g in groups if at - g.pushed_at > max_age}
+        return {tuple(sorted(g.labels.items())): g for g in groups
+                if at - g.pushed_at > (ended_age if g.ended else max_age)}
 
     candidates = stale(gateway.groups(job))
     if dry_run or not candidates:
@@ -133,13 +143,16 @@ def collect(gateway: Pushgateway, job: str, max_age: float, dry_run: bool,
 
 def add_parser(commands: Any) -> None:
     """Add `gc` to the `trainwatch` command's subcommands."""
-    gc = commands.add_parser("gc", help="remove trial groups that stopped pushing",
+    gc = commands.add_parser("gc", help="retire ended and silent trial groups",
                              description=__doc__.split("\n\n")[0])
     gc.add_argument("--pushgateway", metavar="URL", help=f"default: ${names.ENV_PUSHGATEWAY}, "
                     "else the running `trainwatch stack`'s")
     gc.add_argument("--max-age", type=parse_duration, default=3600.0, metavar="DURATION",
                     help="delete groups whose last push is older than this; keep it well above "
                     "the trials' push interval (default 1h)")
+    gc.add_argument("--ended-after", type=parse_duration, default=ENDED_AFTER, metavar="DURATION",
+                    help="delete an ended trial's group (its final push said so) once that push "
+                    "is older than this: long enough for Prometheus to scrape it (default 2m)")
     gc.add_argument("--job", default=names.JOB, help=f"Pushgateway job (default {names.JOB})")
     gc.add_argument("--dry-run", action="store_true", help="list, delete nothing")
     gc.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout, seconds")
@@ -151,14 +164,16 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
         url = args.pushgateway or env.get(names.ENV_PUSHGATEWAY) or stack_url(
             "pushgateway", f"pass --pushgateway URL, set {names.ENV_PUSHGATEWAY}", env)
         gateway = Pushgateway(url, args.timeout, env)
-        groups = collect(gateway, args.job, args.max_age, args.dry_run)
+        groups = collect(gateway, args.job, args.max_age, args.dry_run,
+                         ended_after=args.ended_after)
     except (GcError, NoPrometheus) as err:
         print(f"trainwatch gc: error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    verb = "stale" if args.dry_run else "deleted"
+    verb = "to delete" if args.dry_run else "deleted"
     for group in sorted(groups, key=lambda g: g.pushed_at):
         age = time.time() - group.pushed_at
-        print(f"{verb} {group.describe()} (last push {age:.0f} s ago)")
+        print(f"{verb} {group.describe()} ({'ended' if group.ended else 'silent'}, "
+              f"last push {age:.0f} s ago)")
     print(f"{len(groups)} group(s) {verb} of job {args.job} on {gateway.url}", file=sys.stderr)
     return EXIT_OK
 

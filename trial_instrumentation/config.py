@@ -45,7 +45,6 @@ class TrialConfig:
     gpu_uuids: tuple[str, ...]  # given by the user; empty: detect through torch
     nodename: str
     push_interval: float
-    delete_on_exit: bool
     timing_mode: str
     buckets: tuple[float, ...]
     phase_buckets: tuple[float, ...]  # () : the phases push their sums and counts only
@@ -132,6 +131,10 @@ def warn_unknown_variables(env: Mapping[str, str]) -> list[str]:
     known, prefix = (*names.TRIAL_ENV, *names.OTHER_ENV), "TRAINWATCH_"
     warnings = []
     for name in sorted(env):
+        if name in names.REMOVED_ENV:
+            warnings.append(f"trainwatch: {name} is ignored: {names.REMOVED_ENV[name]}")
+            log.warning("%s", warnings[-1])
+            continue
         if not name.startswith(prefix) or name in known:
             continue
         # Compared without the shared prefix, which would make every name look alike.
@@ -222,7 +225,7 @@ def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
             experiment: str | None = None, trial: str | None = None, rank: int | None = None,
             world_size: int | None = None, local_rank: int | None = None,
             gpu_uuids: str | Iterable[str] | None = None,
-            push_interval: float | str | None = None, delete_on_exit: bool | None = None,
+            push_interval: float | str | None = None,
             timing_mode: str | None = None, buckets: Iterable[float] | None = None,
             phase_buckets: str | Iterable[float] | None = None,
             username: str | None = None, password: str | None = None,
@@ -269,8 +272,6 @@ def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
         nodename=src.get(None, "nodename", names.ENV_NODENAME, str, os.uname().nodename)[0],
         push_interval=src.get(push_interval, "push_interval", names.ENV_PUSH_INTERVAL,
                               _positive, 10.0)[0],
-        delete_on_exit=src.get(delete_on_exit, "delete_on_exit", names.ENV_DELETE_ON_EXIT,
-                               _bool, True)[0],
         timing_mode=src.get(timing_mode, "timing_mode", names.ENV_TIMING_MODE,
                             _timing_mode, names.WALL)[0],
         buckets=step_buckets,

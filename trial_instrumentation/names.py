@@ -57,7 +57,13 @@ ENV_PUSHGATEWAY = "TRAINWATCH_PUSHGATEWAY"
 ENV_EXPERIMENT = "TRAINWATCH_EXPERIMENT"
 ENV_TRIAL = "TRAINWATCH_TRIAL"
 ENV_PUSH_INTERVAL = "TRAINWATCH_PUSH_INTERVAL"
+# Removed settings, still recognised so that setting one says why it does nothing.
 ENV_DELETE_ON_EXIT = "TRAINWATCH_DELETE_ON_EXIT"
+REMOVED_ENV = {
+    ENV_DELETE_ON_EXIT: "the trial never deletes its Pushgateway group (so its final push is "
+                        "scraped and no process deletes another's live group); `trainwatch gc` "
+                        "retires ended groups",
+}
 # The phase histograms' bucket bounds: "none" pushes their sums and counts only (+Inf), the
 # fleet-scale setting; a comma list of bounds; unset: the step histogram's buckets.
 ENV_PHASE_BUCKETS = "TRAINWATCH_PHASE_BUCKETS"
@@ -74,7 +80,7 @@ ENV_NODENAME = "TRAINWATCH_NODENAME"
 ENV_GPU_UUIDS = "TRAINWATCH_GPU_UUIDS"
 # Every TRAINWATCH_* variable this library reads; any other one in a trial's environment is
 # reported as unknown (with the closest of these), so a typo is not a silent no-op.
-TRIAL_ENV = (ENV_PUSHGATEWAY, ENV_EXPERIMENT, ENV_TRIAL, ENV_PUSH_INTERVAL, ENV_DELETE_ON_EXIT,
+TRIAL_ENV = (ENV_PUSHGATEWAY, ENV_EXPERIMENT, ENV_TRIAL, ENV_PUSH_INTERVAL,
              ENV_PULL_PORT, ENV_TIMING_MODE, ENV_USERNAME, ENV_PASSWORD, ENV_NODENAME,
              ENV_GPU_UUIDS, ENV_PHASE_BUCKETS)
 # TRAINWATCH_* variables that other parts of trainwatch read (the operator CLI and the stack it

@@ -1,5 +1,5 @@
 """The background pusher: every interval, push the trial's registry; at exit, a bounded
-final push and (on a clean exit) a delete. Nothing here runs on the training thread and
+final push. The group is never deleted here (`trainwatch gc` retires it). Nothing here runs on the training thread and
 nothing raises out of it: failures are counted, logged once per outage, and retried.
 """
 
@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, delete_from_gateway, push_to_gateway
+from prometheus_client import CollectorRegistry, push_to_gateway
 
 from trial_instrumentation import names
 from trial_instrumentation.collector import TrialState
@@ -32,7 +32,7 @@ class Pusher:
         pusher = Pusher(config, CollectorRegistry(), TrialState(config.buckets, {}))
         pusher.start()
         ...
-        pusher.stop(delete=True, timeout=config.exit_timeout)
+        pusher.stop(timeout=config.exit_timeout)
     """
 
     def __init__(self, config: TrialConfig, registry: CollectorRegistry,
@@ -43,7 +43,6 @@ class Pusher:
         self._handler = make_handler(config.connect_timeout, config.read_timeout,
                                      config.username, config.password)
         self._stopping = threading.Event()
-        self._delete = False
         self._failing_since: float | None = None
         self._pushed = 0  # pushes that succeeded
         self._last_error: str | None = None
@@ -53,9 +52,9 @@ class Pusher:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, delete: bool, timeout: float) -> bool:
-        """Final push, then delete the group if ``delete``; False if not done in ``timeout``."""
-        self._delete = delete
+    def stop(self, timeout: float) -> bool:
+        """The final push (the group stays for `trainwatch gc`); False if not done in
+        ``timeout``."""
         self._stopping.set()
         self._thread.join(timeout)
         if self._pushed == 0:
@@ -77,17 +76,11 @@ class Pusher:
             self._with_retries(self._push, wait=self._stopping.wait)
             if self._stopping.wait(self._config.push_interval):
                 break
-        pushed = self._with_retries(self._push, wait=_sleep)
-        if self._delete and pushed:
-            self._with_retries(self._delete_group, wait=_sleep)
+        self._with_retries(self._push, wait=_sleep)
 
     def _push(self) -> None:
         push_to_gateway(self._config.pushgateway or "", names.JOB, self._registry,
                         grouping_key=self._config.grouping_key, handler=self._handler)
-
-    def _delete_group(self) -> None:
-        delete_from_gateway(self._config.pushgateway or "", names.JOB,
-                            grouping_key=self._config.grouping_key, handler=self._handler)
 
     def _with_retries(self, action: Callable[[], None], wait: Callable[[float], bool]) -> bool:
         """Run ``action`` up to 1 + RETRIES times; ``wait`` returning True aborts the backoff."""

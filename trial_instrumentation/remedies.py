@@ -99,9 +99,9 @@ TRIAL_FAILED = (
     "diagnose` prints) resolves the alert.")
 
 EXITED_LEFT = (
-    "The trial ended and said so in its final push; its group stays (TRAINWATCH_DELETE_ON_EXIT=0, "
-    "or the delete did not get through at exit): delete it once its last state is no longer "
-    "needed.")
+    "The trial ended and said so in its final push; its group stays until `trainwatch gc` "
+    "retires it (the stack and the chart run it on a schedule), and Prometheus keeps its "
+    "samples for `trainwatch diagnose`, `report` and `compare`.")
 
 STALE_TRIAL = (
     "The trial stopped pushing without deleting its Pushgateway group: it crashed, hangs, or "

@@ -48,7 +48,6 @@ class Trial:
                  pull_port: int | None = None, rank: int | None = None,
                  world_size: int | None = None, local_rank: int | None = None,
                  gpu_uuids: str | Iterable[str] | None = None,
-                 delete_on_exit: bool | None = None,
                  timing_mode: str | None = None, buckets: Iterable[float] | None = None,
                  phase_buckets: str | Iterable[float] | None = None,
                  username: str | None = None, password: str | None = None,
@@ -58,7 +57,7 @@ class Trial:
             experiment=experiment, trial=trial, pushgateway=pushgateway,
             push_interval=push_interval, pull_port=pull_port, rank=rank, world_size=world_size,
             local_rank=local_rank, gpu_uuids=gpu_uuids,
-            delete_on_exit=delete_on_exit, timing_mode=timing_mode, buckets=buckets,
+            timing_mode=timing_mode, buckets=buckets,
             phase_buckets=phase_buckets, username=username, password=password, connect_timeout=connect_timeout,
             read_timeout=read_timeout, exit_timeout=exit_timeout)
         cfg = self.config
@@ -176,10 +175,10 @@ class Trial:
         return self
 
     def close(self, clean: bool = True, reason: str | None = None) -> None:
-        """Final push; on a ``clean`` exit also delete the group (unless disabled). Bounded
-        by ``exit_timeout``; a crashed or terminated trial's group is left, marked with
-        ``trainwatch_trial_exit{reason}`` (``reason``: names.EXIT_*, by default clean or
-        failed), for the staleness alert and `trainwatch gc`."""
+        """Final push, marked with ``trainwatch_trial_exit{reason}`` (``reason``: names.EXIT_*,
+        by default clean or failed), bounded by ``exit_timeout``. The group is never deleted
+        here: Prometheus scrapes the final push, and `trainwatch gc` retires the group
+        (docs/design.md, "The life of a group")."""
         if self._closed:
             return
         self._closed = True
@@ -195,8 +194,7 @@ class Trial:
             self._resolver.drain(self.config.exit_timeout / 2)
             self._resolver.stop()
         if self._pusher is not None:
-            self._pusher.stop(delete=clean and self.config.delete_on_exit,
-                              timeout=self.config.exit_timeout)
+            self._pusher.stop(timeout=self.config.exit_timeout)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
