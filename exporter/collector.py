@@ -20,8 +20,9 @@ GPU lost, /proc/diskstats unreadable) it still yields what it could read and the
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from prometheus_client.core import Metric
@@ -31,6 +32,7 @@ from exporter.metrics import (
     SCRAPE_DURATION,
     SCRAPE_SUCCESS,
     SCRAPE_TIMEOUTS,
+    SCRAPE_WARNINGS_SUPPRESSED,
     MetricSpec,
 )
 
@@ -38,6 +40,9 @@ log = logging.getLogger(__name__)
 
 # One sample of a contract metric: (spec, values of its labels in spec order, value).
 Sample = tuple[MetricSpec, Sequence[str], float]
+# A failure that changes from scrape to scrape (GPUs timing out, then not) writes at most one
+# warning per collector this often; the rest go to debug and are counted.
+WARN_EVERY_SECONDS = 60.0
 
 class CollectorError(Exception):
     """The collector's source failed (wholly or in part); the message says what, for the log.
@@ -86,18 +91,25 @@ def emit(samples: Iterable[Sample], failures: Sequence[str],
 class ScrapeCollector:
     """Runs every enabled collector once per scrape, like node_exporter's ``execute()``.
 
-    Each collector is timed; a ``CollectorError`` is logged (once per distinct message, so a
-    dead GPU does not flood the log every scrape) and reported as success 0, never as a failed
-    scrape; a ``CollectorTimeout`` is also counted. Any other exception is a bug and propagates
-    to the HTTP layer.
+    Each collector is timed; a ``CollectorError`` is logged (once per distinct message, and
+    at most one warning per ``WARN_EVERY_SECONDS``, so neither a dead GPU nor a flapping one
+    floods the log; the rest go to debug and are counted in
+    ``trainwatch_scrape_collector_warnings_suppressed_total``) and reported as success 0, never
+    as a failed scrape; a ``CollectorTimeout`` is also counted. Any other exception is a bug and
+    propagates to the HTTP layer.
     """
 
-    def __init__(self, collectors: Mapping[str, Collector], version: str) -> None:
+    def __init__(self, collectors: Mapping[str, Collector], version: str,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._collectors = dict(collectors)
         self._version = version
+        self._clock = clock
         self._last_error: dict[str, str] = {}
+        self._warned_at: dict[str, float] = {}
+        self._warning_shown: set[str] = set()  # its failure was a warning: say it recovered
         # Updated by concurrent scrapes: a lost increment under a race is harmless here.
         self._timeouts = dict.fromkeys(self._collectors, 0)
+        self._suppressed = dict.fromkeys(self._collectors, 0)
 
     def collect(self) -> Iterator[Metric]:
         success = SCRAPE_SUCCESS.family()
@@ -111,10 +123,12 @@ class ScrapeCollector:
             yield from families
         yield success
         yield duration
-        timeouts = SCRAPE_TIMEOUTS.family()
-        for name, count in self._timeouts.items():
-            timeouts.add_metric([name], count)  # type: ignore[attr-defined]
-        yield timeouts
+        for spec, counts in ((SCRAPE_TIMEOUTS, self._timeouts),
+                             (SCRAPE_WARNINGS_SUPPRESSED, self._suppressed)):
+            family = spec.family()
+            for name, count in counts.items():
+                family.add_metric([name], count)  # type: ignore[attr-defined]
+            yield family
         yield from build_families([(BUILD_INFO, (self._version,), 1.0)])
 
     def _run(self, name: str, collector: Collector, into: list[Metric]) -> bool:
@@ -126,11 +140,20 @@ class ScrapeCollector:
             if isinstance(err, CollectorTimeout):
                 self._timeouts[name] += 1
             message = str(err)
-            repeated = err.logged or self._last_error.get(name) == message
-            level = logging.DEBUG if repeated else logging.WARNING
+            level = logging.DEBUG
+            if not (err.logged or self._last_error.get(name) == message):
+                now = self._clock()
+                if now - self._warned_at.get(name, -math.inf) >= WARN_EVERY_SECONDS:
+                    self._warned_at[name] = now
+                    self._warning_shown.add(name)
+                    level = logging.WARNING
+                else:
+                    self._suppressed[name] += 1
             log.log(level, "collector %s failed: %s", name, message)
             self._last_error[name] = message
             return False
         if self._last_error.pop(name, None) is not None:
-            log.info("collector %s recovered", name)
+            shown = name in self._warning_shown
+            self._warning_shown.discard(name)
+            log.log(logging.INFO if shown else logging.DEBUG, "collector %s recovered", name)
         return True

@@ -5,10 +5,11 @@ Prometheus sends its ``scrape_timeout`` with every scrape in the
 scrape (``scrape_deadline``); collectors whose source can hang (a GPU driver in a bad state)
 stop waiting at ``current_deadline()`` and serve what answered. The margin leaves time for the
 other collectors, rendering and the network, so the scrape still arrives before Prometheus
-gives up on it.
+gives up on it. The budget is never below ``MIN_READ_SECONDS``: a client asking for 1 ms gets
+its answer late, not an empty one, and never cuts reads short for the scrapes beside it.
 
->>> round(read_budget("2"), 2), read_budget(None), read_budget("soon")
-(1.6, 9.0, 9.0)
+>>> round(read_budget("2"), 2), read_budget(None), read_budget("soon"), read_budget("0.001")
+(1.6, 9.0, 9.0, 0.5)
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
 DEFAULT_SCRAPE_TIMEOUT_SECONDS = 10.0
 MARGIN_FRACTION = 0.2
 MAX_MARGIN_SECONDS = 1.0
+# NVML answers in milliseconds, PCIe sampling takes 20 ms: half a second reads every GPU.
+MIN_READ_SECONDS = 0.5
 
 _deadline: ContextVar[float | None] = ContextVar("trainwatch_scrape_deadline", default=None)
 
@@ -37,7 +40,7 @@ def read_budget(header: str | None) -> float:
         timeout = DEFAULT_SCRAPE_TIMEOUT_SECONDS
     if not 0 < timeout < math.inf:  # also NaN
         timeout = DEFAULT_SCRAPE_TIMEOUT_SECONDS
-    return timeout - min(MAX_MARGIN_SECONDS, MARGIN_FRACTION * timeout)
+    return max(MIN_READ_SECONDS, timeout - min(MAX_MARGIN_SECONDS, MARGIN_FRACTION * timeout))
 
 
 @contextmanager

@@ -3,9 +3,11 @@
 A GPU driver in a bad state can block an NVML call for minutes. Each GPU's reads therefore run
 on that GPU's own lane: the scrape submits them all (so GPUs, and PCIe directions, are read
 concurrently; NVML calls release the GIL) and waits until its deadline. A read still running
-at the deadline is abandoned: the scrape goes on without it, and the lane refuses new reads
-until the stuck one returns, so a hung driver holds one thread per lane, never a growing pile
-of threads or queued work.
+at the deadline is abandoned: the scrape goes on without it. Once an abandoned read has run
+for ``STUCK_SECONDS`` (a hung driver, not a slow read) the lane refuses new reads until it
+returns, so a hung driver holds one thread per lane, never a growing pile of threads or
+queued work. A client that gives up early (a tiny scrape timeout) therefore abandons only its
+own wait: a read that merely outlived it does not make the lane refuse everyone else.
 
 >>> pool = LanePool("doc")
 >>> job = pool.lane("gpu0").submit(lambda: 42)
@@ -25,6 +27,9 @@ from typing import Any
 # A lane's thread ends after this long without work (a registry that is dropped, a GPU that
 # is gone) and starts again with the next read.
 IDLE_SECONDS = 60.0
+# An abandoned read still running after this long is a hung driver: NVML answers in
+# milliseconds, and sampling PCIe takes 20 ms.
+STUCK_SECONDS = 1.0
 
 
 class ReadTimeout(Exception):
@@ -57,18 +62,19 @@ class Job:
 class Lane:
     """One daemon thread running one lane's reads in order, started on first use."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, stuck_seconds: float = STUCK_SECONDS) -> None:
         self.name = name
+        self.stuck_seconds = stuck_seconds
         self._queue: queue.SimpleQueue[Job] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._running: Job | None = None
-        self._stuck_since: float | None = None
+        self._started = 0.0  # when the running read started
 
     def submit(self, fn: Callable[[], Any]) -> Job:
         """Queue ``fn``; ``ReadTimeout`` at once while an abandoned read still runs here."""
         with self._lock:
-            if self._stuck_since is not None:
+            if self._stuck():
                 # The same words every scrape, so the log says it once, not once a scrape.
                 raise ReadTimeout(f"{self.name}: still stuck in a read that missed an earlier "
                                   "deadline; not asked again until it returns")
@@ -81,16 +87,21 @@ class Lane:
             return job
 
     def abandon(self, job: Job) -> None:
-        """The waiter gave up on ``job``: skip it if it has not started; if it is running (the
-        driver hangs), refuse new reads until it returns."""
+        """The waiter gave up on ``job``: skip it if it has not started; if it is still running
+        ``stuck_seconds`` after it started (the driver hangs), refuse new reads until it
+        returns."""
         with self._lock:
             job.abandoned = True
-            if self._running is job and self._stuck_since is None:
-                self._stuck_since = time.monotonic()
 
     @property
     def stuck(self) -> bool:
-        return self._stuck_since is not None
+        with self._lock:
+            return self._stuck()
+
+    def _stuck(self) -> bool:
+        running = self._running
+        return running is not None and running.abandoned and \
+            time.monotonic() - self._started >= self.stuck_seconds
 
     def _work(self) -> None:
         while True:
@@ -106,22 +117,21 @@ class Lane:
                 if job.abandoned:
                     job.done.set()
                     continue
-                self._running = job
+                self._running, self._started = job, time.monotonic()
             try:
                 job.result = job.fn()
             except BaseException as err:  # noqa: BLE001 -- handed to the waiter, who decides
                 job.error = err
             with self._lock:
                 self._running = None
-                self._stuck_since = None
             job.done.set()
 
 
 class LanePool:
     """The lanes of one collector, by name (``gpu0``, ``gpu0-pcie-rx``), made on first use."""
 
-    def __init__(self, prefix: str) -> None:
-        self._prefix = prefix
+    def __init__(self, prefix: str, stuck_seconds: float = STUCK_SECONDS) -> None:
+        self._prefix, self._stuck_seconds = prefix, stuck_seconds
         self._lanes: dict[str, Lane] = {}
         self._lock = threading.Lock()
 
@@ -129,7 +139,8 @@ class LanePool:
         with self._lock:
             found = self._lanes.get(name)
             if found is None:
-                found = self._lanes[name] = Lane(f"{self._prefix}-{name}")
+                found = Lane(f"{self._prefix}-{name}", self._stuck_seconds)
+                self._lanes[name] = found
             return found
 
     def stuck(self) -> list[str]:

@@ -142,6 +142,10 @@ SCRAPE_DURATION = MetricSpec(f"{NAMESPACE}_scrape_collector_duration_seconds", "
 SCRAPE_TIMEOUTS = MetricSpec(f"{NAMESPACE}_scrape_collector_timeouts_total", "Scrapes in which "
                              "the collector gave up on a read that missed the scrape's deadline "
                              "(a hung driver), serving what answered.", ("collector",), "counter")
+SCRAPE_WARNINGS_SUPPRESSED = MetricSpec(
+    f"{NAMESPACE}_scrape_collector_warnings_suppressed_total", "Collector failures logged at "
+    "debug level instead of as a warning: each collector writes at most one warning a minute.",
+    ("collector",), "counter")
 BUILD_INFO = MetricSpec(f"{NAMESPACE}_exporter_build_info", "trainwatch-exporter version; "
                         "always 1.", ("version",))
 

@@ -3,17 +3,19 @@ utilization call blocks for 60 s, scraped with Prometheus's timeout header."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import psutil
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from exporter.collector import ScrapeCollector
+from exporter.collector import CollectorError, ScrapeCollector
 from exporter.collectors import build_registry
 from exporter.config import merge
 from exporter.deadline import SCRAPE_TIMEOUT_HEADER, scrape_deadline
@@ -122,3 +124,66 @@ def test_a_gpu_whose_main_read_hangs_is_left_out_whole() -> None:
     assert {"trainwatch_gpu_info", "trainwatch_gpu_pcie_receive_bytes_per_second"} <= served
     timeouts = [s.value for s in samples if s.name == "trainwatch_scrape_collector_timeouts_total"]
     assert timeouts == [1]
+
+
+def test_two_clients_asking_for_1_ms_cut_only_their_own_answers() -> None:
+    """Issue 25: two clients sending a 1 ms timeout made 59 of 60 normal scrapes lose the GPUs
+    (their abandoned reads marked the lanes stuck for everyone)."""
+    nvml = FakeNvml([FakeGpu(index=i, pcie_kbps=(1, 2)) for i in range(2)])  # PCIe sampled
+    for gpu in nvml.gpus:
+        gpu.delays["nvmlDeviceGetPcieThroughput"] = 0.02  # NVML samples 20 ms per direction
+    settings = merge(file={}, flags={"web.listen_address": "127.0.0.1:0"})
+    server = make_server(settings, build_registry(settings, nvml))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    stop = threading.Event()
+
+    def impatient() -> None:
+        while not stop.is_set():
+            try:
+                scrape(url, timeout_header="0.001")
+            except OSError:
+                pass
+
+    clients = [threading.Thread(target=impatient, daemon=True) for _ in range(2)]
+    try:
+        for client in clients:
+            client.start()
+        results = [scrape(url, timeout_header="10")[1] for _ in range(20)]
+    finally:
+        stop.set()
+        for client in clients:
+            client.join(10)
+        server.shutdown()
+        server.server_close()
+    ok = [values[("trainwatch_scrape_collector_success", "gpu")] for values in results]
+    assert ok == [1.0] * 20
+    assert all(("trainwatch_gpu_pcie_receive_bytes_per_second", "1") in v for v in results)
+
+
+def test_a_flapping_collector_writes_one_warning_a_minute_and_counts_the_rest(
+        caplog: pytest.LogCaptureFixture) -> None:
+    class Flapping:
+        calls = 0
+
+        def collect(self) -> Iterator[Any]:
+            Flapping.calls += 1
+            if Flapping.calls % 2:
+                raise CollectorError(f"GPU 0: no answer ({Flapping.calls})")
+            yield from ()
+
+    now = [0.0]
+    collector = ScrapeCollector({"gpu": Flapping()}, version="t", clock=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="exporter.collector"):
+        for _ in range(100):
+            families = list(collector.collect())
+            now[0] += 0.1
+    # 50 failures in 10 s, each with new words: one warning, one "recovered", 49 counted.
+    assert [r.levelname for r in caplog.records] == ["WARNING", "INFO"]
+    suppressed = [s.value for f in families for s in f.samples
+                  if s.name == "trainwatch_scrape_collector_warnings_suppressed_total"]
+    assert suppressed == [49]
+    now[0] += 60
+    with caplog.at_level(logging.INFO, logger="exporter.collector"):
+        list(collector.collect())
+    assert [r.levelname for r in caplog.records][-1] == "WARNING"

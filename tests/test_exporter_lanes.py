@@ -24,7 +24,7 @@ def test_results_and_errors_reach_the_waiter() -> None:
 
 
 def test_a_stuck_read_is_left_behind_and_not_started_again() -> None:
-    pool, gate, started = LanePool("t"), threading.Event(), []
+    pool, gate, started = LanePool("t", stuck_seconds=0), threading.Event(), []
     lane = pool.lane("gpu0")
 
     def hang() -> str:
@@ -46,6 +46,17 @@ def test_a_stuck_read_is_left_behind_and_not_started_again() -> None:
     while pool.stuck() and time.monotonic() < deadline:
         time.sleep(0.001)
     assert lane.submit(lambda: "again").wait(soon(1)) == "again"
+
+
+def test_a_read_abandoned_early_does_not_make_the_lane_refuse_others() -> None:
+    """A client with a tiny deadline gives up on a read that is slow, not hung: the next
+    scrape's read queues behind it and is served (issue 25)."""
+    pool = LanePool("t")
+    lane = pool.lane("gpu0")
+    with pytest.raises(ReadTimeout):
+        lane.submit(lambda: time.sleep(0.2)).wait(soon(0.001))
+    assert pool.stuck() == []
+    assert lane.submit(lambda: "served").wait(soon(5)) == "served"
 
 
 def test_a_read_queued_behind_one_that_missed_its_deadline_is_skipped() -> None:
