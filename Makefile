@@ -172,16 +172,16 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 bench: tools venv
-	$(PY) benchmarks/exporter_scrape.py
-	$(PY) benchmarks/instrumentation_overhead.py
-	$(PY) benchmarks/fleet_scale.py --sizes 100,1000  # 4,000: see benchmarks/README.md
+	$(PY) -m benchmarks.exporter_scrape
+	$(PY) -m benchmarks.instrumentation_overhead
+	$(PY) -m benchmarks.fleet_scale --sizes 100,1000  # 4,000: see benchmarks/README.md
 
 # Mutation testing (cosmic-ray) of the modules in mutation/targets.toml against their fast unit
 # tests; writes docs/mutation-report.md. Not part of `make test`: the nine targets add up to
 # about 56 minutes on 2 cores, run two at a time. `make mutation TARGETS="host verdict"` runs some targets only.
 TARGETS ?=
 mutation: tools venv $(VENV)/.mutation-installed
-	$(PY) mutation/run.py $(TARGETS)
+	$(PY) -m mutation.run $(TARGETS)
 
 $(VENV)/.mutation-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install -q -e '.[mutation]'
@@ -193,19 +193,18 @@ $(VENV)/.mutation-installed: $(VENV)/.installed pyproject.toml
 generate: rules dashboards chart-files
 
 rules: venv
-	$(PY) prometheus/generate_rules.py
+	$(PY) -m prometheus.generate_rules
 
 dashboards: venv
-	$(PY) grafana/generate.py
+	$(PY) -m grafana.generate
 
 chart-files: rules dashboards
-	$(PY) helm/sync_chart_files.py
-	$(PY) helm/exporter_schema.py
+	$(PY) -m helm.sync_chart_files
+	$(PY) -m helm.exporter_schema
 
 lint: venv
 	$(VENV)/bin/ruff check exporter trial_instrumentation trainwatch tests benchmarks examples prometheus grafana helm mutation
-	$(VENV)/bin/mypy exporter trial_instrumentation trainwatch prometheus/generate_rules.py prometheus/rulegen
-	MYPYPATH=prometheus $(VENV)/bin/mypy grafana
+	$(VENV)/bin/mypy exporter trial_instrumentation trainwatch prometheus grafana
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mutation

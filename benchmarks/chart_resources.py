@@ -7,7 +7,7 @@ Pushgateway, Alertmanager) in a temp state dir on free ports, pushes ``--groups`
 ``--interval`` seconds for ``--seconds``, scrapes at 1 s, then prints each process's peak RSS
 (VmHWM) and its CPU use over the run.
 
-    .venv/bin/python benchmarks/chart_resources.py [--groups 64] [--seconds 90]
+    .venv/bin/python -m benchmarks.chart_resources [--groups 64] [--seconds 90]
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script
 
 from tests.http_load import proc_status
 from tests.stack import free_port

@@ -1,7 +1,7 @@
 """The ``cuda_events`` timing mode's cost: a CPU-side mode that runs everywhere (stand-in
 events) and a GPU mode (skipped without CUDA). Run by ``instrumentation_overhead.py``, or:
 
-    .venv/bin/python benchmarks/cuda_events.py [--rounds 7] [--steps 200]
+    .venv/bin/python -m benchmarks.cuda_events [--rounds 7] [--steps 200]
 
 CPU side: (1) the hot path, one phase's enter + exit, with stand-in events whose ``record()``
 does nothing (so what is left is trainwatch's own bookkeeping, not the driver's); (2) the
@@ -17,14 +17,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 import timeit
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script
 
 import torch
 

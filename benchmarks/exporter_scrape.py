@@ -6,8 +6,8 @@ GPUs), then scrapes them alternately, the way Prometheus does: one kept-alive co
 target, ``Accept-Encoding: gzip``. Prints median and p99 scrape latency, bytes per response
 (on the wire and decompressed), series, and resident memory after the run, plus the ratios.
 
-    .venv/bin/python benchmarks/exporter_scrape.py [--rounds 500] [--gpus 8]
-    .venv/bin/python benchmarks/exporter_scrape.py --load 20 [--seconds 10]   # concurrent load
+    .venv/bin/python -m benchmarks.exporter_scrape [--rounds 500] [--gpus 8]
+    .venv/bin/python -m benchmarks.exporter_scrape --load 20 [--seconds 10]   # concurrent load
 
 Targets (this machine, 2 cores): median scrape <= 0.5x node_exporter's, RSS <= 1.5x.
 
@@ -23,7 +23,6 @@ import argparse
 import gzip
 import http.client
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -31,7 +30,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # run as a script
 
 if TYPE_CHECKING:
     from tests.stack import Service

@@ -1,7 +1,7 @@
 """A fleet of simulated ranks pushing to one real Pushgateway, scraped by a real Prometheus with
 the trainwatch rules loaded: where push mode stops scaling.
 
-    .venv/bin/python benchmarks/fleet_scale.py [--sizes 100,1000,4000] [--rounds 3]
+    .venv/bin/python -m benchmarks.fleet_scale [--sizes 100,1000,4000] [--rounds 3]
         [--phase-buckets default,none]
 
 For each size N, a fresh Pushgateway and Prometheus (10 s scrape and rule evaluation, the
@@ -31,12 +31,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # run as a script
-sys.path.insert(0, str(REPO / "prometheus"))
 
-import generate_rules
 from prometheus_client import CollectorRegistry, push_to_gateway
 
+from prometheus import generate_rules
 from tests.http_load import proc_status
 from tests.stack import scrape_config, start_prometheus, start_pushgateway, wait_until
 from trial_instrumentation import names

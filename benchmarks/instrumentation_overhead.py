@@ -1,7 +1,7 @@
 """Cost of one timed phase next to two bare perf_counter() reads and prometheus_client's
 Histogram.time(), and the slowdown of a 1 ms CPU training step with six timed phases.
 
-    .venv/bin/python benchmarks/instrumentation_overhead.py [--check]
+    .venv/bin/python -m benchmarks.instrumentation_overhead [--check]
 
 Targets (issue 3): a phase costs at most 0.5x Histogram.time(); a 1 ms step with six timed
 phases is slowed by at most 0.5%, judged on the MEASURED end-to-end figure (interleaved rounds
@@ -22,14 +22,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 import timeit
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Histogram
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script
 
 import trial_instrumentation as ti
 from tests.trial_support import BlackHole, spin
@@ -206,7 +202,7 @@ def main() -> int:
         misses.append("a push blocked the training thread")
     print("targets:", "all met" if not misses else "MISSED " + ", ".join(misses))
     try:
-        import cuda_events  # benchmarks/cuda_events.py: the GPU timing mode's cost
+        from benchmarks import cuda_events  # the GPU timing mode's cost
     except ImportError:  # torch not installed
         print("cuda_events: skipped (no torch)")
     else:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from grafana_foundation_sdk.builders import dashboard as db
-from rulegen.alerts import underutilized_trial_gpus
-from rulegen.promql import TRIAL_LABELS, by, number, select
 
 from grafana import trial_profile
 from grafana.board import dashboard, query_variable
@@ -13,6 +11,8 @@ from grafana.panels import DATASOURCE_VAR, Column, Query, table
 from grafana.promql import BY_TRIAL, TRIAL_INFO, Promql
 from grafana.ranks import scaling_panel, stragglers_table
 from grafana.sections import gpu_ratio
+from prometheus.rulegen.alerts import underutilized_trial_gpus
+from prometheus.rulegen.promql import TRIAL_LABELS, by, number, select
 
 UID = "trainwatch-fleet"
 TRIALS_TABLE = "Trials, one row per rank"

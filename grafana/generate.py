@@ -1,7 +1,7 @@
 """Generate trainwatch's dashboards into grafana/dashboards/ (``make dashboards``).
 
-    python grafana/generate.py            # rewrite the committed JSON
-    python grafana/generate.py --out DIR  # write elsewhere (the regeneration test)
+    python -m grafana.generate            # rewrite the committed JSON
+    python -m grafana.generate --out DIR  # write elsewhere (the regeneration test)
 
 Output is deterministic (sorted keys, ids and positions from the layout), so regenerating
 with unchanged code and thresholds changes no byte.
@@ -15,16 +15,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repository root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    import grafana  # noqa: F401  (its import puts prometheus/, the rulegen package, on sys.path)
-
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
-from rulegen.settings import DEFAULT_THRESHOLDS, Settings, SettingsError, load_settings
 
 from grafana import fleet, node_gpu, trial_profile
 from grafana.promql import Promql
+from prometheus.rulegen.settings import DEFAULT_THRESHOLDS, Settings, SettingsError, load_settings
 
 DASHBOARDS_DIR = Path(__file__).resolve().parent / "dashboards"
 # File name (without .json) -> builder; the uid is set by each module.

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rulegen.promql import TRIAL_LABELS, by, select
-from rulegen.recording import RecordNames
-from rulegen.settings import Settings
+from prometheus.rulegen.promql import TRIAL_LABELS, by, select
+from prometheus.rulegen.recording import RecordNames
+from prometheus.rulegen.settings import Settings
 
 GPU_INFO = "trainwatch_gpu_info"
 HOST_INFO = "trainwatch_host_info"
@@ -37,7 +37,7 @@ class Promql:
     """Selectors and joins parameterised by thresholds.yaml.
 
     Example:
-        >>> from rulegen.settings import load_settings
+        >>> from prometheus.rulegen.settings import load_settings
         >>> q = Promql(load_settings())
         >>> q.exporter("trainwatch_cpu_count", 'instance=~"$instance"')
         'trainwatch_cpu_count{job="trainwatch-exporter", instance=~"$instance"}'

@@ -4,12 +4,11 @@ table. A 64-rank trial reads as three lines, not 64 overlapping ones."""
 
 from __future__ import annotations
 
-from rulegen.alerts import straggling_ranks
-from rulegen.promql import by, number, select
-
 from grafana.layout import Layout
 from grafana.panels import Column, Panel, Query, table, timeseries
 from grafana.promql import Promql
+from prometheus.rulegen.alerts import straggling_ranks
+from prometheus.rulegen.promql import by, number, select
 
 ALERT = "TrainwatchRankStraggler"
 SCALING_ALERT = "TrainwatchScalingInefficient"

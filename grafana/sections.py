@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from rulegen.promql import select
-
 from grafana.layout import Layout
 from grafana.panels import Panel, Query, timeseries
 from grafana.promql import GPU_LEGEND, Promql
+from prometheus.rulegen.promql import select
 
 
 def gpu_ratio(q: Promql, title: str, expr: str, *, description: str,

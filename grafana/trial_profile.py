@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from grafana_foundation_sdk.builders import dashboard as db
-from rulegen.promql import number, select
 
 from grafana import verdict
 from grafana.board import dashboard, query_variable
@@ -20,6 +19,7 @@ from grafana.promql import (
 )
 from grafana.ranks import add_ranks_row
 from grafana.sections import add_host_panels, gpu_activity, gpu_ratio
+from prometheus.rulegen.promql import number, select
 
 UID = "trainwatch-trial-profile"
 # Variable names; the Fleet table's links set them as var-<name>.

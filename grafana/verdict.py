@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rulegen import remedies
-from rulegen.promql import number, select
-
 from grafana.panels import Mapping
 from grafana.promql import BY_TRIAL, Promql
+from prometheus.rulegen import remedies
+from prometheus.rulegen.promql import number, select
 from trainwatch.diagnose.verdict import CHECKS, GATES
 
 

@@ -5,8 +5,8 @@ are checked at ``helm install`` with the same names, types, choices and bounds t
 checks at start, so a value the exporter would refuse on every node fails before any pod runs.
 The rest of ``values.schema.json`` is hand-written; this rewrites only those three entries:
 
-    python3 helm/exporter_schema.py          # rewrite them
-    python3 helm/exporter_schema.py --check  # exit 1 if the file differs from what it writes
+    python -m helm.exporter_schema          # rewrite them (from the repository root)
+    python -m helm.exporter_schema --check  # exit 1 if the file differs from what it writes
 """
 
 from __future__ import annotations
@@ -18,14 +18,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # run as a script
-
 from exporter.cli import build_parser
 from exporter.collectors import COLLECTORS
 from exporter.config import _LISTEN, OPTIONS, SECTIONS
 from exporter.webauth import MAX_ITERATIONS, SCHEME
 
+REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "helm" / "trainwatch" / "values.schema.json"
 _TYPES = {str: "string", bool: "boolean", float: "number", int: "integer", dict: "object"}
 # Bounds the exporter enforces in code (validate functions), by key.

@@ -2,8 +2,8 @@
 must fail. These are the realistic bugs cosmic-ray does not generate (a regex narrowed, a mode
 dropped from a tuple, a label dropped from generated PromQL, a cache key changed).
 
-    python mutation/known_bugs.py            # all; exit 1 if any bug passes its tests
-    python mutation/known_bugs.py verdict    # those whose name contains "verdict"
+    python -m mutation.known_bugs            # all; exit 1 if any bug passes its tests
+    python -m mutation.known_bugs verdict    # those whose name contains "verdict"
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mutation.run import copy_tree
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "mutation"))
-from run import copy_tree
 
 # (name, file, original text, buggy text, pytest arguments)
 BUGS = [

@@ -1,8 +1,8 @@
 """Mutation testing with cosmic-ray over the modules in targets.toml (``make mutation``).
 
-    python mutation/run.py              # every target, two at a time (MUTATION_JOBS=2)
-    python mutation/run.py host verdict # some targets; the others keep their last results
-    python mutation/run.py --report     # only rewrite the report (after editing targets.toml)
+    python -m mutation.run              # every target, two at a time (MUTATION_JOBS=2)
+    python -m mutation.run host verdict # some targets; the others keep their last results
+    python -m mutation.run --report     # only rewrite the report (after editing targets.toml)
 
 Each target gets its own copy of the working tree in .mutation/work-NAME (cosmic-ray edits
 the module in place there, so an interrupted run never leaves a mutant in your tree, and
@@ -164,7 +164,7 @@ def main(argv: list[str]) -> int:
 
 def report(targets: dict[str, dict[str, Any]], config: dict[str, Any]) -> bool:
     """Rewrite docs/mutation-report.md from every target's latest results; True when all pass."""
-    from report import write_report  # mutation/report.py, beside this script
+    from mutation.report import write_report
 
     # Read again: entries added while a long run goes on count in the report it writes.
     config = tomllib.loads((REPO / "mutation" / "targets.toml").read_text())

@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Render prometheus/rules/*.yml from prometheus/thresholds.yaml (`make rules`).
 
-    python prometheus/generate_rules.py                 # rewrite the committed rule files
-    python prometheus/generate_rules.py --check         # exit 1 when they drift
-    python prometheus/generate_rules.py --out /tmp/r --for 20s --rate-window 30s
+    python -m prometheus.generate_rules                 # rewrite the committed rule files
+    python -m prometheus.generate_rules --check         # exit 1 when they drift
+    python -m prometheus.generate_rules --out /tmp/r --for 20s --rate-window 30s
 
 The last form is how the live test shortens every `for` and the rate window: the same
 thresholds, the same generator, written elsewhere.
@@ -15,14 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # run as a script or loaded by path: rulegen/ sits next to us
-    sys.path.insert(0, str(HERE))
+from prometheus.rulegen import SettingsError, load_settings, render_files
+from prometheus.rulegen.settings import DEFAULT_THRESHOLDS
 
-from rulegen import SettingsError, load_settings, render_files
-from rulegen.settings import DEFAULT_THRESHOLDS
-
-RULES_DIR = HERE / "rules"
+RULES_DIR = Path(__file__).resolve().parent / "rules"
 
 
 def render(thresholds: Path = DEFAULT_THRESHOLDS, *, for_: str | None = None,

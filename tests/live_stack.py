@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prometheus import generate_rules
 from tests.stack import (
     REPO,
     Prometheus,
@@ -29,10 +30,6 @@ from tests.stack import (
     start_pushgateway,
     start_trainwatch_exporter,
 )
-
-if str(REPO / "prometheus") not in sys.path:  # generate_rules.py and rulegen/ are scripts
-    sys.path.insert(0, str(REPO / "prometheus"))
-import generate_rules
 
 EXAMPLE = REPO / "examples" / "pytorch_loop.py"
 DDP_EXAMPLE = REPO / "examples" / "ddp_gloo.py"

@@ -16,12 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
+from prometheus import generate_rules
 from tests.stack import REPO, Service, http_get, require_binary, start_alertmanager, wait_until
 from trainwatch.alertmanager import AlertmanagerConfigError, render_config
 from trial_instrumentation.names import GROUPING_LABELS
-
-sys.path.insert(0, str(REPO / "prometheus"))  # generate_rules.py and rulegen/ are scripts
-import generate_rules
 
 AM_DIR = REPO / "prometheus" / "alertmanager"
 SHIPPED = AM_DIR / "alertmanager.yml"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -14,10 +13,8 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from exporter.collector import CollectorError, ScrapeCollector
+from prometheus import generate_rules
 from tests.stack import REPO
-
-sys.path.insert(0, str(REPO / "prometheus"))  # generate_rules.py and rulegen/ are scripts
-import generate_rules
 
 SETTINGS = generate_rules.load_settings()
 RUNBOOKS = (REPO / "docs" / "runbooks.md").read_text()

@@ -53,8 +53,8 @@ def variables_used(value: Any) -> Iterator[str]:
 
 def test_regeneration_reproduces_the_committed_json_byte_for_byte(tmp_path: Path) -> None:
     # Run the script the way `make dashboards` does, into a temp dir.
-    subprocess.run([sys.executable, str(REPO / "grafana" / "generate.py"), "--out",
-                    str(tmp_path)], check=True, capture_output=True, cwd=tmp_path)
+    subprocess.run([sys.executable, "-m", "grafana.generate", "--out", str(tmp_path)],
+                   check=True, capture_output=True, cwd=REPO)
     generated = sorted(p.name for p in tmp_path.iterdir())
     assert generated == sorted(p.name for p in DASHBOARDS.glob("*.json")), \
         "grafana/dashboards/ holds files the generator does not write (or lacks some)"
@@ -311,9 +311,9 @@ def test_bad_thresholds_fail_generation_naming_the_key(tmp_path: Path) -> None:
     bad = tmp_path / "thresholds.yaml"
     bad.write_text(yaml.safe_dump(doc))
     out = tmp_path / "out"
-    result = subprocess.run([sys.executable, str(REPO / "grafana" / "generate.py"),
+    result = subprocess.run([sys.executable, "-m", "grafana.generate",
                              "--thresholds", str(bad), "--out", str(out)],
-                            check=False, capture_output=True, text=True)
+                            check=False, capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 2
     assert "alerts.TrainwatchDataloaderBound" in result.stderr and str(bad) in result.stderr
     assert not out.exists(), "nothing is written when the thresholds are bad"

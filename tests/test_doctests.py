@@ -9,15 +9,13 @@ from __future__ import annotations
 import doctest
 import importlib
 import pkgutil
-import sys
 from types import ModuleType
 
 import pytest
 
 from tests.stack import REPO
 
-sys.path.insert(0, str(REPO / "prometheus"))  # rulegen/ is a script directory, not a package
-PACKAGES = ("exporter", "trial_instrumentation", "trainwatch", "rulegen", "grafana")
+PACKAGES = ("exporter", "trial_instrumentation", "trainwatch", "prometheus", "grafana")
 # Modules that need an optional dependency: (module prefix, the import it needs).
 NEEDS = (("trial_instrumentation.torch_", "torch"), ("grafana", "grafana_foundation_sdk"))
 FINDER = doctest.DocTestFinder(exclude_empty=True)
@@ -26,7 +24,7 @@ FINDER = doctest.DocTestFinder(exclude_empty=True)
 def module_names() -> list[str]:
     names = []
     for package in PACKAGES:
-        path = [str(REPO / ("prometheus" if package == "rulegen" else "") / package)]
+        path = [str(REPO / package)]
         names.append(package)
         names += [info.name for info in pkgutil.walk_packages(path, f"{package}.")]
     return sorted(names)
@@ -50,7 +48,7 @@ def load(name: str) -> ModuleType:
 
 def test_the_walk_finds_the_modules_known_to_have_examples() -> None:
     assert {"exporter.host", "exporter.webauth", "trial_instrumentation.timing",
-            "trainwatch.diagnose.verdict", "rulegen.recording"} <= set(WITH_EXAMPLES)
+            "trainwatch.diagnose.verdict", "prometheus.rulegen.recording"} <= set(WITH_EXAMPLES)
 
 
 @pytest.mark.parametrize("name", WITH_EXAMPLES)

@@ -3,21 +3,14 @@ prometheus_client's Histogram.time() (`make bench` checks the 0.5x target at ful
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 from types import ModuleType
 
 import pytest
 
-from tests.stack import REPO
-
 
 def load_benchmark(name: str = "instrumentation_overhead") -> ModuleType:
-    path = REPO / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"benchmarks.{name}")
 
 
 def test_phase_costs_well_under_histogram_time() -> None:

@@ -18,10 +18,9 @@ import yaml
 from tests.stack import REPO, promtool
 
 PROM_DIR = REPO / "prometheus"
-sys.path.insert(0, str(PROM_DIR))  # generate_rules.py and rulegen/ are scripts, not a package
-import generate_rules
-from rulegen import SettingsError
-from rulegen.alerts import ALERT_GROUPS
+from prometheus import generate_rules
+from prometheus.rulegen import SettingsError
+from prometheus.rulegen.alerts import ALERT_GROUPS
 
 RUNBOOKS = REPO / "docs" / "runbooks.md"
 PROMTOOL_TESTS = sorted((PROM_DIR / "tests").glob("*.yml"))
@@ -184,14 +183,16 @@ def test_bad_thresholds_fail_with_the_file_and_key(tmp_path: Path, edit: Any, me
 
 
 def test_cli_check_reports_drift_and_names_a_bad_file(tmp_path: Path) -> None:
-    script = [sys.executable, str(PROM_DIR / "generate_rules.py")]
-    assert subprocess.run([*script, "--check"], check=False, capture_output=True).returncode == 0
+    script = [sys.executable, "-m", "prometheus.generate_rules"]
+    assert subprocess.run([*script, "--check"], check=False, capture_output=True,
+                          cwd=REPO).returncode == 0
     generate_rules.write_rules(tmp_path, for_="1s")
     drifted = subprocess.run([*script, "--check", "--out", str(tmp_path)], check=False,
-                             capture_output=True, text=True)
+                             capture_output=True, text=True, cwd=REPO)
     assert drifted.returncode == 1 and "trial.yml differs" in drifted.stdout
     missing = subprocess.run([*script, "--thresholds", str(tmp_path / "nope.yaml"), "--out",
-                              str(tmp_path)], check=False, capture_output=True, text=True)
+                              str(tmp_path)], check=False, capture_output=True, text=True,
+                             cwd=REPO)
     assert missing.returncode == 2 and "nope.yaml: cannot read thresholds" in missing.stderr
 
 

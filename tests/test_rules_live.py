@@ -8,19 +8,16 @@ rate windows (overrides, not an edited copy), so the whole test takes well under
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from prometheus import generate_rules
+from prometheus.rulegen.recording import QUANTILES, RecordNames
 from tests.live_stack import live_stack
-from tests.stack import REPO, Prometheus, wait_until
-
-sys.path.insert(0, str(REPO / "prometheus"))  # generate_rules.py and rulegen/ are scripts
-import generate_rules
-from rulegen.recording import QUANTILES, RecordNames
+from tests.stack import Prometheus, wait_until
 
 pytest.importorskip("torch")
 

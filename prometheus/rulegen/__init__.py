@@ -1,12 +1,12 @@
 """Render trainwatch's Prometheus rule files from prometheus/thresholds.yaml.
 
 Example:
-    >>> from rulegen import load_settings, render_files
+    >>> from prometheus.rulegen import load_settings, render_files
     >>> sorted(render_files(load_settings()))
     ['exporter.yml', 'gpu.yml', 'host.yml', 'recording.yml', 'trial.yml']
 """
 
-from rulegen.render import render_files
-from rulegen.settings import Settings, SettingsError, load_settings
+from prometheus.rulegen.render import render_files
+from prometheus.rulegen.settings import Settings, SettingsError, load_settings
 
 __all__ = ["Settings", "SettingsError", "load_settings", "render_files"]

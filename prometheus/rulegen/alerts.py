@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rulegen import remedies
-from rulegen.promql import GPU_LABELS, TRIAL_LABELS, by, live_trials, number, on, select
-from rulegen.recording import RecordNames
-from rulegen.settings import Settings, SettingsError
+from prometheus.rulegen import remedies
+from prometheus.rulegen.promql import GPU_LABELS, TRIAL_LABELS, by, live_trials, number, on, select
+from prometheus.rulegen.recording import RecordNames
+from prometheus.rulegen.settings import Settings, SettingsError
 from trial_instrumentation import names
 
 RUNBOOK_URL = "https://github.com/trainwatch/trainwatch/blob/main/docs/runbooks.md"

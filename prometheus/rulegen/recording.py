@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rulegen.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
-from rulegen.settings import Settings
+from prometheus.rulegen.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
+from prometheus.rulegen.settings import Settings
 from trainwatch.diagnose.records import QUANTILES, RecordNames
 
 __all__ = ["QUANTILES", "RecordNames", "recording_groups"]
@@ -141,7 +141,7 @@ def recording_groups(s: Settings) -> list[dict[str, Any]]:
     earlier ones in the same evaluation).
 
     Example:
-        >>> from rulegen.settings import load_settings
+        >>> from prometheus.rulegen.settings import load_settings
         >>> [g["name"] for g in recording_groups(load_settings())]
         ['trainwatch.trial.rules', 'trainwatch.gpu.rules', 'trainwatch.host.rules']
     """

@@ -45,10 +45,11 @@ def rule_files(state: StateDir, settings: StackSettings) -> tuple[str, bool]:
     before = {p.name: p.read_text() for p in out.glob("*.yml")}
     for old in out.glob("*.yml"):
         old.unlink()  # a rule file the generator no longer writes must not linger
-    argv = [sys.executable, str(project_file("prometheus/generate_rules.py")), "--out", str(out)]
+    root = project_file("prometheus/generate_rules.py").parent.parent
+    argv = [sys.executable, "-m", "prometheus.generate_rules", "--out", str(out)]
     argv += ["--for", settings.for_] if settings.for_ else []
     argv += ["--rate-window", settings.rate_window] if settings.rate_window else []
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=root)
     if done.returncode != 0:
         last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
         raise StackError(f"rendering rules with --for/--rate-window failed: {last[0]}")
