@@ -59,6 +59,7 @@ class TrialState:
     limits: dict[str, float] = field(default_factory=dict)  # names.*_LIMIT -> samples/s
     exit_reason: str | None = None  # names.EXIT_*, set just before the final push
     phase_buckets: tuple[float, ...] | None = None  # None: ``buckets``; (): +Inf only
+    started_at: float | None = None  # Unix time of Trial.start(); None: not started
 
     def __post_init__(self) -> None:
         self.step = Histogram(self.buckets)
@@ -125,6 +126,11 @@ class TrialCollector(Collector):
         for uuid in state.gpu_uuids():
             gpus.add_metric([*values, uuid], 1)  # type: ignore[attr-defined]
         yield gpus
+        if state.started_at is not None:
+            started = self._family(GaugeMetricFamily, names.START_TIME,
+                                   "Unix time the trial process started timing.")
+            started.add_metric(values, state.started_at)  # type: ignore[attr-defined]
+            yield started
         if state.exit_reason is not None:
             ended = self._family(GaugeMetricFamily, names.EXIT, "How the trial's process ended "
                                  "(clean, terminated, failed); in the final push only.", "reason")

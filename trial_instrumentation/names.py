@@ -16,6 +16,9 @@ STEP_SECONDS = "trainwatch_trial_step_seconds"
 STEPS = "trainwatch_trial_steps"
 SAMPLES = "trainwatch_trial_samples"
 TRIAL_INFO = "trainwatch_trial_info"
+# Unix time the trial process started timing (Trial.start()): tells a run from a restart under
+# the same key, and dates an ended run's life with its last push (push_time_seconds).
+START_TIME = "trainwatch_trial_start_time_seconds"
 GPU_INFO = "trainwatch_trial_gpu_info"
 PUSH_FAILURES = "trainwatch_trial_push_failures"
 # Pushed in the final push only, with label reason: how the process ended.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -153,6 +154,8 @@ class Trial:
         """Start pushing (or serving); ``with Trial(...)`` calls it."""
         cfg = self.config
         who = f"trial {cfg.experiment}/{cfg.trial} rank {cfg.rank}"
+        if self._state.started_at is None:
+            self._state.started_at = time.time()
         if cfg.pushgateway is not None and self._pusher is None:
             self._pusher = Pusher(cfg, self.registry, self._state)
             self._pusher.start()
