@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -29,7 +30,7 @@ from trainwatch.stack.services import grafana_provisioning
 from trainwatch.stack.settings import SERVICES
 from trial_instrumentation import names
 
-CORE = ("exporter", "prometheus", "pushgateway", "alertmanager")
+CORE = ("exporter", "prometheus", "pushgateway", "alertmanager", "webhook")
 # Every process `up` starts here (no Grafana installed): the services and `trainwatch gc`.
 STARTED = (*CORE, "gc")
 
@@ -96,6 +97,17 @@ def port_flags(ports: dict[str, int]) -> list[str]:
     return [f"--{name}-port={port}" for name, port in ports.items()]
 
 
+DELIVERED = {"alertname": "TrainwatchStackDelivery", "severity": "warning",
+             "experiment": "stack-test", "trial": "t1"}
+
+
+def post_alert(alertmanager: str, labels: dict[str, str]) -> None:
+    body = json.dumps([{"labels": labels, "annotations": {"summary": "delivered"}}]).encode()
+    request = urllib.request.Request(alertmanager + "/api/v2/alerts", data=body,
+                                     headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=5).close()
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     for binary in ("prometheus", "prometheus-pushgateway", "prometheus-alertmanager"):
@@ -105,6 +117,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     up = trainwatch("stack", "up", "--scrape-interval=1s", *port_flags(ports), state=state)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
+        # Sent now, delivered after the shipped 30 s group_wait: the test before the last one
+        # reads it from the stack's receiver (test_a_notification_reaches_the_stacks_receiver).
+        post_alert(f"http://127.0.0.1:{ports['alertmanager']}", DELIVERED)
         yield Stack(state, ports, up)
     finally:
         trainwatch("stack", "down", state=state)
@@ -391,6 +406,26 @@ def test_an_unwritable_state_dir_is_refused(tmp_path: Path) -> None:
     finally:
         subprocess.run(["chattr", "-i", str(locked)], check=False, capture_output=True)
         locked.chmod(0o755)
+
+
+def test_a_notification_reaches_the_stacks_receiver_on_its_moved_port(stack: Stack) -> None:
+    # The fixture's free ports moved the receiver off 10919: the shipped config followed it.
+    config = yaml.safe_load((stack.state / "alertmanager" / "alertmanager.yml").read_text())
+    assert {hook["url"] for receiver in config["receivers"]
+            for hook in receiver["webhook_configs"]} == {stack.url("webhook") + "/alerts"}
+
+    def listed() -> str:
+        done = trainwatch("stack", "notifications", state=stack.state)
+        assert done.returncode == 0, done.stderr
+        return done.stdout if DELIVERED["alertname"] in done.stdout else ""
+
+    text = wait_until(listed, timeout=90, what="the notification in `stack notifications`",
+                      interval=1.0)
+    assert re.search(r"^--- \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ via receiver trainwatch-warning$",
+                     text, re.MULTILINE), text
+    assert "[FIRING:1] TrainwatchStackDelivery stack-test/t1" in text, text
+    log = (stack.state / "logs" / "webhook.log").read_text()
+    assert "via receiver trainwatch-warning" in log
 
 
 def test_down_stops_every_process_and_never_one_that_is_not_ours(stack: Stack) -> None:

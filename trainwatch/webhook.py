@@ -1,13 +1,15 @@
 """A local Alertmanager webhook receiver: keeps every notification it is sent, in order.
 
-`make demo` prints what it received; the end-to-end alert test asserts on it; and
+`trainwatch stack up` runs one as its ``webhook`` process (:10919, `--webhook-port` moves it)
+and points its Alertmanager's webhooks at it; the end-to-end alert test runs one in-process;
 
-    python -m trainwatch.webhook [--port 10919]
+    python -m trainwatch.webhook [--port 10919] [--record FILE]
 
-prints every notification the `make run` stack's Alertmanager delivers (the shipped
-alertmanager.yml's webhooks point at 127.0.0.1:10919) as its templates render it. Alertmanager
-POSTs one JSON document per notification (its "webhook" format, version 4): the receiver's
-name, the group's status and labels, and every alert with its labels and annotations.
+prints every notification it is sent, stamped with the time it arrived, as the shipped
+templates render it, and with ``--record`` appends each to FILE as one JSON line (`trainwatch
+stack notifications` reads the stack's). Alertmanager POSTs one JSON document per notification
+(its "webhook" format, version 4): the receiver's name, the group's status and labels, and
+every alert with its labels and annotations. ``GET /-/ready`` answers 200 once it listens.
 
 Example:
     >>> import json, urllib.request
@@ -25,13 +27,43 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 Notification = dict[str, Any]
-# Where the shipped alertmanager.yml's webhooks send.
+# Where the shipped alertmanager.yml's webhooks send, and the stack's receiver listens.
 DEFAULT_PORT = 10919
+# The key of a recorded line that holds when the notification arrived (RFC 3339, UTC).
+RECEIVED = "received"
+
+
+def stamp(at: float | None = None) -> str:
+    """RFC 3339 UTC time to the second, as Prometheus's own logs write it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+
+
+def record(path: Path, note: Notification) -> None:
+    """Append ``note`` to ``path`` as one JSON line stamped with the time it arrived."""
+    with open(path, "a") as out:
+        out.write(json.dumps({RECEIVED: stamp(), "notification": note}) + "\n")
+
+
+def recorded(path: Path) -> Iterator[tuple[str, Notification]]:
+    """(time received, notification) of each line :func:`record` wrote, oldest first; a line
+    cut short (a receiver killed mid-write) is skipped."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return
+    for line in lines:
+        try:
+            doc = json.loads(line)
+            yield str(doc[RECEIVED]), dict(doc["notification"])
+        except (ValueError, KeyError, TypeError):
+            continue
 
 
 class WebhookReceiver:
@@ -53,6 +85,16 @@ class WebhookReceiver:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path != "/-/ready":
+                    self.send_error(404, "POST notifications to any path; GET /-/ready")
+                    return
+                body = b"ready\n"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 try:
@@ -106,15 +148,27 @@ def alerts_in(notifications: list[Notification], alertname: str | None = None,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print every notification delivered to 127.0.0.1:PORT until Ctrl-C."""
+    """Print (and with --record, keep) every notification delivered until Ctrl-C or SIGTERM."""
     from trainwatch.demo.show import notification_text
     from trainwatch.stack.layout import StackError, project_file
 
     parser = argparse.ArgumentParser(prog="python -m trainwatch.webhook",
                                      description="print Alertmanager's webhook notifications")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help=f"default {DEFAULT_PORT}, where the shipped alertmanager.yml sends")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--port", type=int, default=DEFAULT_PORT,
+                       help=f"on 127.0.0.1 (default {DEFAULT_PORT}, where the shipped "
+                       "alertmanager.yml sends)")
+    where.add_argument("--web.listen-address", dest="listen", metavar="HOST:PORT",
+                       help="where to listen, as the stack's other services take it")
+    parser.add_argument("--record", type=Path, metavar="FILE",
+                        help="append each notification to FILE as a JSON line with its time")
     args = parser.parse_args(argv)
+    host, port = "127.0.0.1", args.port
+    if args.listen:
+        host, _, port_text = args.listen.rpartition(":")
+        if not port_text.isdigit():
+            parser.error(f"--web.listen-address: {args.listen!r} is not HOST:PORT")
+        host, port = host or "127.0.0.1", int(port_text)
     try:
         templates = project_file("prometheus/alertmanager/templates")
     except StackError as err:
@@ -122,13 +176,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     def show(note: Notification) -> None:
-        print(f"--- via receiver {note.get('receiver')}\n{notification_text(note, templates)}",
-              flush=True)
+        if args.record:
+            record(args.record, note)
+        print(f"--- {stamp()} via receiver {note.get('receiver')}\n"
+              f"{notification_text(note, templates)}", flush=True)
 
     try:
-        receiver = WebhookReceiver(port=args.port, on_notification=show)
+        receiver = WebhookReceiver(host, port, on_notification=show)
     except OSError as err:
-        print(f"trainwatch.webhook: error: cannot listen on 127.0.0.1:{args.port} "
+        print(f"trainwatch.webhook: error: cannot listen on {host}:{port} "
               f"({err.strerror}): pass --port PORT", file=sys.stderr)
         return 2
     stop = threading.Event()

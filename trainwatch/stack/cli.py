@@ -22,7 +22,9 @@ def add_parser(commands_: Any) -> None:
     up = actions.add_parser("up", help="start the stack (starts only what is not running)")
     status = actions.add_parser("status", help="is every process alive, every target scraped")
     down = actions.add_parser("down", help="stop every process of the stack")
-    for sub in (up, status, down):
+    notes = actions.add_parser("notifications", help="what Alertmanager delivered to the "
+                               "stack's webhook receiver, with times")
+    for sub in (up, status, down, notes):
         sub.add_argument("--state-dir", metavar="DIR",
                          help=f"data, logs and pid files (default: ${ENV_STATE_DIR}, "
                          "else ~/.local/state/trainwatch)")
@@ -61,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
             return up(state, asked)
         if args.action == "status":
             return commands.status(state)
+        if args.action == "notifications":
+            return commands.notifications(state)
         return commands.down(state)
     except StackError as err:
         print(f"trainwatch stack {args.action}: error: {err}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""`trainwatch stack status` and `trainwatch stack down` (`up` is in up.py)."""
+"""`trainwatch stack status`, `down` and `notifications` (`up` is in up.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from trainwatch.stack import health, inventory, procs
 from trainwatch.stack.gc_loop import Pass
 from trainwatch.stack.layout import StateDir
 from trainwatch.stack.procs import ProcRecord
-from trainwatch.stack.services import gc_status_file
+from trainwatch.stack.services import gc_status_file, notifications_file
 from trainwatch.stack.settings import (
     DEFAULT_PORTS,
     PROCESSES,
@@ -128,4 +128,23 @@ def _down(state: StateDir, say: Say) -> int:
     if not stopped:
         say(f"no process of the stack in {state.root} was running")
     say(f"data and logs kept in {state.root}")
+    return EXIT_OK
+
+
+def notifications(state: StateDir, say: Say = say_line) -> int:
+    """Every notification the stack's webhook receiver was delivered, oldest first, each with
+    the time it arrived and its text as the shipped templates render it."""
+    from trainwatch.demo.show import notification_text  # amtool, only for this command
+    from trainwatch.stack.layout import project_file
+    from trainwatch.webhook import recorded
+
+    path = notifications_file(state)
+    templates = project_file("prometheus/alertmanager/templates")
+    count = 0
+    for count, (received, note) in enumerate(recorded(path), start=1):
+        say(f"--- {received} via receiver {note.get('receiver', '?')}")
+        for line in notification_text(note, templates).splitlines():
+            say(line)
+    if not count:
+        say(f"no notification delivered yet to the stack's receiver ({path})")
     return EXIT_OK

@@ -3,7 +3,8 @@
 Prometheus gets prometheus/prometheus.yml with the stack's loopback ports in its targets and
 its ``alerting:`` pointed at the stack's Alertmanager. Its rules are prometheus/rules/ as
 committed, or, with ``--for``/``--rate-window``, rendered by prometheus/generate_rules.py into
-the state directory: the same generator and thresholds, never an edited copy.
+the state directory: the same generator and thresholds, never an edited copy. Alertmanager gets
+prometheus/alertmanager/alertmanager.yml with its webhooks sent to the stack's own receiver.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from trainwatch.alertmanager import AlertmanagerConfigError, render_config
 from trainwatch.stack.layout import REPO, StackError, StateDir, project_file
 from trainwatch.stack.settings import StackSettings
 
@@ -99,7 +101,9 @@ def _alerting(shipped: Any, settings: StackSettings) -> dict[str, Any]:
 
 
 def alertmanager_config(state: StateDir, settings: StackSettings) -> Path:
-    """``--alertmanager-config``, else the project's, else a do-nothing one in the state dir."""
+    """``--alertmanager-config`` as given; else the project's with every webhook sent to the
+    stack's own receiver (on whatever port it was given), written into the state directory;
+    else a do-nothing one there."""
     if settings.alertmanager_config:
         path = Path(settings.alertmanager_config)
         if not path.is_file():
@@ -107,7 +111,14 @@ def alertmanager_config(state: StateDir, settings: StackSettings) -> Path:
         return path
     shipped = REPO / SHIPPED_ALERTMANAGER
     if shipped.is_file():
-        return shipped
+        try:
+            config = render_config(shipped, webhook_url=settings.url("webhook") + "/alerts")
+        except AlertmanagerConfigError as err:
+            raise StackError(str(err)) from None
+        path = state.data("alertmanager") / "alertmanager.yml"
+        header = f"# Written by `trainwatch stack up` from {shipped}; rewritten at every up.\n"
+        write_if_changed(path, header + yaml.safe_dump(config, sort_keys=False))
+        return path
     fallback = state.data("alertmanager") / "fallback.yml"
     write_if_changed(fallback, yaml.safe_dump(FALLBACK_ALERTMANAGER, sort_keys=False))
     return fallback

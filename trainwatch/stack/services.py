@@ -99,7 +99,16 @@ def build(name: str, state: StateDir, settings: StackSettings) -> ServiceSpec | 
         return _grafana(state, settings)
     if name == "gc":
         return _gc(state, settings)
+    if name == "webhook":
+        argv = (sys.executable, "-m", "trainwatch.webhook", listen(settings, name),
+                f"--record={notifications_file(state)}")
+        return ServiceSpec(name, argv, env={"PYTHONPATH": str(REPO)})
     raise ValueError(f"unknown service {name!r}")
+
+
+def notifications_file(state: StateDir) -> Path:
+    """What the stack's webhook receiver was delivered: JSON lines (trainwatch/webhook.py)."""
+    return state.data("webhook") / "notifications.jsonl"
 
 
 def gc_status_file(state: StateDir) -> Path:

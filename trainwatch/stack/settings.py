@@ -12,9 +12,9 @@ from typing import Any
 from trainwatch.stack.layout import StackError
 
 # Outside 9090-9100 so that a user's own Prometheus, Pushgateway or Alertmanager keeps its port;
-# 10910 is the exporter's own default.
+# 10910 is the exporter's own default; 10919 the webhook receiver's (trainwatch/webhook.py).
 DEFAULT_PORTS = {"exporter": 10910, "prometheus": 10911, "pushgateway": 10912,
-                 "alertmanager": 10913, "grafana": 10914}
+                 "alertmanager": 10913, "grafana": 10914, "webhook": 10919}
 # The services that listen on a port; PROCESSES adds those that do not (`trainwatch gc`'s loop).
 SERVICES = tuple(DEFAULT_PORTS)
 PROCESSES = (*SERVICES, "gc")
@@ -24,7 +24,7 @@ GC_EVERY = "30s"
 _DURATION = re.compile(r"^(?=\d*[1-9])(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 # What answers 200 once each service is ready to serve.
 READY_PATHS = {"exporter": "/healthz", "prometheus": "/-/ready", "pushgateway": "/-/ready",
-               "alertmanager": "/-/ready", "grafana": "/api/health"}
+               "alertmanager": "/-/ready", "grafana": "/api/health", "webhook": "/-/ready"}
 
 
 @dataclass(frozen=True)

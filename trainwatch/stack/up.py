@@ -15,7 +15,8 @@ from trial_instrumentation import names
 
 # Started in this order: Prometheus last, so its first scrapes and alert sends find the others.
 # gc after the Pushgateway it cleans: its first pass is its readiness.
-START_ORDER = ("pushgateway", "exporter", "alertmanager", "prometheus", "grafana", "gc")
+START_ORDER = ("pushgateway", "exporter", "webhook", "alertmanager", "prometheus", "grafana",
+               "gc")
 # How long `up` waits for Prometheus's first scrape of every target (seconds): long enough for
 # the committed 15 s interval; after it `up` reports what is not healthy yet instead of waiting.
 FIRST_SCRAPE_WAIT = 30.0
