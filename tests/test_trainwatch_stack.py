@@ -228,6 +228,25 @@ def test_diagnose_and_trials_find_the_running_stacks_prometheus(stack: Stack) ->
     assert "--prometheus" in line and "TRAINWATCH_PROMETHEUS" in line and "stack up" in line
 
 
+@pytest.mark.parametrize("args", [
+    ("stack", "status"), ("stack", "notifications"), ("trials",), ("gc", "--dry-run"),
+    ("stack", "up", "--scrape-interval=1s"), ("--help",)])
+def test_every_command_ends_quietly_on_a_closed_pipe(stack: Stack, args: tuple[str, ...]) -> None:
+    # As `trainwatch ... | head` once head has exited: every write to stdout fails.
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "TRAINWATCH_STATE_DIR": str(stack.state)}
+        done = subprocess.run([sys.executable, "-m", "trainwatch.cli", *args], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120, env=env, cwd=REPO,
+                              check=False)
+    finally:
+        os.close(write)
+    for noise in ("Traceback", "BrokenPipe", "Broken pipe", "Exception ignored"):
+        assert noise not in done.stderr, done.stderr
+    assert done.returncode in (0, 141), done
+
+
 def test_up_with_short_windows_reloads_rendered_rules_then_goes_back(stack: Stack) -> None:
     before = stack.pids()
     short = trainwatch("stack", "up", "--scrape-interval=1s", "--for=20s", "--rate-window=30s",
@@ -298,6 +317,16 @@ def test_make_run_starts_the_stack_and_make_stop_stops_it(tmp_path: Path) -> Non
         assert f"export TRAINWATCH_PUSHGATEWAY=http://127.0.0.1:{ports['pushgateway']}" \
             in run.stdout
         assert len(marked(tmp_path / "s")) == len(STARTED)
+        # A fresh shell, as after the README's steps: the line make run printed puts
+        # `trainwatch` on PATH, and the README's commands work.
+        activate = f"source {REPO / '.venv/bin/activate'}"
+        assert f"`trainwatch` is not on your PATH: `{activate}` puts it there" in run.stdout
+        assert "source .venv/bin/activate" in (REPO / "README.md").read_text().split("\n## ")[0]
+        shell_env = {**env, "PATH": "/usr/bin:/bin"}
+        fresh = subprocess.run(["bash", "-c", f"{activate} && trainwatch stack status"],
+                               cwd=REPO, env=shell_env, capture_output=True, text=True,
+                               timeout=60, check=False)
+        assert fresh.returncode == 0, fresh.stdout + fresh.stderr
     finally:
         stop = subprocess.run(["make", "-s", "stop"], cwd=REPO, env=env, capture_output=True,
                               text=True, timeout=120, check=False)

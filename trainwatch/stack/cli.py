@@ -69,6 +69,8 @@ def run(args: argparse.Namespace) -> int:
     except StackError as err:
         print(f"trainwatch stack {args.action}: error: {err}", file=sys.stderr)
         return commands.EXIT_USAGE
+    except BrokenPipeError:
+        raise  # a reader that went away: trainwatch.cli.main ends quietly
     except OSError as err:  # e.g. the state directory turned read-only under a running stack
         print(f"trainwatch stack {args.action}: error: {err.filename or ''}: {err.strerror}",
               file=sys.stderr)

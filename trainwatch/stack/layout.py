@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -130,3 +132,14 @@ def project_file(relative: str) -> Path:
         raise StackError(f"{path} not found: `trainwatch stack` runs from a trainwatch checkout "
                          "(git clone, then `make run`)")
     return path
+
+
+def path_hint() -> str | None:
+    """How to put this install's `trainwatch` command on PATH (``make run`` installs it into
+    .venv, which no shell has on PATH); None when it is there already or is no script."""
+    here = Path(sys.executable).parent / "trainwatch"
+    found = shutil.which("trainwatch")
+    if not here.is_file() or (found and Path(found).resolve() == here.resolve()):
+        return None
+    return (f"`trainwatch` is not on your PATH: `source {here.parent / 'activate'}` puts it "
+            f"there (or run {here})")

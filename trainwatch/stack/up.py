@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from trainwatch.stack import configs, health, inventory, procs, services
 from trainwatch.stack.commands import EXIT_OK, Say, say_line, status
-from trainwatch.stack.layout import StackError, StateDir
+from trainwatch.stack.layout import StackError, StateDir, path_hint
 from trainwatch.stack.procs import ProcRecord
 from trainwatch.stack.services import ServiceSpec
 from trainwatch.stack.settings import DEFAULT_PORTS, StackSettings, check
@@ -67,6 +67,9 @@ def _up(state: StateDir, asked: StackSettings, say: Say) -> int:
     say(f"state and logs: {state.root}")
     say("training scripts push here with no flags after:")
     say(f"  export {names.ENV_PUSHGATEWAY}={settings.url('pushgateway')}")
+    hint = path_hint()
+    if hint:
+        say(hint)
     lines: list[str] = []
     code = status(state, say=lines.append)
     if code != EXIT_OK:  # say what is wrong; when all is well the lines above are enough
