@@ -14,11 +14,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from trainwatch.diagnose.records import QUANTILES
+from trainwatch.contract.promql import BY_TRIAL
+from trainwatch.contract.records import QUANTILES
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
 
-BY_TRIAL = f"by ({', '.join(names.GROUPING_LABELS)})"
 RankKey = tuple[str, str, str]
 Selector = Callable[..., str]
 STEPS_TOTAL = f"{names.STEPS}_total"
@@ -53,7 +53,15 @@ def young_ranks(api: PrometheusAPI, select: Selector, window: str,
 
 
 def _per_second(samples: list[tuple[float, float]]) -> tuple[float | None, float | None]:
-    """(increase per second, seconds spanned) from the first to the last sample."""
+    """(increase per second, seconds spanned) from the first to the last sample of the current
+    run: a counter that went down was reset by a restart under the same key, and the samples
+    before it belong to the run before.
+
+    >>> _per_second([(0, 100), (10, 120), (20, 5), (30, 25)])  # a restart at t=20
+    (2.0, 10)
+    """
+    resets = [i for i in range(1, len(samples)) if samples[i][1] < samples[i - 1][1]]
+    samples = samples[resets[-1]:] if resets else samples
     if len(samples) < 2 or samples[-1][0] <= samples[0][0]:
         return None, None
     (t0, v0), (t1, v1) = samples[0], samples[-1]

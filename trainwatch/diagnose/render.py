@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Sequence
 
 from trainwatch.diagnose.report import RankReport
 from trainwatch.diagnose.trials import TrialRow
-from trainwatch.diagnose.verdict import STALE
+from trainwatch.diagnose.verdict import STALE, ago
 
 BAR_WIDTH = 30
 
@@ -111,8 +112,7 @@ def verdict_text(r: RankReport) -> list[str]:
         return []
     head = f"VERDICT (early, {steps(v.steps)}): {v.title}" if v.early else f"VERDICT: {v.title}"
     if v.kind == STALE and v.exit_reason is not None:
-        head += f" (its final push says reason={v.exit_reason}" + (
-            f"; {v.alert})" if v.alert else ")")
+        head += f" ({v.alert})" if v.alert else ""
     elif v.kind == STALE:
         head += f" ({v.alert}: no push for over {v.threshold:g} s)"
     elif v.measured is not None and v.threshold is not None:
@@ -152,15 +152,25 @@ def reports_json(reports: Sequence[RankReport]) -> str:
 
 
 def trials_text(rows: Sequence[TrialRow]) -> str:
-    header = ("EXPERIMENT", "TRIAL", "RANK", "NODE", "STEPS/S", "LOADER", "GPU", "PUSHED",
-              "STATE")
+    """One line per run; STEPS/S is over the rate window while it runs, else over its life."""
+    header = ("EXPERIMENT", "TRIAL", "RANK", "NODE", "PID", "STARTED", "LAST PUSH", "STATE",
+              "STEPS", "STEPS/S", "LOADER", "GPU", "CAUSE")
     table = [header] + [
-        (r.experiment, r.trial, r.rank, r.nodename or "-", num(r.steps_per_second),
-         pct(r.dataloader_share), pct(r.gpu_utilization), num(r.push_age_seconds, " s", 1),
-         "live" if r.live else "stale") for r in rows]
+        (r.experiment, r.trial, r.rank, r.nodename or "-", r.pid or "-", _when(r.started),
+         _age(r.push_age_seconds), r.state, "-" if r.steps is None else f"{r.steps:,}",
+         num(r.steps_per_second), pct(r.dataloader_share), pct(r.gpu_utilization),
+         r.cause or "-") for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
                      for row in table)
+
+
+def _when(seconds: float | None) -> str:
+    return "-" if seconds is None else time.strftime("%Y-%m-%d %H:%M", time.gmtime(seconds))
+
+
+def _age(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{ago(seconds)} ago"
 
 
 def trials_json(rows: Sequence[TrialRow]) -> str:

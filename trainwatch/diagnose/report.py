@@ -4,32 +4,31 @@ alerts and the verdict, one report per rank."""
 from __future__ import annotations
 
 import math
+import time
 from collections import defaultdict
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainwatch.contract import remedies
+from trainwatch.contract.alerts import TRIAL_STALE
+from trainwatch.contract.promql import BY_TRIAL
+from trainwatch.contract.promql import select as selector
+from trainwatch.contract.records import QUANTILES
 from trainwatch.diagnose import verdict as verdicts
-from trainwatch.diagnose.deployed import TRIAL_STALE, Deployment
+from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.lifetime import Lifetime, lifetimes, young_ranks
 from trainwatch.diagnose.ranks import RankSpread, TrialScaling, rank_spreads, trial_scalings
-from trainwatch.diagnose.records import QUANTILES
+from trainwatch.diagnose.runs import Run, parse_prometheus_duration
 from trainwatch.diagnose.verdict import Measurements, Verdict, decide
 from trainwatch.promapi import Labels, PrometheusAPI
-from trial_instrumentation import names, remedies
+from trial_instrumentation import names
 
-TRIAL_LABELS = names.GROUPING_LABELS
-BY_TRIAL = f"by ({', '.join(TRIAL_LABELS)})"
 HOST_INFO = "trainwatch_host_info"
 
 
 class UnknownTrial(LookupError):
     """No trial matches; the message lists the trials that do exist."""
-
-
-def selector(metric: str, **labels: str | None) -> str:
-    """``selector("m", trial='a"b')`` -> ``m{trial="a\\"b"}`` (None values are left out)."""
-    quoted = [f'{k}="{_escape(v)}"' for k, v in labels.items() if v is not None]
-    return f"{metric}{{{', '.join(quoted)}}}" if quoted else metric
 
 
 def push_age(**labels: str | None) -> str:
@@ -42,10 +41,6 @@ def ended_ranks(api: PrometheusAPI, **labels: str | None) -> dict[tuple[str, str
     recent that push, each with its reason: not live, as the alerts count them."""
     return {_rank_key(found): found.get("reason", "") for found, _ in
             api.query(selector(names.EXIT, **labels))}
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _rank_key(labels: Labels) -> tuple[str, str, str]:
@@ -104,6 +99,9 @@ class RankReport:
     # A multi-rank trial that measured its single-rank step limit: its scaling efficiency and
     # what holds it back (the same for every rank of the trial).
     scaling: TrialScaling | None = None
+    # The run the report is about (trainwatch.diagnose.runs): its process, start, last push
+    # and how it ended; None when read without the run history.
+    run: Run | None = None
 
 
 def by_rank(api: PrometheusAPI, expr: str) -> dict[tuple[str, str, str], list[tuple[Labels,
@@ -127,12 +125,17 @@ def live_trials(api: PrometheusAPI, experiment: str | None = None) -> list[Label
 
 
 def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
-           trial: str | None = None, rank: str | None = None) -> list[RankReport]:
+           trial: str | None = None, rank: str | None = None, *,
+           only: Collection[tuple[str, str, str]] | None = None,
+           starts: Mapping[tuple[str, str, str], float] | None = None) -> list[RankReport]:
     """One report per rank of ``experiment``/``trial``; every trial of the experiment when
-    ``trial`` is None, every rank when ``rank`` is None."""
+    ``trial`` is None, every rank when ``rank`` is None; only the ranks ``only`` names, if
+    given. A rank whose run started (``starts``) less than a rate window ago is read from its
+    own samples, never from a rate that spans the run before it under the same key."""
     infos = live_trials(api, experiment)
     chosen = [i for i in infos
-              if trial in (None, i.get("trial")) and rank in (None, i.get("rank"))]
+              if trial in (None, i.get("trial")) and rank in (None, i.get("rank"))
+              and (only is None or _rank_key(i) in only)]
     if not chosen:
         raise UnknownTrial(_unknown_message(api, infos, experiment, trial, rank))
     n, sel = deployment.names, {"experiment": experiment, "trial": trial}
@@ -163,7 +166,10 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     stale_after = deployment.threshold(TRIAL_STALE)
     ended = ended_ranks(api, **sel)
     stale = {key for key, rows in age.items() if rows[0][1] > stale_after} | set(ended)
-    young = young_ranks(api, selector, n.window, **sel) - stale
+    now = time.time() if api.at is None else api.at
+    restarted = {key for key, start in (starts or {}).items()
+                 if now - start < parse_prometheus_duration(n.window)}
+    young = (young_ranks(api, selector, n.window, **sel) | restarted) - stale
     lives = lifetimes(api, selector, n.window, **sel) if young or stale else {}
     firing = api.alerts()
     instances = {labels.get("nodename"): labels.get("instance")

@@ -1,60 +1,119 @@
-"""`trainwatch trials`: one row per live trial rank, like the Fleet dashboard's table."""
+"""`trainwatch trials`: one row per run of a trial rank, running or ended, like the Fleet
+dashboard's table for the running ones; the history back ``--since``."""
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 
-from trainwatch.diagnose.deployed import TRIAL_STALE, Deployment
+from trainwatch.contract.alerts import TRIAL_STALE
+from trainwatch.contract.promql import BY_TRIAL
+from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.lifetime import lifetimes, young_ranks
 from trainwatch.diagnose.report import (
-    BY_TRIAL,
     by_rank,
-    ended_ranks,
     first_value,
-    push_age,
     selector,
 )
+from trainwatch.diagnose.runs import RUNNING, RankKey, Run, find_runs
+from trainwatch.diagnose.verdict import Measurements, decide
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
+
+# How far back `trainwatch trials` looks without --since.
+DEFAULT_SINCE = 3600.0
 
 
 @dataclass
 class TrialRow:
+    """One run of one trial rank. ``state`` is one of trainwatch.diagnose.runs.STATES, the
+    words `diagnose` uses; ``cause`` the verdict's kind (dataloader, gpu_bound, ...)."""
+
     experiment: str
     trial: str
     rank: str
     nodename: str | None
-    steps_per_second: float | None
+    steps_per_second: float | None  # running: over the rate window; else over its life
     dataloader_share: float | None
     gpu_utilization: float | None
     push_age_seconds: float | None
     live: bool
+    state: str = RUNNING
+    pid: str | None = None
+    started: float | None = None  # Unix time: its start (or first sample)
+    ended: float | None = None  # its last push (or last sample); None while running
+    steps: int | None = None
+    cause: str | None = None
 
 
-def list_trials(api: PrometheusAPI, deployment: Deployment,
-                experiment: str | None = None) -> list[TrialRow]:
-    """Every trial rank with trainwatch_trial_info (of ``experiment`` if given), live ones first;
-    live means it pushed within the deployed TrainwatchTrialStale threshold and its last push
-    was not a final one (trainwatch_trial_exit), as the alerts count it."""
+def list_trials(api: PrometheusAPI, deployment: Deployment, experiment: str | None = None,
+                since: float = DEFAULT_SINCE, now: float | None = None) -> list[TrialRow]:
+    """Every run of a trial rank with samples in the last ``since`` seconds (of ``experiment``
+    if given), running ones first, then the latest first. Running means it pushed within the
+    deployed TrainwatchTrialStale threshold and its last push was not a final one
+    (trainwatch_trial_exit), as the alerts count it."""
+    now = time.time() if now is None else now
+    stale_after = deployment.threshold(TRIAL_STALE)
+    current = _current(api, deployment, experiment)
+    rows = []
+    for run in find_runs(api, since, experiment, now=now):
+        state = run.state(stale_after, now)
+        row = current.get(run.key) if run.current else None
+        if row is None or state != RUNNING:
+            row = _over_life(api.pinned(run.last), deployment, run)
+        row.state, row.live, row.pid, row.nodename = state, state == RUNNING, run.pid, run.nodename
+        row.started, row.ended = run.start, None if row.live else run.end
+        row.push_age_seconds = now - run.end
+        rows.append(row)
+    return sorted(rows, key=lambda r: (not r.live, -(r.started or 0), r.experiment, r.trial,
+                                       r.rank))
+
+
+def _cause(deployment: Deployment, shares: dict[str, float], gpu: float | None) -> str | None:
+    if not shares:
+        return None
+    return decide(Measurements(shares, gpu_utilization=gpu), deployment.alerts).kind
+
+
+def _current(api: PrometheusAPI, deployment: Deployment,
+             experiment: str | None) -> dict[RankKey, TrialRow]:
+    """The rows of the ranks whose group is scraped now, from the recorded rates."""
     n, sel = deployment.names, {"experiment": experiment}
     info = by_rank(api, selector(names.TRIAL_INFO, **sel))
     steps = by_rank(api, selector(n.steps_rate, **sel))
-    loader = by_rank(api, selector(n.phase_share, phase=names.DATALOADER_NEXT, **sel))
+    shares = by_rank(api, selector(n.phase_share, **sel))
     gpu = by_rank(api, f"avg {BY_TRIAL} ({selector(n.trial_gpu_utilization, **sel)})")
-    age = by_rank(api, push_age(**sel))
-    ended = ended_ranks(api, **sel)
-    stale_after = deployment.threshold(TRIAL_STALE)
     # A trial younger than the rate window: its own samples, not a rate that reads low.
     young = young_ranks(api, selector, n.window, **sel)
     lives = lifetimes(api, selector, n.window, **sel) if young else {}
-    rows = []
+    rows = {}
     for key, [(labels, _), *_] in info.items():
-        pushed = first_value(age[key])
-        rate, share = first_value(steps[key]), first_value(loader[key])
+        rate = first_value(steps[key])
+        phases = {lbl.get("phase", ""): v for lbl, v in shares[key]}
         if key in young and key in lives:
-            rate = lives[key].steps_per_second
-            share = lives[key].shares.get(names.DATALOADER_NEXT)
-        live = pushed is not None and pushed < stale_after and key not in ended
-        rows.append(TrialRow(*key, labels.get("nodename"), rate if live else None, share,
-                             first_value(gpu[key]), pushed, live=live))
-    return sorted(rows, key=lambda r: (not r.live, r.experiment, r.trial, r.rank))
+            rate, phases = lives[key].steps_per_second, lives[key].shares
+        util = first_value(gpu[key])
+        rows[key] = TrialRow(*key, labels.get("nodename"), rate,
+                             phases.get(names.DATALOADER_NEXT), util, None, live=True,
+                             cause=_cause(deployment, phases, util))
+    return rows
+
+
+def _over_life(api: PrometheusAPI, deployment: Deployment, run: Run) -> TrialRow:
+    """An ended or stopped run's row, read at its last sample (``api`` is pinned there)."""
+    sel = dict(zip(names.GROUPING_LABELS, run.key))
+    life = lifetimes(api, selector, "1s", **sel).get(run.key)
+    shares = life.shares if life else {}
+    steps = _value(api, selector(f"{names.STEPS}_total", **sel))
+    gpu = _value(api, f"avg_over_time({selector(deployment.names.trial_gpu_utilization, **sel)}"
+                      f"[{max(1, round(run.seconds))}s])")
+    rate = steps / run.seconds if steps is not None and run.seconds > 0 else None
+    return TrialRow(*run.key, run.nodename, rate, shares.get(names.DATALOADER_NEXT), gpu, None,
+                    live=False, steps=None if steps is None else int(steps),
+                    cause=_cause(deployment, shares, gpu))
+
+
+def _value(api: PrometheusAPI, expr: str) -> float | None:
+    values = [v for _, v in api.query(f"max({expr})") if not math.isnan(v)]
+    return values[0] if values else None

@@ -1,0 +1,84 @@
+"""`trainwatch diagnose`, `trials` and `compare`: their arguments and their runs, every failure
+one line and exit 2.
+
+    trainwatch diagnose --experiment E [--trial T] [--rank R] [--since 7d] [--at TIME]
+    trainwatch trials [--experiment E] [--since 7d]
+    trainwatch compare E/T[/R] E/T[/R] [--since 7d]
+
+Exit codes of diagnose: 0 no bottleneck (GPU-bound, or no GPU metrics to judge), 1 a bottleneck
+found or the trial stopped or ended, 2 usage or configuration error (unknown trial, Prometheus
+unreachable, rules not loaded, no timings yet). With several ranks the worst code wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from trainwatch.diagnose import compare, render
+from trainwatch.diagnose.deployed import Deployment
+from trainwatch.diagnose.history import gather_runs
+from trainwatch.diagnose.report import UnknownTrial
+from trainwatch.diagnose.trials import DEFAULT_SINCE, list_trials
+from trainwatch.diagnose.verdict import EXIT_OK, EXIT_USAGE, worst_exit_code
+from trainwatch.gc import parse_duration
+from trainwatch.promapi import PrometheusAPI, PrometheusError
+from trainwatch.report.window import parse_time
+from trainwatch.stack.lookup import prometheus_url
+
+COMMANDS = ("diagnose", "trials", "compare")
+
+
+def add_parsers(commands: Any) -> None:
+    """Add `diagnose`, `trials` and `compare` to the `trainwatch` command's subcommands."""
+    diagnose = commands.add_parser("diagnose", help="say what holds a trial back, running or "
+                                   "ended")
+    trials = commands.add_parser("trials", help="list the trials Prometheus knows, running "
+                                 "and ended")
+    versus = commands.add_parser("compare", help="two trials side by side, and what changed")
+    for sub in (diagnose, trials, versus):
+        sub.add_argument("--prometheus", metavar="URL",
+                         help="Prometheus base URL, e.g. http://prometheus:9090 (default: "
+                         "$TRAINWATCH_PROMETHEUS, else the running `trainwatch stack`'s)")
+        sub.add_argument("--format", choices=("text", "json"), default="text")
+        sub.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout, seconds")
+    for sub in (diagnose, versus):
+        sub.add_argument("--since", type=parse_duration, metavar="DURATION",
+                         help="how far back to look for the trial (default: Prometheus's "
+                         "retention)")
+    diagnose.add_argument("--experiment", required=True)
+    diagnose.add_argument("--trial", help="default: every trial of the experiment")
+    diagnose.add_argument("--rank", help="default: every rank")
+    diagnose.add_argument("--at", type=parse_time, metavar="TIME",
+                          help="read the trial as it was then: Unix seconds or ISO 8601 (UTC "
+                          "unless it says); default: now if it runs, else its last push")
+    trials.add_argument("--experiment", help="only this experiment's trials")
+    trials.add_argument("--since", type=parse_duration, default=DEFAULT_SINCE,
+                        metavar="DURATION", help="list runs with samples this far back "
+                        "(default 1h; e.g. 7d)")
+    versus.add_argument("first", metavar="A", help="experiment/trial[/rank], e.g. resnet/lr-0.1")
+    versus.add_argument("second", metavar="B", help="the trial to compare A against (the "
+                        "baseline: 'what changed' is A minus B)")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        api = PrometheusAPI(prometheus_url(args.prometheus), timeout=args.timeout)
+        deployment = Deployment.from_rules(api.rules(), where=f"Prometheus at {api.url}")
+        if args.command == "trials":
+            rows = list_trials(api, deployment, args.experiment, args.since)
+            print(render.trials_json(rows) if args.format == "json" else render.trials_text(rows))
+            return EXIT_OK
+        if args.command == "compare":
+            found = compare.compare_refs(api, deployment, args.first, args.second, args.since)
+            print(compare.as_json(found) if args.format == "json" else compare.as_text(found))
+            return EXIT_OK
+        reports = gather_runs(api, deployment, args.experiment, args.trial, args.rank,
+                              since=args.since, at=args.at)
+    except (ValueError, PrometheusError, UnknownTrial) as err:  # DeploymentError is a ValueError
+        print(f"trainwatch {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    print(render.reports_json(reports) if args.format == "json"
+          else render.reports_text(reports))
+    return worst_exit_code(r.verdict for r in reports if r.verdict is not None)

@@ -1,0 +1,135 @@
+"""`diagnose` for any trial Prometheus remembers: found among its runs (trainwatch.diagnose.runs)
+without the user giving a time, each rank read where its run's numbers are.
+
+A running rank is read now, as before. A rank whose run ended (or stopped) is read at its last
+sample, where its counters hold the run's final values, and judged over its whole life: the
+phases' shares from the final sums, steps/s and samples/s as the final counts over the time
+from its start to its last push. A rank that restarted under the same key is judged on its own
+run alone. ``at`` reads every rank as it was at that instant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import time
+from collections import defaultdict
+
+from trainwatch.contract.promql import select
+from trainwatch.diagnose.deployed import Deployment
+from trainwatch.diagnose.report import RankReport, UnknownTrial, gather
+from trainwatch.diagnose.runs import RankKey, Run, find_runs, latest_per_rank, retention
+from trainwatch.diagnose.verdict import STALE, ago
+from trainwatch.promapi import PrometheusAPI
+from trial_instrumentation import names
+
+# How a run that ended says how: (reason in the title, how in words).
+HOW = {names.EXIT_CLEAN: "clean", names.EXIT_FAILED: "failed: an exception or a non-zero exit",
+       names.EXIT_TERMINATED: "terminated: SIGTERM"}
+
+
+def gather_runs(api: PrometheusAPI, deployment: Deployment, experiment: str,
+                trial: str | None = None, rank: str | None = None, *,
+                since: float | None = None, at: float | None = None,
+                now: float | None = None) -> list[RankReport]:
+    """One report per rank of the latest run of each (or the run on at ``at``) within ``since``
+    seconds (default: Prometheus's retention)."""
+    now = time.time() if now is None else now
+    since = retention(api) if since is None else since
+    if at is not None:
+        if at > now:
+            raise ValueError(f"--at is {ago(at - now)} in the future")
+        if at < now - since:
+            raise ValueError(f"--at is {ago(now - at)} ago, outside the {ago(since)} looked at "
+                             "(Prometheus's retention, or --since)")
+    runs = find_runs(api, since, experiment, trial, rank, now=now)
+    chosen = latest_per_rank(runs, at)
+    if not chosen:
+        raise UnknownTrial(unknown_message(api, since, experiment, trial, rank, now))
+    instants: dict[float | None, list[Run]] = defaultdict(list)
+    for run in chosen:
+        instants[at if at is not None else (None if run.current else run.last)].append(run)
+    reports = []
+    for instant, group in instants.items():
+        by_key = {run.key: run for run in group}
+        pinned = api if instant is None else api.pinned(instant)
+        starts = {k: r.start for k, r in by_key.items()}
+        for report in gather(pinned, deployment, experiment, trial, rank, only=by_key,
+                             starts=starts):
+            run = by_key[(report.experiment, report.trial, report.rank)]
+            reports.append(_over_life(pinned, report, run, now) if _ended(report) else
+                           dataclasses.replace(report, run=run))
+    return sorted(reports, key=lambda r: (r.experiment, r.trial, r.rank))
+
+
+def _ended(report: RankReport) -> bool:
+    return report.verdict is not None and report.verdict.kind == STALE
+
+
+def _over_life(api: PrometheusAPI, report: RankReport, run: Run, now: float) -> RankReport:
+    """An ended or stopped run's report: ages from now, rates over its whole life."""
+    sel = dict(zip(names.GROUPING_LABELS, run.key))
+    totals = {name: _value(api, select(f"{name}_total", **sel))
+              for name in (names.STEPS, names.SAMPLES)}
+    life = run.seconds
+    steps, samples = totals[names.STEPS], totals[names.SAMPLES]
+    per_second = (lambda total: total / life if total is not None and life > 0 else None)
+    report = dataclasses.replace(report, run=run, push_age_seconds=now - run.end,
+                                 steps_per_second=per_second(steps),
+                                 samples_per_second=per_second(samples), lifetime_seconds=life)
+    verdict = report.verdict
+    assert verdict is not None
+    count = int(steps) if steps is not None else verdict.steps
+    said = f"over its life, {verdict.last_profile}" if verdict.last_profile else "no timings"
+    if run.exit_reason is not None:
+        how = HOW.get(run.exit_reason, f"reason={run.exit_reason}")
+        title = (f"Ended {ago(now - run.end)} ago ({how}, {_count(count)} in {ago(life)}): "
+                 f"{said}")
+    else:
+        title = (f"Stopped pushing {ago(now - run.end)} ago without a word (crashed or killed; "
+                 f"{_count(count)} in {ago(life)}): {said}")
+    # An ended group is gc's to retire (or already gone): no clean-up line to give.
+    cleanup = verdict.cleanup if run.exit_reason is None and run.current else None
+    return dataclasses.replace(report, verdict=dataclasses.replace(
+        verdict, title=title, measured=now - run.end, steps=count, cleanup=cleanup))
+
+
+def _count(steps: int | None) -> str:
+    return "? steps" if steps is None else f"{steps:,} step" + ("" if steps == 1 else "s")
+
+
+def _value(api: PrometheusAPI, expr: str) -> float | None:
+    values = [v for _, v in api.query(f"max({expr})") if not math.isnan(v)]
+    return values[0] if values else None
+
+
+def unknown_message(api: PrometheusAPI, since: float, experiment: str, trial: str | None,
+                    rank: str | None, now: float) -> str:
+    """What exists instead, with the closest name first."""
+    wanted = f"{experiment}/{trial}" if trial else experiment
+    wanted += f" rank {rank}" if rank is not None else ""
+    known = find_runs(api, since, now=now)
+    where = f"in Prometheus over the last {ago(since)}"
+    if not known:
+        return f"no trial {wanted} {where}; none has pushed metrics"
+    same = [r for r in known if r.experiment == experiment]
+    if trial is None or not same:
+        names_ = sorted({r.experiment for r in known})
+        close = difflib.get_close_matches(experiment, names_, n=1, cutoff=0.5)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        return f"no experiment {experiment!r} {where}{hint}; experiments: {', '.join(names_)}"
+    ranks: dict[str, set[str]] = defaultdict(set)
+    for r in same:
+        ranks[r.trial].add(r.rank)
+    close = difflib.get_close_matches(trial, sorted(ranks), n=1, cutoff=0.5)
+    hint = f" (did you mean {experiment}/{close[0]}?)" if close else ""
+    listed = ", ".join(f"{t} (rank {', '.join(sorted(rs))})" for t, rs in sorted(ranks.items()))
+    return f"no trial {wanted} {where}{hint}; trials of experiment {experiment}: {listed}"
+
+
+def run_of(api: PrometheusAPI, since: float, key: RankKey, now: float | None = None
+           ) -> Run | None:
+    """The latest run of one rank within ``since`` seconds."""
+    runs = latest_per_rank(find_runs(api, since, *key, now=now))
+    return runs[0] if runs else None
