@@ -351,16 +351,20 @@ def test_grafana_gets_the_projects_provisioning_with_this_checkouts_dashboards(
     assert written == shipped
 
 
-def test_a_taken_port_fails_with_one_line_and_starts_nothing(tmp_path: Path) -> None:
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", 0))
-        squatter.listen()
-        taken = squatter.getsockname()[1]
-        ports = dict(zip(SERVICES, free_ports(len(SERVICES))), prometheus=taken)
+def test_taken_ports_fail_with_one_line_naming_all_and_leave_nothing(tmp_path: Path) -> None:
+    with socket.socket() as one, socket.socket() as two:
+        for squatter in (one, two):
+            squatter.bind(("127.0.0.1", 0))
+            squatter.listen()
+        taken = [one.getsockname()[1], two.getsockname()[1]]
+        ports = dict(zip(SERVICES, free_ports(len(SERVICES))), prometheus=taken[0],
+                     webhook=taken[1])
         line = one_clear_line(trainwatch("stack", "up", *port_flags(ports),
                                          state=tmp_path / "s"))
-    assert f"port {taken} for prometheus" in line and "--prometheus-port" in line
+    assert f"ports {taken[1]} for webhook, {taken[0]} for prometheus on 127.0.0.1 are taken" \
+        in line and line.endswith("pass --webhook-port PORT --prometheus-port PORT")
     assert marked(tmp_path / "s") == []
+    assert not (tmp_path / "s").exists()  # the state directory it made is gone again
 
 
 def test_a_service_that_cannot_start_fails_with_its_log_and_leaves_nothing(tmp_path: Path) -> None:
@@ -399,6 +403,7 @@ def test_a_bad_flag_is_one_line_and_starts_nothing(tmp_path: Path, flag: str, sa
     line = one_clear_line(trainwatch("stack", "up", *flags, flag, state=tmp_path / "s"))
     assert says in line
     assert marked(tmp_path / "s") == []
+    assert not (tmp_path / "s").exists()
 
 
 def test_a_missing_binary_fails_with_one_line_and_starts_nothing(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -33,9 +34,23 @@ def _tail(state: StateDir, service: str) -> Callable[[], str]:
 def up(state: StateDir, asked: StackSettings, say: Say = say_line) -> int:
     """Start what is not running, reload what is, print where everything is; the exit code is
     `status`'s (0 when every process answers and every target is scraped)."""
+    created = not state.exists()
     state.prepare()
-    with state.locked():
-        return _up(state, asked, say)
+    try:
+        with state.locked():
+            return _up(state, asked, say)
+    except BaseException:
+        if created:
+            _remove_if_unused(state)
+        raise
+
+
+def _remove_if_unused(state: StateDir) -> None:
+    """Remove the state directory a failed `up` created, unless a service's log in it explains
+    the failure (the error names that log) or a process of it still runs."""
+    logs = [p for p in state.logs.glob("*.log") if p.stat().st_size > 0]
+    if not logs and not any(procs.marked(str(state.root))):
+        shutil.rmtree(state.root, ignore_errors=True)
 
 
 def _up(state: StateDir, asked: StackSettings, say: Say) -> int:
@@ -50,9 +65,12 @@ def _up(state: StateDir, asked: StackSettings, say: Say) -> int:
     missing = [s for s in START_ORDER if s in specs and s not in inv.alive]
     taken = [s for s in missing if s in settings.ports and health.port_taken(settings.ports[s])]
     if taken:
-        port = settings.ports[taken[0]]
-        raise StackError(f"port {port} for {taken[0]} on 127.0.0.1 is taken by another "
-                         f"program: stop it, or pass --{taken[0]}-port PORT")
+        ports = ", ".join(f"{settings.ports[s]} for {s}" for s in taken)
+        flags = " ".join(f"--{s}-port PORT" for s in taken)
+        them = "them" if len(taken) > 1 else "it"
+        raise StackError(f"port{'s' if len(taken) > 1 else ''} {ports} on 127.0.0.1 "
+                         f"{'are' if len(taken) > 1 else 'is'} taken by another program: "
+                         f"stop {them}, or pass {flags}")
     settings.save(state.settings_file)
     started = _start_all(state, settings, [specs[s] for s in missing], inv.stack)
     if "prometheus" in specs:
