@@ -8,11 +8,16 @@ from grafana import trial_profile
 from grafana.board import dashboard, query_variable
 from grafana.layout import Layout
 from grafana.panels import DATASOURCE_VAR, Column, Query, table
-from grafana.promql import BY_TRIAL, TRIAL_INFO, Promql
+from grafana.promql import TRIAL_INFO, Promql
 from grafana.ranks import scaling_panel, stragglers_table
 from grafana.sections import gpu_ratio
 from prometheus.rulegen.alerts import underutilized_trial_gpus
-from prometheus.rulegen.promql import TRIAL_LABELS, by, number, select
+from trainwatch.contract.alerts import (
+    DATALOADER_BOUND,
+    GPU_UNDERUTILIZED,
+    TRIAL_STALE,
+)
+from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS, by, number, select
 
 UID = "trainwatch-fleet"
 TRIALS_TABLE = "Trials, one row per rank"
@@ -26,8 +31,8 @@ PROFILE_LINK = (
 
 def build(q: Promql) -> db.Dashboard:
     n, s = q.names, q.settings
-    stale_after = s.threshold("TrainwatchTrialStale")
-    idle_below = s.threshold("TrainwatchGPUUnderutilized")
+    stale_after = s.threshold(TRIAL_STALE)
+    idle_below = s.threshold(GPU_UNDERUTILIZED)
     layout = Layout()
     layout.row("Trials")
     loader_share = select(n.phase_share, EXPERIMENT, s.selector("dataloader_phase"))
@@ -43,7 +48,7 @@ def build(q: Promql) -> db.Dashboard:
                    f"(TrainwatchTrialStale) means the trial crashed or hangs.",
         columns=[Column("Steps/s", "suffix: steps/s"),
                  Column("Data loader share", "percentunit",
-                        steps=((s.threshold("TrainwatchDataloaderBound"), "red"),)),
+                        steps=((s.threshold(DATALOADER_BOUND), "red"),)),
                  Column("GPU utilization", "percentunit", base="red",
                         steps=((idle_below, "green"),)),
                  Column("Last push", "s", steps=((stale_after, "red"),))],

@@ -1,7 +1,8 @@
 """PromQL building blocks the dashboards share: selectors, rule names, joins, legends.
 
-Selectors, thresholds and recording-rule names come from the rule generator
-(``prometheus/rulegen``) reading thresholds.yaml; metric names from docs/design.md's contract.
+Selectors and thresholds come from thresholds.yaml through the rule generator
+(``prometheus.rulegen``), recording-rule names and selector helpers from ``trainwatch.contract``,
+metric names from docs/design.md's contract.
 The live-query test proves every name here exists in a running stack.
 """
 
@@ -10,15 +11,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from prometheus.rulegen.promql import TRIAL_LABELS, by, select
-from prometheus.rulegen.recording import RecordNames
 from prometheus.rulegen.settings import Settings
+from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS, select
+from trainwatch.contract.records import RecordNames
 
 GPU_INFO = "trainwatch_gpu_info"
 HOST_INFO = "trainwatch_host_info"
 TRIAL_INFO = "trainwatch_trial_info"
 TRIAL_GPU_INFO = "trainwatch_trial_gpu_info"
-BY_TRIAL = by(*TRIAL_LABELS)
 
 # Legends: a hardware series names its host and its GPU, a trial series its rank and node.
 GPU_LEGEND = "{{instance}} GPU {{gpu}} {{name}}"

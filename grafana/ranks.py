@@ -8,10 +8,9 @@ from grafana.layout import Layout
 from grafana.panels import Column, Panel, Query, table, timeseries
 from grafana.promql import Promql
 from prometheus.rulegen.alerts import straggling_ranks
-from prometheus.rulegen.promql import by, number, select
+from trainwatch.contract.alerts import RANK_STRAGGLER, SCALING_INEFFICIENT
+from trainwatch.contract.promql import by, number, select
 
-ALERT = "TrainwatchRankStraggler"
-SCALING_ALERT = "TrainwatchScalingInefficient"
 PER_TRIAL = by("experiment", "trial")
 TRIAL = "{{experiment}}/{{trial}}"
 STRAGGLERS_TABLE = "Straggling ranks"
@@ -23,7 +22,7 @@ def add_ranks_row(layout: Layout, q: Promql, *trial_matchers: str) -> None:
     """The Trial profile's row for the trials ``trial_matchers`` pick (every rank of each)."""
     n, s = q.names, q.settings
     own = select(n.rank_step_mean, *trial_matchers)
-    threshold = s.threshold(ALERT)
+    threshold = s.threshold(RANK_STRAGGLER)
     layout.row("Ranks")
     layout.add(timeseries("Step time across ranks", "s", [
         Query(f"min {PER_TRIAL} ({own})", f"{TRIAL} fastest rank"),
@@ -34,7 +33,7 @@ def add_ranks_row(layout: Layout, q: Promql, *trial_matchers: str) -> None:
     layout.add(timeseries("Slowest rank over median", "none", [
         Query(select(n.rank_spread, *trial_matchers), TRIAL),
     ], description=f"The slowest rank's own step time over the median rank's (1 = even); "
-                   f"{ALERT} fires above {number(threshold)} (thresholds.yaml).",
+                   f"{RANK_STRAGGLER} fires above {number(threshold)} (thresholds.yaml).",
         threshold=(threshold, "red")), 7, 8)
     layout.add(_slowest(q, own), 7, 8)
 
@@ -45,7 +44,7 @@ def _slowest(q: Promql, own: str) -> Panel:
                  description="Per trial, the rank with the longest own step time, its node and "
                              "its own step time over the median rank's.",
                  columns=[Column("× median", "none",
-                                 steps=((q.settings.threshold(ALERT), "red"),))])
+                                 steps=((q.settings.threshold(RANK_STRAGGLER), "red"),))])
 
 
 def stragglers_table(q: Promql, *trial_matchers: str) -> Panel:
@@ -53,18 +52,19 @@ def stragglers_table(q: Promql, *trial_matchers: str) -> Panel:
     s = q.settings
     return table(STRAGGLERS_TABLE, [Query(straggling_ranks(s, *trial_matchers))],
                  description=f"Ranks of live trials whose own step time is over "
-                             f"{number(s.threshold(ALERT))} times their trial's median rank's "
-                             f"over {s.rate_window} ({ALERT}, which also waits its `for`).",
+                             f"{number(s.threshold(RANK_STRAGGLER))} times their trial's median "
+                             f"rank's over {s.rate_window} ({RANK_STRAGGLER}, which also waits "
+                             "its `for`).",
                  columns=[Column("× median", "none")])
 
 
 def scaling_panel(q: Promql, *trial_matchers: str) -> Panel:
     """Scaling efficiency of the multi-rank trials that measured their single-rank limit."""
     n, s = q.names, q.settings
-    threshold = s.threshold(SCALING_ALERT)
+    threshold = s.threshold(SCALING_INEFFICIENT)
     return timeseries("Scaling efficiency", "percentunit", [
         Query(select(n.scaling_efficiency, *trial_matchers), TRIAL),
     ], description=f"Samples/s over (ranks × the single-rank step limit the trial measured, "
-                   f"Trial.measure_step_limit), over {s.rate_window}; {SCALING_ALERT} fires "
+                   f"Trial.measure_step_limit), over {s.rate_window}; {SCALING_INEFFICIENT} fires "
                    f"below {number(threshold)} for multi-rank trials. It reads low while a "
                    "trial is younger than the window.", threshold=(threshold, "red"))

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from grafana.layout import Layout
 from grafana.panels import Panel, Query, timeseries
 from grafana.promql import GPU_LEGEND, Promql
-from prometheus.rulegen.promql import select
+from trainwatch.contract.promql import select
 
 
 def gpu_ratio(q: Promql, title: str, expr: str, *, description: str,

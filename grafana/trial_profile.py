@@ -9,7 +9,6 @@ from grafana.board import dashboard, query_variable
 from grafana.layout import Layout
 from grafana.panels import Panel, Query, stat, table, timeseries
 from grafana.promql import (
-    BY_TRIAL,
     GPU_LEGEND,
     TRIAL_GPU_INFO,
     TRIAL_INFO,
@@ -19,7 +18,8 @@ from grafana.promql import (
 )
 from grafana.ranks import add_ranks_row
 from grafana.sections import add_host_panels, gpu_activity, gpu_ratio
-from prometheus.rulegen.promql import number, select
+from trainwatch.contract.alerts import DATALOADER_BOUND, HOST_TO_DEVICE_BOUND
+from trainwatch.contract.promql import BY_TRIAL, number, select
 
 UID = "trainwatch-trial-profile"
 # Variable names; the Fleet table's links set them as var-<name>.
@@ -83,9 +83,9 @@ def build(q: Promql) -> db.Dashboard:
         Query(per_rank(n.phase_quantile), f"{{{{phase}}}} q{{{{quantile}}}} · {TRIAL_LEGEND}"),
     ], description=f"Median and 95th percentile per phase over {s.rate_window}."), 12, 8)
     layout.add(_share_against(q, "Data loader share", s.selector("dataloader_phase"),
-                              "TrainwatchDataloaderBound"), 12, 8)
+                              DATALOADER_BOUND), 12, 8)
     layout.add(_share_against(q, "Host↔device copy share", s.selector("host_to_device_phases"),
-                              "TrainwatchHostToDeviceBound"), 12, 8)
+                              HOST_TO_DEVICE_BOUND), 12, 8)
     layout.row("The trial's GPUs")
     rank_gpu = f"{GPU_LEGEND} · rank {{{{rank}}}}"
     layout.add(gpu_ratio(q, "GPU utilization", select(n.trial_gpu_utilization, *MATCHERS),

@@ -4,7 +4,7 @@ The expression is an ``or`` chain of conditions in priority order; each yields a
 and ``or`` keeps the first that holds for a (experiment, trial, rank), so a rank gets exactly
 one code. The thresholds are the alerts' (thresholds.yaml), so the verdict and the alerts
 never disagree about what counts as bound; the checks, their order and their titles are
-`trainwatch diagnose`'s table (trainwatch/diagnose/verdict.py CHECKS), so the panel and the
+`trainwatch diagnose`'s table (trainwatch/contract/checks.py CHECKS), so the panel and the
 CLI name the same bottleneck.
 """
 
@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from grafana.panels import Mapping
-from grafana.promql import BY_TRIAL, Promql
-from prometheus.rulegen import remedies
-from prometheus.rulegen.promql import number, select
-from trainwatch.diagnose.verdict import CHECKS, GATES
+from grafana.promql import Promql
+from trainwatch.contract import remedies
+from trainwatch.contract.checks import CHECKS, GATES
+from trainwatch.contract.promql import BY_TRIAL, number, select
 
 
 @dataclass(frozen=True)

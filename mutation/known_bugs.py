@@ -32,7 +32,7 @@ BUGS = [
      "(rate(trainwatch_trial_step_seconds_sum"),
      ("/ on (experiment, trial) group_left\n      sum by (experiment, trial) "
      "(rate(trainwatch_trial_step_seconds_sum"), ["tests/test_rules.py", "-k", "promtool_test"]),
-    ("verdict checks copies after CPU", "trainwatch/diagnose/verdict.py",
+    ("verdict checks copies after CPU", "trainwatch/contract/checks.py",
      ('    ("memory_copies", "Host↔device copies", HOST_TO_DEVICE_BOUND, "host_to_device_share", '
      'True),\n    ("busy_cpu", "Node CPUs saturated", CPU_SATURATED, "node_cpu", True),'),
      ('    ("busy_cpu", "Node CPUs saturated", CPU_SATURATED, "node_cpu", True),\n'

@@ -145,7 +145,7 @@ def two_trial_stack(workdir: Path) -> Iterator[LiveStack]:
     """The stack once the slow trial's TrainwatchDataloaderBound fires and the healthy trial has
     a window of shares; both keep running until the stack stops."""
     from tests.fake_nvml import fake_uuid
-    from trainwatch.diagnose.records import RecordNames
+    from trainwatch.contract.records import RecordNames
 
     names = RecordNames(TWO_TRIALS_RATE_WINDOW)
     experiment = TWO_TRIALS_EXPERIMENT

@@ -22,9 +22,9 @@ import pytest
 from tests.live_stack import live_stack
 from tests.stack import REPO, require_binary, start_alertmanager, wait_until
 from trainwatch.alertmanager import render_config
-from trainwatch.diagnose.records import RecordNames
+from trainwatch.contract import remedies
+from trainwatch.contract.records import RecordNames
 from trainwatch.webhook import Notification, WebhookReceiver, alerts_in
-from trial_instrumentation import remedies
 
 pytest.importorskip("torch")
 

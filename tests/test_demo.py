@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from trainwatch.contract import remedies
 from trainwatch.demo import DemoResult, run
 from trainwatch.demo.__main__ import main
 from trainwatch.stack import commands
 from trainwatch.stack.layout import StateDir
 from trainwatch.webhook import alerts_in
-from trial_instrumentation import remedies
 
 pytest.importorskip("torch")
 

@@ -28,6 +28,7 @@ RULES = REPO / "prometheus" / "rules"
 # grouping key, which design.md states once for all trial series.
 TARGET_LABELS = {"job", "instance"}
 GROUPING_KEY = {"experiment", "trial", "rank"}
+NO_LABELS = ("", "-", "–", "—")  # how a table cell says "none"
 _ROW = re.compile(r"^\| `([^`]+)` \|(.*)\|\s*$")
 # A metric name in an expression: not part of a record name (``level:metric:ops``) nor a quoted
 # label value (``job="trainwatch_trial"``).
@@ -53,7 +54,8 @@ def documented(section: str) -> dict[str, Documented]:
         name, cells = row.group(1), [c.strip() for c in row.group(2).split("|")]
         assert name not in rows, f"docs/design.md lists {name} twice"
         if section in ("Exporter", "Trial"):  # metric | type | unit | labels | meaning
-            labels = frozenset(x.strip() for x in cells[2].split(",") if x.strip() not in "–")
+            labels = frozenset(x.strip() for x in cells[2].split(",")
+                               if x.strip() not in NO_LABELS)
             rows[name] = Documented(cells[0], labels)
         else:
             rows[name] = Documented("", frozenset())

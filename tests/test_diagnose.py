@@ -20,25 +20,23 @@ import yaml
 from tests.stack import REPO, Prometheus, Service, start_prometheus
 from tests.trial_support import closed_port_url
 from trainwatch import cli
-from trainwatch.diagnose import verdict as verdict_module
-from trainwatch.diagnose.deployed import (
+from trainwatch.contract import remedies
+from trainwatch.contract.alerts import (
     CPU_SATURATED,
     DATALOADER_BOUND,
     GPU_LAUNCH_BOUND,
     GPU_TENSOR_CORES_IDLE,
     GPU_UNDERUTILIZED,
     HOST_TO_DEVICE_BOUND,
-    REQUIRED_ALERTS,
-    AlertRule,
-    Deployment,
-    DeploymentError,
 )
+from trainwatch.contract.checks import CHECKS
+from trainwatch.contract.records import RecordNames
+from trainwatch.diagnose import verdict as verdict_module
+from trainwatch.diagnose.deployed import REQUIRED_ALERTS, AlertRule, Deployment, DeploymentError
 from trainwatch.diagnose.ranks import TrialScaling, _cause
-from trainwatch.diagnose.records import RecordNames
 from trainwatch.diagnose.render import reports_json, reports_text
 from trainwatch.diagnose.report import Gpu, RankReport, selector
 from trainwatch.diagnose.verdict import (
-    CHECKS,
     Measurements,
     Verdict,
     ago,
@@ -47,7 +45,6 @@ from trainwatch.diagnose.verdict import (
     stale,
     worst_exit_code,
 )
-from trial_instrumentation import remedies
 
 THRESHOLDS = yaml.safe_load((REPO / "prometheus" / "thresholds.yaml").read_text())["alerts"]
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"

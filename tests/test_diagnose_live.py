@@ -21,8 +21,8 @@ from tests.live_stack import (
     TWO_TRIALS_RATE_WINDOW,
     LiveStack,
 )
-from trainwatch.diagnose.records import RecordNames
-from trial_instrumentation import remedies
+from trainwatch.contract import remedies
+from trainwatch.contract.records import RecordNames
 
 pytest.importorskip("torch")
 

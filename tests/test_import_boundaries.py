@@ -54,3 +54,29 @@ def test_the_exporter_never_imports_the_training_library_or_the_cli() -> None:
     modules = loaded_after("import exporter.cli")
     assert ours(modules, "trial_instrumentation") == []
     assert ours(modules, "trainwatch") == []
+
+
+# The operator CLI's parts that sit above the shared contract; the generators never load them.
+CLI_PARTS = ("trainwatch.cli", "trainwatch.diagnose", "trainwatch.stack", "trainwatch.report",
+             "trainwatch.gc", "trainwatch.demo", "trainwatch.webhook", "trainwatch.promapi")
+
+
+@pytest.mark.parametrize("generator", ["prometheus.generate_rules", "grafana.generate"])
+def test_the_generators_read_the_contract_never_the_operator_cli(generator: str) -> None:
+    pytest.importorskip("grafana_foundation_sdk")
+    modules = loaded_after(f"import {generator}")
+    assert "trainwatch.contract.records" in modules
+    assert [m for part in CLI_PARTS for m in ours(modules, part)] == []
+    assert ours(modules, "exporter") == []
+
+
+def test_the_contract_is_a_leaf() -> None:
+    modules = loaded_after("import trainwatch.contract.alerts, trainwatch.contract.checks, "
+                           "trainwatch.contract.promql, trainwatch.contract.records, "
+                           "trainwatch.contract.remedies")
+    assert sorted(set(ours(modules, "trainwatch")) - set(ours(modules, "trainwatch.contract"))) \
+        == ["trainwatch"]
+    # trial_instrumentation.names, and the package's own __init__ that importing it runs.
+    assert "trial_instrumentation.names" in modules
+    assert ours(modules, "exporter") == [] and ours(modules, "prometheus") == []
+    assert ours(modules, "grafana") == []

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.live_stack import LiveStack, live_stack
-from trainwatch.diagnose.records import RecordNames
+from trainwatch.contract.records import RecordNames
 
 pytest.importorskip("torch")
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from prometheus import generate_rules
-from prometheus.rulegen.recording import QUANTILES, RecordNames
 from tests.live_stack import live_stack
 from tests.stack import Prometheus, wait_until
+from trainwatch.contract.records import QUANTILES, RecordNames
 
 pytest.importorskip("torch")
 

@@ -1,9 +1,9 @@
 """The alerts, one function per alert group; expressions read thresholds.yaml via Settings.
 
 Every alert gets `for`, a `severity` label, `summary`, `description` (the measured value and
-what to change, from remedies.py), a `runbook_url` into docs/runbooks.md, the plain `remedy`
-and, when it compares against one, its `threshold` (`trainwatch diagnose` reads both back from
-Prometheus, so the CLI never hard-codes a number) and `measured`, the value that crossed it
+what to change, from trainwatch/contract/remedies.py), a `runbook_url` into docs/runbooks.md,
+the plain `remedy` and, when it compares against one, its `threshold` (`trainwatch diagnose`
+reads both back from Prometheus, so the CLI never hard-codes a number) and `measured`, the value that crossed it
 with its unit (Alertmanager's notifications and webhook payloads carry annotations, not the
 expression's value, and its templates cannot humanize a number).
 """
@@ -14,10 +14,32 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus.rulegen import remedies
-from prometheus.rulegen.promql import GPU_LABELS, TRIAL_LABELS, by, live_trials, number, on, select
-from prometheus.rulegen.recording import RecordNames
+from prometheus.rulegen.promql import live_trials
 from prometheus.rulegen.settings import Settings, SettingsError
+from trainwatch.contract import remedies
+from trainwatch.contract.alerts import (
+    COLLECTOR_FAILING,
+    CPU_SATURATED,
+    DATALOADER_BOUND,
+    EXPORTER_DOWN,
+    GPU_LAUNCH_BOUND,
+    GPU_MEMORY_NEARLY_FULL,
+    GPU_ROW_REMAP_FAILED,
+    GPU_ROW_REMAP_PENDING,
+    GPU_TENSOR_CORES_IDLE,
+    GPU_THROTTLED,
+    GPU_UNDERUTILIZED,
+    HOST_MEMORY_LOW,
+    HOST_TO_DEVICE_BOUND,
+    RANK_STRAGGLER,
+    SCALING_INEFFICIENT,
+    TRIAL_FAILED,
+    TRIAL_KEY_SHARED,
+    TRIAL_PUSH_FAILING,
+    TRIAL_STALE,
+)
+from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, number, on, select
+from trainwatch.contract.records import RecordNames
 from trial_instrumentation import names
 
 RUNBOOK_URL = "https://github.com/trainwatch/trainwatch/blob/main/docs/runbooks.md"
@@ -85,21 +107,21 @@ def _while_live(s: Settings, condition: str) -> str:
     """``condition`` only for trials whose Pushgateway group is present and fresh: a clean exit
     deletes the group, which ends the alert at the next scrape and evaluation, while a rate over
     the window would still hold the old samples for a whole window."""
-    live = live_trials(s.selector("trial"), s.threshold("TrainwatchTrialStale"))
+    live = live_trials(s.selector("trial"), s.threshold(TRIAL_STALE))
     return f"{condition}\nand {on(*TRIAL_LABELS)}\n{live}"
 
 
 def trial_alerts(s: Settings) -> list[dict[str, Any]]:
     g, n, trial = _Group(s), RecordNames(s.rate_window), s.selector("trial")
-    t = s.threshold("TrainwatchDataloaderBound")
-    g.add("TrainwatchDataloaderBound",
+    t = s.threshold(DATALOADER_BOUND)
+    g.add(DATALOADER_BOUND,
           _while_live(s, f"{select(n.phase_share, s.selector('dataloader_phase'))} > {number(t)}"),
           "Training waits for the data loader.",
           f"{_TRIAL} spends {_AS_PERCENT.value} of its step time in "
           f"dataloader_next (threshold {_pct(t)}).", remedies.DATALOADER,
           measured=_AS_PERCENT)
-    t = s.threshold("TrainwatchHostToDeviceBound")
-    g.add("TrainwatchHostToDeviceBound",
+    t = s.threshold(HOST_TO_DEVICE_BOUND)
+    g.add(HOST_TO_DEVICE_BOUND,
           _while_live(s, f"sum {by(*TRIAL_LABELS)} "
                       f"({select(n.phase_share, s.selector('host_to_device_phases'))})"
                       f" > {number(t)}"),
@@ -107,11 +129,11 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
           f"{_TRIAL} spends {_AS_PERCENT.value} of its step time in "
           f"to_device/from_device (threshold {_pct(t)}).", remedies.MEMORY_COPIES,
           measured=_AS_PERCENT)
-    t = s.threshold("TrainwatchTrialStale")
+    t = s.threshold(TRIAL_STALE)
     # Pushed: the group's push_time_seconds; pulled (series with the target's instance): the
     # recorded time of its last successful scrape, kept while its scrapes fail.
     exited = select(names.EXIT, trial)
-    g.add("TrainwatchTrialStale",
+    g.add(TRIAL_STALE,
           f"(\n  time() - {select('push_time_seconds', trial)} > {number(t)}\n"
           f"  or\n  time() - {select(n.pulled_last_scrape, trial)} > {number(t)}\n)\n"
           # It said why it stopped: TrainwatchTrialFailed, or a terminated trial's leftover.
@@ -125,14 +147,14 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
     # The final push of a trial that raised (or exited non-zero) carries reason="failed" and
     # its group is left: the value is the seconds since that push.
     failed = select(names.EXIT, trial, f'reason="{names.EXIT_FAILED}"')
-    g.add("TrainwatchTrialFailed",
+    g.add(TRIAL_FAILED,
           f"time() - {select('push_time_seconds', trial)}\nand {on(*TRIAL_LABELS)}\n{failed}",
           "A trial ended with an exception or a non-zero exit status.",
           f"{_TRIAL} ended with an exception or a non-zero exit status "
           "{{ $value | humanizeDuration }} ago; its last push says reason=failed.",
           remedies.TRIAL_FAILED)
-    t = s.threshold("TrainwatchTrialPushFailing")
-    g.add("TrainwatchTrialPushFailing",
+    t = s.threshold(TRIAL_PUSH_FAILING)
+    g.add(TRIAL_PUSH_FAILING,
           _while_live(s, f"increase({select('trainwatch_trial_push_failures_total', trial)}"
                       f"[{s.rate_window}]) > {number(t)}"),
           "A trial keeps failing to push its metrics.",
@@ -149,7 +171,7 @@ def _key_shared_alert(g: _Group) -> None:
     the window the key shows trainwatch_trial_info under two pids or nodes; after a restart
     the old process's series leaves the window, which is shorter than `for`, so only a lasting
     share fires."""
-    trial, window = g.s.selector("trial"), g.s.window("TrainwatchTrialKeyShared")
+    trial, window = g.s.selector("trial"), g.s.window(TRIAL_KEY_SHARED)
     processes = (f"count {by(*TRIAL_LABELS, 'nodename', 'pid')} "
                  f"(count_over_time({select('trainwatch_trial_info', trial)}[{window}]))")
     # Every process seen under this key in the window, named in the description.
@@ -159,7 +181,7 @@ def _key_shared_alert(g: _Group) -> None:
               + '` $labels.experiment $labels.trial $labels.rank | query | sortByLabel "pid" }}'
               '{{ if $i }}, {{ end }}node {{ $p.Labels.nodename }} pid {{ $p.Labels.pid }}'
               '{{ end }}')
-    g.add("TrainwatchTrialKeyShared",
+    g.add(TRIAL_KEY_SHARED,
           f"count {by(*TRIAL_LABELS)} (\n  {processes}\n) > 1",
           "Two processes push metrics under one trial's grouping key.",
           f"{_TRIAL} was pushed by {{{{ $value }}}} processes within {window} ({listed}): "
@@ -174,7 +196,7 @@ def straggling_ranks(s: Settings, *trial_matchers: str) -> str:
     n, trial = RecordNames(s.rate_window), s.selector("trial")
     per_trial = [label for label in TRIAL_LABELS if label != "rank"]
     mean = select(n.rank_step_mean, *trial_matchers)
-    live = live_trials(trial, s.threshold("TrainwatchTrialStale"))
+    live = live_trials(trial, s.threshold(TRIAL_STALE))
     return (f"(\n  {mean}\n  / {on(*per_trial)} group_left\n"
             f"  quantile {by(*per_trial)} (0.5, {mean})\n"
             f"  > {number(s.threshold('TrainwatchRankStraggler'))}\n)\n"
@@ -190,8 +212,8 @@ _RANK_GPUS = ('{{ range $i, $gpu := printf "trainwatch_trial_gpu_info{experiment
 
 
 def _straggler_alert(g: _Group, n: RecordNames) -> None:
-    t = g.s.threshold("TrainwatchRankStraggler")
-    g.add("TrainwatchRankStraggler", straggling_ranks(g.s),
+    t = g.s.threshold(RANK_STRAGGLER)
+    g.add(RANK_STRAGGLER, straggling_ranks(g.s),
           "One rank holds its whole trial back.",
           f"{_TRIAL} on node {{{{ $labels.nodename }}}} (GPUs: {_RANK_GPUS}) takes "
           f"{_AS_NUMBER.value} times the median rank's own step time over {g.s.rate_window} "
@@ -200,10 +222,10 @@ def _straggler_alert(g: _Group, n: RecordNames) -> None:
 
 
 def _scaling_alert(g: _Group, n: RecordNames) -> None:
-    trial, t = g.s.selector("trial"), g.s.threshold("TrainwatchScalingInefficient")
+    trial, t = g.s.selector("trial"), g.s.threshold(SCALING_INEFFICIENT)
     per_trial = [label for label in TRIAL_LABELS if label != "rank"]
-    live = live_trials(trial, g.s.threshold("TrainwatchTrialStale"))
-    g.add("TrainwatchScalingInefficient",
+    live = live_trials(trial, g.s.threshold(TRIAL_STALE))
+    g.add(SCALING_INEFFICIENT,
           f"{n.scaling_efficiency} < {number(t)}\n"
           f"and {on(*per_trial)}\ncount {by(*per_trial)} "
           f"({select('trainwatch_trial_info', trial)}) > 1\n"
@@ -221,7 +243,7 @@ def underutilized_trial_gpus(s: Settings, *trial_matchers: str) -> str:
     TrainwatchGPUUnderutilized's threshold over the rate window: the alert's condition, and
     the Fleet dashboard's idle-GPU table, so the two never disagree."""
     n = RecordNames(s.rate_window)
-    live = live_trials(s.selector("trial"), s.threshold("TrainwatchTrialStale"))
+    live = live_trials(s.selector("trial"), s.threshold(TRIAL_STALE))
     return (f"avg_over_time({select(n.trial_gpu_utilization, *trial_matchers)}[{s.rate_window}])"
             f" < {number(s.threshold('TrainwatchGPUUnderutilized'))}\n"
             f"and {on(*TRIAL_LABELS)}\n{live}")
@@ -232,7 +254,7 @@ def gpm_trial_gpus(s: Settings, alert: str, measured: str, gate: str,
     """Live trials' GPUs whose ``measured`` recorded series averages under ``alert``'s
     threshold over the rate window while ``gate`` averages at least its ``busy`` level: the
     GPM alerts' condition (series exist only for GPUs with GPM)."""
-    live = live_trials(s.selector("trial"), s.threshold("TrainwatchTrialStale"))
+    live = live_trials(s.selector("trial"), s.threshold(TRIAL_STALE))
 
     def avg(record: str) -> str:
         return f"avg_over_time({select(record, *trial_matchers)}[{s.rate_window}])"
@@ -244,35 +266,35 @@ def gpm_trial_gpus(s: Settings, alert: str, measured: str, gate: str,
 
 def gpu_alerts(s: Settings) -> list[dict[str, Any]]:
     g, n, exporter = _Group(s), RecordNames(s.rate_window), s.selector("exporter")
-    t = s.threshold("TrainwatchGPUUnderutilized")
-    g.add("TrainwatchGPUUnderutilized", underutilized_trial_gpus(s),
+    t = s.threshold(GPU_UNDERUTILIZED)
+    g.add(GPU_UNDERUTILIZED, underutilized_trial_gpus(s),
           "A live trial leaves its GPU idle.",
           f"{_GPU}, used by trial {_TRIAL_ID}, averaged {_AS_PERCENT.value} "
           f"utilization over {s.rate_window} (threshold {_pct(t)}).", remedies.UNDERUTILIZED_GPU,
           measured=_AS_PERCENT)
-    t = s.threshold("TrainwatchGPUMemoryNearlyFull")
-    g.add("TrainwatchGPUMemoryNearlyFull", f"{n.gpu_memory_used} > {number(t)}",
+    t = s.threshold(GPU_MEMORY_NEARLY_FULL)
+    g.add(GPU_MEMORY_NEARLY_FULL, f"{n.gpu_memory_used} > {number(t)}",
           "A GPU's memory is nearly full.",
           f"{_GPU} has {_AS_PERCENT.value} of its memory in use (threshold "
           f"{_pct(t)}); the next larger batch or sequence runs out of memory.",
           remedies.GPU_MEMORY, measured=_AS_PERCENT)
     throttled = select("trainwatch_gpu_clock_event_active", exporter,
                        s.selector("throttle_reasons"))
-    g.add("TrainwatchGPUThrottled", f"max {by(*GPU_LABELS, 'reason')} ({throttled}) > 0",
+    g.add(GPU_THROTTLED, f"max {by(*GPU_LABELS, 'reason')} ({throttled}) > 0",
           "A GPU is slowing its clocks down.",
           f"{_GPU} is throttled: clock event reason {{{{ $labels.reason }}}} is active.",
           remedies.THROTTLED_GPU)
-    t, busy = s.threshold("TrainwatchGPULaunchBound"), s.busy("TrainwatchGPULaunchBound")
-    g.add("TrainwatchGPULaunchBound",
-          gpm_trial_gpus(s, "TrainwatchGPULaunchBound", n.trial_gpu_sm_active,
+    t, busy = s.threshold(GPU_LAUNCH_BOUND), s.busy(GPU_LAUNCH_BOUND)
+    g.add(GPU_LAUNCH_BOUND,
+          gpm_trial_gpus(s, GPU_LAUNCH_BOUND, n.trial_gpu_sm_active,
                          n.trial_gpu_utilization),
           "A live trial's GPU looks busy, but its SMs mostly idle.",
           f"{_GPU}, used by trial {_TRIAL_ID}, had {_AS_PERCENT.value} of its SMs active over "
           f"{s.rate_window} (threshold {_pct(t)}) while NVML utilization read at least "
           f"{_pct(busy)}.", remedies.LAUNCH_BOUND_GPU, measured=_AS_PERCENT, uses_busy=True)
-    t, busy = s.threshold("TrainwatchGPUTensorCoresIdle"), s.busy("TrainwatchGPUTensorCoresIdle")
-    g.add("TrainwatchGPUTensorCoresIdle",
-          gpm_trial_gpus(s, "TrainwatchGPUTensorCoresIdle", n.trial_gpu_tensor_active,
+    t, busy = s.threshold(GPU_TENSOR_CORES_IDLE), s.busy(GPU_TENSOR_CORES_IDLE)
+    g.add(GPU_TENSOR_CORES_IDLE,
+          gpm_trial_gpus(s, GPU_TENSOR_CORES_IDLE, n.trial_gpu_tensor_active,
                          n.trial_gpu_sm_active),
           "A live trial's SMs are busy, but its tensor cores idle.",
           f"{_GPU}, used by trial {_TRIAL_ID}, had its tensor cores active "
@@ -280,11 +302,11 @@ def gpu_alerts(s: Settings) -> list[dict[str, Any]]:
           f"at least {_pct(busy)} of its SMs were active.", remedies.TENSOR_CORES_IDLE,
           measured=_AS_PERCENT, uses_busy=True)
     for name, flag, summary, what, remedy in (
-            ("TrainwatchGPURowRemapPending", "trainwatch_gpu_row_remap_pending",
+            (GPU_ROW_REMAP_PENDING, "trainwatch_gpu_row_remap_pending",
              "A GPU needs a reset to remap a failed memory row.",
              "has a memory row remap pending until the GPU is reset.",
              remedies.ROW_REMAP_PENDING),
-            ("TrainwatchGPURowRemapFailed", "trainwatch_gpu_row_remap_failure",
+            (GPU_ROW_REMAP_FAILED, "trainwatch_gpu_row_remap_failure",
              "A GPU could not remap a failed memory row.",
              "failed to remap a memory row (no spare rows left).", remedies.ROW_REMAP_FAILED)):
         g.add(name, f"max {by(*GPU_LABELS)} ({select(flag, exporter)}) > 0", summary,
@@ -295,21 +317,21 @@ def gpu_alerts(s: Settings) -> list[dict[str, Any]]:
 def host_alerts(s: Settings) -> list[dict[str, Any]]:
     g, n, exporter, trial = (_Group(s), RecordNames(s.rate_window), s.selector("exporter"),
                              s.selector("trial"))
-    t = s.threshold("TrainwatchHostMemoryLow")
-    g.add("TrainwatchHostMemoryLow",
+    t = s.threshold(HOST_MEMORY_LOW)
+    g.add(HOST_MEMORY_LOW,
           f"{select('trainwatch_memory_available_bytes', exporter)}\n"
           f"/\n{select('trainwatch_memory_total_bytes', exporter)}\n< {number(t)}",
           "A node is running out of memory.",
           f"{{{{ $labels.instance }}}} has only {_AS_PERCENT.value} of its memory "
           f"available (threshold {_pct(t)}); the OOM killer ends data loader workers or the "
           "trial next.", remedies.HOST_MEMORY, measured=_AS_PERCENT)
-    t = s.threshold("TrainwatchCPUSaturated")
-    live = live_trials(trial, s.threshold("TrainwatchTrialStale"))
+    t = s.threshold(CPU_SATURATED)
+    live = live_trials(trial, s.threshold(TRIAL_STALE))
     nodes_with_live_trials = (
         f"{select('trainwatch_host_info', exporter)}\n* {on('nodename')} group_left ()\n"
         f"count {by('nodename')} ({select('trainwatch_trial_info', trial)}"
         f" and {on(*TRIAL_LABELS)} ({live}))")
-    g.add("TrainwatchCPUSaturated",
+    g.add(CPU_SATURATED,
           f"{n.cpu_utilization} > {number(t)}\nand {on('instance')}\n{nodes_with_live_trials}",
           "The CPUs of a node running a trial are saturated.",
           "{{ $labels.instance }} runs a live trial and its CPUs are "
@@ -321,11 +343,11 @@ def host_alerts(s: Settings) -> list[dict[str, Any]]:
 
 def exporter_alerts(s: Settings) -> list[dict[str, Any]]:
     g, exporter = _Group(s), s.selector("exporter")
-    g.add("TrainwatchExporterDown", f"{select('up', exporter)} == 0",
+    g.add(EXPORTER_DOWN, f"{select('up', exporter)} == 0",
           "trainwatch-exporter is down.",
           "Prometheus cannot scrape trainwatch-exporter on {{ $labels.instance }}.",
           remedies.EXPORTER_DOWN)
-    g.add("TrainwatchCollectorFailing",
+    g.add(COLLECTOR_FAILING,
           f"{select('trainwatch_scrape_collector_success', exporter)} == 0",
           "A trainwatch-exporter collector is failing.",
           "Collector {{ $labels.collector }} of trainwatch-exporter on {{ $labels.instance }} "

@@ -1,33 +1,10 @@
-"""Small PromQL builders shared by the recording rules and the alerts."""
+"""PromQL the recording rules and the alerts share; the selector helpers and label sets come from
+the contract (trainwatch.contract.promql), which the dashboards and the CLI use too."""
 
 from __future__ import annotations
 
+from trainwatch.contract.promql import TRIAL_LABELS, by, number, on, select
 from trial_instrumentation import names
-from trial_instrumentation.names import GROUPING_LABELS
-
-# A trial's identity: the Pushgateway grouping key of trial_instrumentation.
-TRIAL_LABELS = GROUPING_LABELS
-# A GPU's identity on the exporter side (instance comes from the scrape target).
-GPU_LABELS = ("instance", "gpu", "uuid")
-
-
-def by(*labels: str) -> str:
-    return f"by ({', '.join(labels)})"
-
-
-def on(*labels: str) -> str:
-    return f"on ({', '.join(labels)})"
-
-
-def select(metric: str, *matchers: str) -> str:
-    """``select("up", 'job="x"')`` -> ``up{job="x"}``; empty matchers are skipped."""
-    inner = ", ".join(m for m in matchers if m)
-    return f"{metric}{{{inner}}}" if inner else metric
-
-
-def number(value: float) -> str:
-    """A threshold as PromQL writes it: 0.3 -> '0.3', 300.0 -> '300'."""
-    return f"{value:g}"
 
 
 def live_trials(trial_selector: str, stale_after_seconds: float) -> str:

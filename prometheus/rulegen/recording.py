@@ -1,19 +1,17 @@
 """Recording rules: per-trial phase shares and quantiles, trial GPUs, host throughput.
 
-The names (RecordNames) live in the installed package, trainwatch/diagnose/records.py,
-because `trainwatch diagnose` reads the same series; the rate window from thresholds.yaml is part
-of every rate-derived name (``..._rate5m``).
+The names (RecordNames) live in the contract, trainwatch/contract/records.py, because the
+dashboards and `trainwatch diagnose` read the same series; the rate window from thresholds.yaml
+is part of every rate-derived name (``..._rate5m``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from prometheus.rulegen.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
 from prometheus.rulegen.settings import Settings
-from trainwatch.diagnose.records import QUANTILES, RecordNames
-
-__all__ = ["QUANTILES", "RecordNames", "recording_groups"]
+from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
+from trainwatch.contract.records import QUANTILES, RecordNames
 
 # Host counters recorded as per-device rates: (recorded metric stem, exporter counter).
 _DEVICE_RATES = (

@@ -15,10 +15,10 @@ from typing import Any
 
 import yaml
 
+from trainwatch.contract.alerts import TRIAL_STALE
+
 DEFAULT_THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds.yaml"
 SEVERITIES = ("info", "warning", "critical")
-# Its threshold is when a trial stops being live (the gate of every trial alert).
-STALE_ALERT = "TrainwatchTrialStale"
 # Prometheus' duration syntax (model.ParseDuration), units largest first, at least one present.
 _DURATION = re.compile(r"^(?=\d)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 
@@ -108,9 +108,9 @@ class Settings:
             if not stale_after > 0:
                 raise SettingsError(f"override stale_after: {stale_after!r} is not > 0 seconds")
             # From ``alerts``: a `for` override given with it applies to this alert too.
-            self.alert(STALE_ALERT)  # missing: the file's clear error, not a KeyError
-            stale = dataclasses.replace(alerts[STALE_ALERT], threshold=float(stale_after))
-            alerts = {**alerts, STALE_ALERT: stale}
+            self.alert(TRIAL_STALE)  # missing: the file's clear error, not a KeyError
+            stale = dataclasses.replace(alerts[TRIAL_STALE], threshold=float(stale_after))
+            alerts = {**alerts, TRIAL_STALE: stale}
         window = check_duration(rate_window, "override rate_window") if rate_window else None
         return dataclasses.replace(self, alerts=alerts, rate_window=window or self.rate_window,
                                    source=f"{self.source} (with overrides)")

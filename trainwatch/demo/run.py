@@ -26,8 +26,9 @@ from typing import TextIO, TypeVar
 
 from trainwatch import cli
 from trainwatch.alertmanager import render_config, write_config
+from trainwatch.contract.alerts import DATALOADER_BOUND
+from trainwatch.contract.records import RecordNames
 from trainwatch.demo import show
-from trainwatch.diagnose.records import RecordNames
 from trainwatch.promapi import PrometheusAPI
 from trainwatch.stack import commands
 from trainwatch.stack.health import http_status
@@ -38,7 +39,7 @@ from trainwatch.webhook import Notification, WebhookReceiver, alerts_in
 
 T = TypeVar("T")
 EXPERIMENT = "demo"
-ALERT = "TrainwatchDataloaderBound"
+ALERT = DATALOADER_BOUND
 # Short windows for every alert, the rate window and the scrape/evaluation interval: an alert
 # fires about 20 s after its condition starts instead of 10 minutes.
 FOR, RATE_WINDOW, SCRAPE_INTERVAL = "10s", "15s", "2s"

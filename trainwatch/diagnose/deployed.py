@@ -7,23 +7,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainwatch.diagnose.records import RecordNames
+from trainwatch.contract.alerts import (
+    CPU_SATURATED,
+    DATALOADER_BOUND,
+    GPU_LAUNCH_BOUND,
+    GPU_TENSOR_CORES_IDLE,
+    GPU_UNDERUTILIZED,
+    HOST_TO_DEVICE_BOUND,
+    RANK_STRAGGLER,
+    SCALING_INEFFICIENT,
+    TRIAL_STALE,
+)
+from trainwatch.contract.records import RecordNames
 
-# Alert names (thresholds.yaml / prometheus/rulegen): the CLI reads each one's threshold.
-DATALOADER_BOUND = "TrainwatchDataloaderBound"
-HOST_TO_DEVICE_BOUND = "TrainwatchHostToDeviceBound"
-CPU_SATURATED = "TrainwatchCPUSaturated"
-GPU_UNDERUTILIZED = "TrainwatchGPUUnderutilized"
-TRIAL_STALE = "TrainwatchTrialStale"
-TRIAL_FAILED = "TrainwatchTrialFailed"
+# The alerts whose threshold the CLI reads (names: trainwatch.contract.alerts).
 REQUIRED_ALERTS = (DATALOADER_BOUND, HOST_TO_DEVICE_BOUND, CPU_SATURATED, GPU_UNDERUTILIZED,
                    TRIAL_STALE)
-# GPM alerts (threshold and `busy` gate): read when loaded; rules deployed before them lack
-# them, and the CLI then skips their checks.
-GPU_LAUNCH_BOUND = "TrainwatchGPULaunchBound"
-GPU_TENSOR_CORES_IDLE = "TrainwatchGPUTensorCoresIdle"
-RANK_STRAGGLER = "TrainwatchRankStraggler"
-SCALING_INEFFICIENT = "TrainwatchScalingInefficient"
+# GPM alerts (threshold and `busy` gate) and the rank alerts: read when loaded; rules deployed
+# before them lack them, and the CLI then skips their checks.
 OPTIONAL_ALERTS = (GPU_LAUNCH_BOUND, GPU_TENSOR_CORES_IDLE, RANK_STRAGGLER, SCALING_INEFFICIENT)
 
 

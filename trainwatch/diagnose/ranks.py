@@ -7,14 +7,11 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from trainwatch.diagnose.deployed import (
-    DATALOADER_BOUND,
-    RANK_STRAGGLER,
-    SCALING_INEFFICIENT,
-    Deployment,
-)
+from trainwatch.contract import remedies
+from trainwatch.contract.alerts import DATALOADER_BOUND, RANK_STRAGGLER, SCALING_INEFFICIENT
+from trainwatch.diagnose.deployed import Deployment
 from trainwatch.promapi import PrometheusAPI
-from trial_instrumentation import names, remedies
+from trial_instrumentation import names
 
 _PER_TRIAL = "by (experiment, trial)"
 

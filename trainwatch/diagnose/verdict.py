@@ -1,8 +1,8 @@
 """The verdict: which bottleneck holds a trial rank back, decided with the deployed thresholds.
 
-The checks run in the order of ``CHECKS``, which the Trial profile dashboard's Bottleneck panel
-(grafana/verdict.py) builds its query from: the first that holds wins, so the CLI and the
-dashboard agree.
+The checks run in the order of ``CHECKS`` (trainwatch.contract.checks), which the Trial profile
+dashboard's Bottleneck panel (grafana/verdict.py) builds its query from: the first that holds
+wins, so the CLI and the dashboard agree.
 """
 
 from __future__ import annotations
@@ -11,17 +11,11 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from trainwatch.diagnose.deployed import (
-    CPU_SATURATED,
-    DATALOADER_BOUND,
-    GPU_LAUNCH_BOUND,
-    GPU_TENSOR_CORES_IDLE,
-    GPU_UNDERUTILIZED,
-    HOST_TO_DEVICE_BOUND,
-    TRIAL_FAILED,
-    AlertRule,
-)
-from trial_instrumentation import names, remedies
+from trainwatch.contract import remedies
+from trainwatch.contract.alerts import GPU_UNDERUTILIZED, TRIAL_FAILED
+from trainwatch.contract.checks import CHECKS, GATES
+from trainwatch.diagnose.deployed import AlertRule
+from trial_instrumentation import names
 
 HOST_TO_DEVICE_PHASES = (names.TO_DEVICE, names.FROM_DEVICE)
 EXIT_OK, EXIT_BOTTLENECK, EXIT_USAGE = 0, 1, 2
@@ -83,19 +77,6 @@ class Verdict:
 
 NO_TIMINGS, NO_GPU_METRICS, GPU_BOUND = "no_timings", "no_gpu_metrics", "gpu_bound"
 STALE = "stale"
-# (kind, title, alert whose threshold decides, measurement, bottleneck when above it?)
-CHECKS = (
-    ("dataloader", "Data loader", DATALOADER_BOUND, "dataloader_share", True),
-    ("memory_copies", "Host↔device copies", HOST_TO_DEVICE_BOUND, "host_to_device_share", True),
-    ("busy_cpu", "Node CPUs saturated", CPU_SATURATED, "node_cpu", True),
-    # Before underused_gpu: a GPU that looks busy with idle SMs needs this remedy, not that one.
-    ("launch_bound", "Kernels too small", GPU_LAUNCH_BOUND, "gpu_sm_active", False),
-    ("underused_gpu", "GPU underused", GPU_UNDERUTILIZED, "gpu_busy", False),
-    ("tensor_cores_idle", "Tensor cores idle", GPU_TENSOR_CORES_IDLE, "gpu_tensor_active", False),
-)
-# A gated check holds only while this measurement is at least its alert's `busy` level (the
-# alert's own gate): launch-bound needs a GPU that *looks* busy, idle tensor cores busy SMs.
-GATES = {"launch_bound": "gpu_utilization", "tensor_cores_idle": "gpu_sm_active"}
 # What each measurement is, for the reader of the verdict.
 METRICS = {
     "dataloader_share": "dataloader_next share of step time",
@@ -133,6 +114,8 @@ def decide(m: Measurements, alerts: Mapping[str, AlertRule]) -> Verdict:
     Checks whose alert is not deployed (rules older than the GPM alerts) are skipped.
 
     Example:
+        >>> from trainwatch.contract.alerts import CPU_SATURATED, DATALOADER_BOUND
+        >>> from trainwatch.contract.alerts import HOST_TO_DEVICE_BOUND
         >>> rules = {a: AlertRule(a, t, f"fix {a}") for a, t in [(DATALOADER_BOUND, 0.3),
         ...     (HOST_TO_DEVICE_BOUND, 0.2), (CPU_SATURATED, 0.9), (GPU_UNDERUTILIZED, 0.5)]}
         >>> decide(Measurements({"dataloader_next": 0.6, "train_batch": 0.4}), rules).kind

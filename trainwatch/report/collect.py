@@ -7,8 +7,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainwatch.contract.promql import select as selector
 from trainwatch.diagnose.deployed import Deployment
-from trainwatch.diagnose.report import RankReport, UnknownTrial, gather, selector
+from trainwatch.diagnose.report import RankReport, UnknownTrial, gather
 from trainwatch.promapi import PrometheusAPI
 from trainwatch.report import panels
 from trainwatch.report.series import Panel, fetch

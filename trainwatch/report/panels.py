@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainwatch.diagnose.records import RecordNames
-from trainwatch.diagnose.report import selector
+from trainwatch.contract.promql import select as selector
+from trainwatch.contract.records import RecordNames
 from trial_instrumentation import names
 
 GIB = 2.0**30

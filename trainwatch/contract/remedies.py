@@ -1,6 +1,6 @@
 """What to change, once per bottleneck: the one text for alerts, dashboards and the CLI.
 
-Plain constants and no imports, so the rule generator (``prometheus/rulegen``), the dashboards
+Plain constants and no imports, so the rule generator (``prometheus.rulegen``), the dashboards
 (``grafana/``) and ``trainwatch diagnose`` all read these bytes; the rules also carry each text
 in their ``remedy`` annotation, which is what ``trainwatch diagnose`` shows for a deployed alert.
 """

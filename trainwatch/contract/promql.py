@@ -1,0 +1,45 @@
+"""The PromQL building blocks shared by the rules, the dashboards and the CLI's queries.
+
+>>> select("up", 'job="x"', "", trial='a"b')
+'up{job="x", trial="a\\\\"b"}'
+>>> f"sum {BY_TRIAL} (x)"
+'sum by (experiment, trial, rank) (x)'
+"""
+
+from __future__ import annotations
+
+from trial_instrumentation.names import GROUPING_LABELS
+
+# A trial's identity: the Pushgateway grouping key of trial_instrumentation.
+TRIAL_LABELS = GROUPING_LABELS
+# A GPU's identity on the exporter side (instance comes from the scrape target).
+GPU_LABELS = ("instance", "gpu", "uuid")
+
+
+def by(*labels: str) -> str:
+    return f"by ({', '.join(labels)})"
+
+
+def on(*labels: str) -> str:
+    return f"on ({', '.join(labels)})"
+
+
+BY_TRIAL = by(*TRIAL_LABELS)
+
+
+def select(metric: str, *matchers: str, **labels: str | None) -> str:
+    """A selector: ``matchers`` as written (empty ones skipped), then ``labels`` as equality
+    matchers with their values escaped (None ones skipped)."""
+    inner = [m for m in matchers if m]
+    inner += [f'{k}="{escape(v)}"' for k, v in labels.items() if v is not None]
+    return f"{metric}{{{', '.join(inner)}}}" if inner else metric
+
+
+def escape(value: str) -> str:
+    """A label value as a PromQL string literal's inside."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def number(value: float) -> str:
+    """A threshold as PromQL writes it: 0.3 -> '0.3', 300.0 -> '300'."""
+    return f"{value:g}"
