@@ -5,7 +5,9 @@ names the data loader for the slow trial only; and the stack it leaves is stoppe
 from __future__ import annotations
 
 import io
+import os
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 
 from trainwatch.contract import remedies
 from trainwatch.demo import DemoResult, run
-from trainwatch.demo.__main__ import main
+from trainwatch.demo.__main__ import default_state_dir, main
 from trainwatch.stack import commands
 from trainwatch.stack.layout import StateDir
 from trainwatch.webhook import alerts_in
@@ -74,6 +76,17 @@ def test_it_says_where_to_look_next(demo: tuple[DemoResult, str, Path]) -> None:
     tail = text.split("== Where to look next ==")[1]
     assert "/alerts" in tail and "/#/alerts" in tail
     assert f"trainwatch stack down --state-dir {state_dir}" in tail
+    assert "the demo's stack keeps running for these URLs until you stop it" in tail
+    # The commands it prints work in a fresh shell (no venv on PATH) after its own hint.
+    hint = re.search(r"`(source \S+/activate)` puts it there", tail)
+    prefix = f"{hint[1]} && " if hint else ""
+    for label in ("diagnose again", "notifications"):
+        command = re.search(rf"^  {label} +(trainwatch .*)$", tail, re.MULTILINE)
+        assert command, tail
+        done = subprocess.run(["bash", "-c", prefix + command[1]], capture_output=True,
+                              text=True, timeout=60, check=False,
+                              env={**os.environ, "PATH": "/usr/bin:/bin"})
+        assert done.returncode in (0, 1), done.stdout + done.stderr
 
 
 def test_bad_arguments_and_a_file_as_state_dir_give_one_line(
@@ -86,3 +99,12 @@ def test_bad_arguments_and_a_file_as_state_dir_give_one_line(
     assert main(["--state-dir", str(afile)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("make demo: error: state directory") and err.count("\n") == 1
+
+
+def test_its_state_lives_under_the_stacks_state_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRAINWATCH_STATE_DIR", str(tmp_path / "tw"))
+    assert default_state_dir() == tmp_path / "tw" / "demo"
+    monkeypatch.delenv("TRAINWATCH_STATE_DIR")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    assert default_state_dir() == tmp_path / "xdg" / "trainwatch" / "demo"

@@ -2,13 +2,14 @@
 
     python -m trainwatch.demo [--state-dir DIR] [--seconds 45]
 
-It starts a `trainwatch stack` of its own (its own state directory and ports, rules rendered
-with short windows by the generator's overrides, the shipped Alertmanager config rendered to
-notify a webhook receiver this program runs), then two real PyTorch trials of
-examples/pytorch_loop.py side by side: one whose Dataset sleeps 50 ms per batch, one healthy.
-It prints which alerts fired for which trial, the notification Alertmanager delivered,
-`trainwatch diagnose` for each trial, the resolution once the slow trial ends, and where to
-look next. The stack keeps running afterwards, for the URLs it prints.
+It starts a `trainwatch stack` of its own (state in ``demo/`` under the stack's state directory,
+free ports, rules rendered with short windows by the generator's overrides, the shipped
+Alertmanager config rendered with short grouping delays for the stack's webhook receiver), then
+two real PyTorch trials of examples/pytorch_loop.py side by side: one whose Dataset sleeps 50 ms
+per batch, one healthy. It prints which alerts fired for which trial, the notification
+Alertmanager delivered, `trainwatch diagnose` for each trial, the resolution once the slow trial
+ends, and where to look next. The stack keeps running afterwards, for the URLs it prints, and
+it says how to stop it.
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ from trainwatch.promapi import PrometheusAPI
 from trainwatch.stack import commands
 from trainwatch.stack.health import http_status
 from trainwatch.stack.layout import StateDir, project_file
+from trainwatch.stack.services import notifications_file
 from trainwatch.stack.settings import DEFAULT_PORTS, READY_PATHS, StackSettings
 from trainwatch.stack.up import up as stack_up
-from trainwatch.webhook import Notification, WebhookReceiver, alerts_in
+from trainwatch.webhook import Notification, alerts_in, recorded
 
 T = TypeVar("T")
 EXPERIMENT = "demo"
@@ -45,6 +47,8 @@ ALERT = DATALOADER_BOUND
 FOR, RATE_WINDOW, SCRAPE_INTERVAL = "10s", "15s", "2s"
 # Alertmanager's grouping delays for the demo (the shipped ones wait 30 s and 5 min).
 GROUP_WAIT, GROUP_INTERVAL = "2s", "3s"
+# Beside the stack's own files in the demo's state directory: the trials' logs, the config.
+TRIALS_DIR = "demo"
 COMMON = ("--workers", "0", "--batch-size", "8", "--push-interval", "1")
 # slow-loader sleeps 50 ms per batch in its Dataset; healthy runs the same loop without it.
 TRIALS = {"slow-loader": ("--loader-delay", "0.05", "--steps", "100"),
@@ -86,15 +90,22 @@ def wait_for(probe: Callable[[], T | None], timeout: float, what: str,
     raise DemoError(f"gave up after {timeout:.0f} s waiting for {what}")
 
 
-def start_stack(state: StateDir, hook: WebhookReceiver, out: TextIO) -> StackSettings:
+def delivered(state: StateDir) -> list[Notification]:
+    """What the demo stack's webhook receiver was delivered so far."""
+    return [note for _, note in recorded(notifications_file(state))]
+
+
+def start_stack(state: StateDir, out: TextIO) -> StackSettings:
+    commands.down(state, say=lambda _: None)  # a fresh stack each run: new ports, no old news
+    notifications_file(state).unlink(missing_ok=True)
+    ports = {name: free_port() for name in DEFAULT_PORTS}
     config = render_config(project_file("prometheus/alertmanager/alertmanager.yml"),
-                           webhook_url=hook.url, group_wait=GROUP_WAIT,
-                           group_interval=GROUP_INTERVAL, repeat_interval="1h")
-    am_config = write_config(config, state.root / "demo" / "alertmanager.yml")
-    commands.down(state, say=lambda _: None)  # a fresh stack each run: new ports, new receiver
-    settings = StackSettings(ports={name: free_port() for name in DEFAULT_PORTS}, for_=FOR,
-                             rate_window=RATE_WINDOW, scrape_interval=SCRAPE_INTERVAL,
-                             alertmanager_config=str(am_config))
+                           webhook_url=f"http://127.0.0.1:{ports['webhook']}/alerts",
+                           group_wait=GROUP_WAIT, group_interval=GROUP_INTERVAL,
+                           repeat_interval="1h")
+    am_config = write_config(config, state.root / TRIALS_DIR / "alertmanager.yml")
+    settings = StackSettings(ports=ports, for_=FOR, rate_window=RATE_WINDOW,
+                             scrape_interval=SCRAPE_INTERVAL, alertmanager_config=str(am_config))
     out.write(f"== trainwatch stack up --state-dir {state.root} --for {FOR} --rate-window "
               f"{RATE_WINDOW} --scrape-interval {SCRAPE_INTERVAL} ==\n")
     def say(line: str) -> None:
@@ -114,74 +125,78 @@ def start_trials(state: StateDir, pushgateway: str, seconds: float
     for trial, args in TRIALS.items():
         argv = [sys.executable, str(example), "--experiment", EXPERIMENT, "--trial", trial,
                 "--pushgateway", pushgateway, "--max-seconds", f"{seconds:g}", *COMMON, *args]
-        with open(state.root / "demo" / f"trial-{trial}.log", "wb") as log:
+        with open(state.root / TRIALS_DIR / f"trial-{trial}.log", "wb") as log:
             trials[trial] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                              env=env, start_new_session=True)
     return trials
 
 
 def run(state_dir: Path | None, seconds: float = 45.0, out: TextIO = sys.stdout) -> DemoResult:
-    """The whole demo; DemoError or StackError when a step cannot be shown."""
+    """The whole demo; DemoError or StackError when a step cannot be shown (its stack may be
+    left running: `trainwatch stack down --state-dir DIR` stops it)."""
     state, result = StateDir.resolve(state_dir), DemoResult()
     state.prepare()
-    templates = project_file("prometheus/alertmanager/templates")
-    with WebhookReceiver() as hook:
-        settings = start_stack(state, hook, out)
-        prometheus = PrometheusAPI(settings.url("prometheus"))
-        trials = start_trials(state, settings.url("pushgateway"), seconds)
-        out.write(f"\n== Two PyTorch trials of experiment '{EXPERIMENT}' for {seconds:g} s: "
-                  "slow-loader (50 ms per batch in its Dataset) and healthy ==\n")
-        out.flush()
-
-        def running() -> None:
-            for name, proc in trials.items():
-                if proc.poll() is not None:
-                    log = state.root / "demo" / f"trial-{name}.log"
-                    raise DemoError(f"trial {name} exited with {proc.returncode} too early: "
-                                    f"see {log}")
-
-        try:
-            fired = wait_for(lambda: alerts_in(hook.notifications(), ALERT, "firing",
-                                               trial="slow-loader"),
-                             90, f"{ALERT} to be delivered for slow-loader", running)
-            # The healthy trial judged for longer than `for`: had it an alert, it would fire.
-            judged = (f"count_over_time({RecordNames(RATE_WINDOW).phase_share}{{trial="
-                      f'"healthy", phase="dataloader_next"}}[14s]) >= 6')
-            wait_for(lambda: prometheus.query(judged), 60, "the healthy trial to be judged",
-                     running)
-            result.fired, result.node_alerts = show.alerts_by_trial(
-                prometheus.alerts(), EXPERIMENT, TRIALS)
-            show.print_alerts(out, result.fired, result.node_alerts)
-            show.print_notification(out, "Notification delivered", fired[0][0], templates)
-            for trial in TRIALS:
-                out.write(f"\n== trainwatch diagnose --experiment {EXPERIMENT} --trial {trial} "
-                          "==\n")
-                out.flush()
-                with contextlib.redirect_stdout(out):
-                    result.diagnose_exit[trial] = cli.main(
-                        ["diagnose", "--prometheus", settings.url("prometheus"),
-                         "--experiment", EXPERIMENT, "--trial", trial])
-            out.write("\n(the trials run on to the end of their time budget...)\n")
-            out.flush()
-            for name, proc in trials.items():
-                try:
-                    result.trial_exit[name] = proc.wait(timeout=seconds + 120)
-                except subprocess.TimeoutExpired:
-                    raise DemoError(f"trial {name} ran past its {seconds:g} s budget") from None
-            resolved = wait_for(lambda: alerts_in(hook.notifications(), ALERT, "resolved",
-                                                  trial="slow-loader"),
-                                60, "the resolution to be delivered")
-            show.print_notification(out, "Resolved, after slow-loader ended cleanly",
-                                    resolved[0][0], templates)
-        finally:
-            for proc in trials.values():
-                if proc.poll() is None:
-                    proc.terminate()
-                    proc.wait()
-            result.notifications = hook.notifications()
+    (state.root / TRIALS_DIR).mkdir(exist_ok=True)
+    settings = start_stack(state, out)
+    trials = start_trials(state, settings.url("pushgateway"), seconds)
+    out.write(f"\n== Two PyTorch trials of experiment '{EXPERIMENT}' for {seconds:g} s: "
+              "slow-loader (50 ms per batch in its Dataset) and healthy ==\n")
+    out.flush()
+    try:
+        runbook = _story(state, settings, trials, seconds, result, out)
+    finally:
+        for proc in trials.values():
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait()
+        result.notifications = delivered(state)
     answering = {s: settings.url(s) for s in DEFAULT_PORTS
                  if http_status(settings.url(s) + READY_PATHS[s]) == 200}
-    show.print_next_steps(out, answering, state.root,
-                          EXPERIMENT, RecordNames(RATE_WINDOW).phase_share,
-                          fired[0][1]["annotations"].get("runbook_url", ""))
+    show.print_next_steps(out, answering, state.root, EXPERIMENT,
+                          RecordNames(RATE_WINDOW).phase_share, runbook)
     return result
+
+
+def _story(state: StateDir, settings: StackSettings, trials: dict[str, subprocess.Popen[bytes]],
+           seconds: float, result: DemoResult, out: TextIO) -> str:
+    """Alert, notification, diagnosis, resolution; returns the notification's runbook link."""
+    prometheus = PrometheusAPI(settings.url("prometheus"))
+    templates = project_file("prometheus/alertmanager/templates")
+
+    def running() -> None:
+        for name, proc in trials.items():
+            if proc.poll() is not None:
+                log = state.root / TRIALS_DIR / f"trial-{name}.log"
+                raise DemoError(f"trial {name} exited with {proc.returncode} too early: "
+                                f"see {log}")
+
+    fired = wait_for(lambda: alerts_in(delivered(state), ALERT, "firing", trial="slow-loader"),
+                     90, f"{ALERT} to be delivered for slow-loader", running)
+    # The healthy trial judged for longer than `for`: had it an alert, it would fire.
+    judged = (f"count_over_time({RecordNames(RATE_WINDOW).phase_share}{{trial="
+              f'"healthy", phase="dataloader_next"}}[14s]) >= 6')
+    wait_for(lambda: prometheus.query(judged), 60, "the healthy trial to be judged", running)
+    result.fired, result.node_alerts = show.alerts_by_trial(prometheus.alerts(), EXPERIMENT,
+                                                            TRIALS)
+    show.print_alerts(out, result.fired, result.node_alerts)
+    show.print_notification(out, "Notification delivered", fired[0][0], templates)
+    for trial in TRIALS:
+        out.write(f"\n== trainwatch diagnose --experiment {EXPERIMENT} --trial {trial} ==\n")
+        out.flush()
+        with contextlib.redirect_stdout(out):
+            result.diagnose_exit[trial] = cli.main(
+                ["diagnose", "--prometheus", settings.url("prometheus"),
+                 "--experiment", EXPERIMENT, "--trial", trial])
+    out.write("\n(the trials run on to the end of their time budget...)\n")
+    out.flush()
+    for name, proc in trials.items():
+        try:
+            result.trial_exit[name] = proc.wait(timeout=seconds + 120)
+        except subprocess.TimeoutExpired:
+            raise DemoError(f"trial {name} ran past its {seconds:g} s budget") from None
+    resolved = wait_for(lambda: alerts_in(delivered(state), ALERT, "resolved",
+                                          trial="slow-loader"),
+                        60, "the resolution to be delivered")
+    show.print_notification(out, "Resolved, after slow-loader ended cleanly", resolved[0][0],
+                            templates)
+    return str(fired[0][1]["annotations"].get("runbook_url", ""))

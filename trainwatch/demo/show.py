@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
+from trainwatch.stack.layout import path_hint
 from trainwatch.webhook import Notification
 
 # The title and text that the commented Slack/email receivers of alertmanager.yml send.
@@ -85,6 +86,9 @@ def print_next_steps(out: TextIO, urls: dict[str, str], state_dir: Path,
     """URLs into the demo stack; ``share`` is the recorded phase-share series."""
     prometheus, alertmanager = urls["prometheus"], urls["alertmanager"]
     out.write("\n== Where to look next ==\n")
+    hint = path_hint()
+    if hint:
+        out.write(f"  {hint}\n")
     out.write(f"  Prometheus alerts    {prometheus}/alerts\n")
     out.write(f"  where steps go       {prometheus}/graph?g0.expr={share}"
               f"%7Bexperiment%3D%22{experiment}%22%7D&g0.tab=0&g0.range_input=5m\n")
@@ -94,6 +98,8 @@ def print_next_steps(out: TextIO, urls: dict[str, str], state_dir: Path,
     out.write(f"  runbook              {runbook}\n")
     out.write(f"  diagnose again       trainwatch diagnose --prometheus {prometheus} "
               f"--experiment {experiment}\n")
+    out.write(f"  notifications        trainwatch stack notifications --state-dir {state_dir}\n")
     out.write(f"  stop the demo stack  trainwatch stack down --state-dir {state_dir}\n")
+    out.write("  (the demo's stack keeps running for these URLs until you stop it)\n")
     out.write("  your own training    `make run`, then export TRAINWATCH_PUSHGATEWAY as it says, "
               "and wrap your loop (README: Timing a training loop)\n")
