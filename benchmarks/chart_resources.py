@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.http_load import proc_status
-from tests.stack import free_port
+from benchmarks.http_load import proc_status
+from benchmarks.stack import free_port
 from trainwatch.stack.layout import StateDir
 from trainwatch.stack.procs import ProcRecord
 from trainwatch.stack.settings import DEFAULT_PORTS

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 import trial_instrumentation as ti
-from tests.trial_support import spin
+from benchmarks.cpu import spin
 from trial_instrumentation import torch_timing
 from trial_instrumentation.timing import Histogram, Phase
 

@@ -12,8 +12,8 @@ Targets: p99 within 2x node_exporter's, no errors, RSS growth under 10%.
 
 from __future__ import annotations
 
-from tests.http_load import Scrapes, proc_status, scrapers
-from tests.stack import Service
+from benchmarks.http_load import Scrapes, proc_status, scrapers
+from benchmarks.stack import Service
 
 
 def run(services: dict[str, Service], clients: int, seconds: float) -> None:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 REPO = Path(__file__).resolve().parent.parent
 
 if TYPE_CHECKING:
-    from tests.stack import Service
+    from benchmarks.stack import Service
 
 
 @dataclass
@@ -86,7 +86,7 @@ def main() -> None:
 
         run(args.rounds, args.warmup)
         return
-    from tests.stack import start_node_exporter, start_trainwatch_exporter
+    from benchmarks.stack import start_node_exporter, start_trainwatch_exporter
 
     with tempfile.TemporaryDirectory() as tmp, \
             start_node_exporter(Path(tmp)) as node, \

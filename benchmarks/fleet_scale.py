@@ -34,9 +34,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 from prometheus_client import CollectorRegistry, push_to_gateway
 
+from benchmarks.http_load import proc_status
+from benchmarks.stack import scrape_config, start_prometheus, start_pushgateway, wait_until
 from prometheus import generate_rules
-from tests.http_load import proc_status
-from tests.stack import scrape_config, start_prometheus, start_pushgateway, wait_until
 from trial_instrumentation import names
 from trial_instrumentation.collector import TrialCollector, TrialState
 from trial_instrumentation.transport import make_handler

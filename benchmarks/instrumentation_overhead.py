@@ -28,7 +28,8 @@ import timeit
 from prometheus_client import CollectorRegistry, Histogram
 
 import trial_instrumentation as ti
-from tests.trial_support import BlackHole, spin
+from benchmarks.cpu import spin
+from benchmarks.http_load import BlackHole
 
 STEP_SECONDS = 0.001
 PHASE = "trainwatch: with trial.phase(name)"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.stack import Service, start_pushgateway
 from tests.live_stack import LiveStack, two_trial_stack
-from tests.stack import Service, start_pushgateway
 
 
 @pytest.fixture

@@ -18,8 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prometheus import generate_rules
-from tests.stack import (
+from benchmarks.stack import (
     REPO,
     Prometheus,
     Service,
@@ -30,6 +29,7 @@ from tests.stack import (
     start_pushgateway,
     start_trainwatch_exporter,
 )
+from prometheus import generate_rules
 
 EXAMPLE = REPO / "examples" / "pytorch_loop.py"
 DDP_EXAMPLE = REPO / "examples" / "ddp_gloo.py"
@@ -144,7 +144,7 @@ BUSY_GPU = 0  # FakeGpu.deterministic(0): 50% utilization, 10 GiB of 80 GiB used
 def two_trial_stack(workdir: Path) -> Iterator[LiveStack]:
     """The stack once the slow trial's TrainwatchDataloaderBound fires and the healthy trial has
     a window of shares; both keep running until the stack stops."""
-    from tests.fake_nvml import fake_uuid
+    from benchmarks.fake_nvml import fake_uuid
     from trainwatch.contract.records import RecordNames
 
     names = RecordNames(TWO_TRIALS_RATE_WINDOW)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from benchmarks.stack import REPO, Service, http_get, require_binary, start_alertmanager, wait_until
 from prometheus import generate_rules
-from tests.stack import REPO, Service, http_get, require_binary, start_alertmanager, wait_until
 from trainwatch.alertmanager import AlertmanagerConfigError, render_config
 from trial_instrumentation.names import GROUPING_LABELS
 
@@ -227,7 +227,7 @@ def test_webhook_printer_shows_what_alertmanager_delivers(tmp_path: Path) -> Non
     import signal
     import urllib.request
 
-    from tests.stack import free_port
+    from benchmarks.stack import free_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "trainwatch.webhook", "--port", str(port)],

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from benchmarks.stack import REPO, require_binary, start_alertmanager, wait_until
 from tests.live_stack import live_stack
-from tests.stack import REPO, require_binary, start_alertmanager, wait_until
 from trainwatch.alertmanager import render_config
 from trainwatch.contract import remedies
 from trainwatch.contract.records import RecordNames

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from benchmarks.stack import REPO
 from exporter.collector import CollectorError, ScrapeCollector
 from prometheus import generate_rules
-from tests.stack import REPO
 
 SETTINGS = generate_rules.load_settings()
 RUNBOOKS = (REPO / "docs" / "runbooks.md").read_text()

@@ -21,9 +21,9 @@ import jsonschema
 import pytest
 import yaml
 
+from benchmarks.stack import REPO, Prometheus, Service, free_port, require_binary
 from exporter import __version__
 from exporter.cli import parse_settings
-from tests.stack import REPO, Prometheus, Service, free_port, require_binary
 from tests.test_helm import CHART, one, render
 
 COMPOSE = REPO / "docker-compose.yml"

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
+from benchmarks.stack import REPO, promtool
 from grafana import fleet, generate, trial_profile
 from grafana.generate import DEFAULT_THRESHOLDS, load_settings
-from tests.stack import REPO, promtool
 
 DASHBOARDS = REPO / "grafana" / "dashboards"
 EXPECTED_UIDS = {"node-gpu.json": "trainwatch-node-gpu",

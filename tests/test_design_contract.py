@@ -15,12 +15,12 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 import trial_instrumentation as ti
+from benchmarks.cpu import spin
+from benchmarks.fake_nvml import FakeNvml
+from benchmarks.stack import REPO, Service, http_get
 from exporter.collectors import build_registry
 from exporter.config import merge
 from tests.exporter_server import serving
-from tests.fake_nvml import FakeNvml
-from tests.stack import REPO, Service, http_get
-from tests.trial_support import spin
 
 DESIGN = REPO / "docs" / "design.md"
 RULES = REPO / "prometheus" / "rules"
@@ -98,7 +98,7 @@ def trial_metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
     """What reached a real Pushgateway from a trial that timed every standard phase and
     wait_for_ranks, measured both limits and ended with an exception (its final push, with the
     exit marker, stays in the group)."""
-    from tests.stack import start_pushgateway
+    from benchmarks.stack import start_pushgateway
 
     with start_pushgateway(tmp_path_factory.mktemp("contract")) as pgw:
         run_a_failing_trial(pgw)

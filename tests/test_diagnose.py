@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.stack import REPO, Prometheus, Service, start_prometheus
+from benchmarks.stack import REPO, Prometheus, Service, start_prometheus
 from tests.trial_support import closed_port_url
 from trainwatch import cli
 from trainwatch.contract import remedies

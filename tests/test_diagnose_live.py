@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.fake_nvml import fake_uuid
-from tests.fake_nvml_exporter import IDLE_PERCENT
+from benchmarks.fake_nvml import fake_uuid
+from benchmarks.fake_nvml_exporter import IDLE_PERCENT
 from tests.live_stack import (
     BUSY_GPU,
     IDLE_GPU,

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.stack import REPO
+from benchmarks.stack import REPO
 
 PACKAGES = ("exporter", "trial_instrumentation", "trainwatch", "prometheus", "grafana")
 # Modules that need an optional dependency: (module prefix, the import it needs).

@@ -11,9 +11,9 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.http_load import Scrapes, scrape_once, scrapers
+from benchmarks.stack import start_trainwatch_exporter, wait_until
 from exporter.webauth import BasicAuth, Verdict, hash_password
-from tests.http_load import Scrapes, scrape_once, scrapers
-from tests.stack import start_trainwatch_exporter, wait_until
 
 
 def basic(user: str, password: str) -> str:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.stack import REPO
 from exporter.cli import main, parse_settings
 from exporter.webauth import hash_password
-from tests.stack import REPO
 
 CERT = Path(__file__).with_name("test_exporter_tls.crt")
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.stack import REPO
 from exporter.cli import main
 from exporter.configfile import MAX_BYTES
 from exporter.webauth import hash_password
-from tests.stack import REPO
 
 
 def laughs(levels: int = 9, fan_out: int = 9) -> str:

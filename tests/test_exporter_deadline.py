@@ -15,6 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.fake_nvml import FakeGpu, FakeNvml, fake_uuid
 from exporter.collector import CollectorError, ScrapeCollector
 from exporter.collectors import build_registry
 from exporter.config import merge
@@ -23,7 +24,6 @@ from exporter.gpu import GpuCollector
 from exporter.httpserver import HTTPServer
 from exporter.nvml import NvmlSession
 from exporter.web import make_server
-from tests.fake_nvml import FakeGpu, FakeNvml, fake_uuid
 
 HUNG_SECONDS = 60.0
 

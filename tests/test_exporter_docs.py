@@ -10,11 +10,11 @@ from pathlib import Path
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.fake_nvml import FakeNvml
 from exporter import metrics
 from exporter.collectors import build_registry
 from exporter.config import merge
 from exporter.exposition import render
-from tests.fake_nvml import FakeNvml
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.webauth import hash_password
-from tests.stack import (
+from benchmarks.stack import (
     REPO,
     Prometheus,
     Service,
@@ -28,6 +27,7 @@ from tests.stack import (
     start_prometheus,
     start_trainwatch_exporter,
 )
+from exporter.webauth import hash_password
 
 GOLDEN = Path(__file__).with_name("test_exporter_golden.txt")
 CERT = Path(__file__).with_name("test_exporter_tls.crt")

@@ -12,10 +12,10 @@ import pynvml
 import pytest
 from prometheus_client import CollectorRegistry
 
+from benchmarks.fake_nvml import H100_GPM, H100_RESERVED_BYTES, FakeGpu, FakeNvml, fake_uuid
 from exporter.collector import ScrapeCollector
 from exporter.gpu import GpuCollector
 from exporter.nvml import NvmlSession
-from tests.fake_nvml import H100_GPM, H100_RESERVED_BYTES, FakeGpu, FakeNvml, fake_uuid
 
 MIB = 2**20
 GPM_RATIOS = ("trainwatch_gpu_sm_active_ratio", "trainwatch_gpu_sm_occupancy_ratio",

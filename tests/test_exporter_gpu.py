@@ -11,11 +11,11 @@ import pynvml
 import pytest
 from prometheus_client import CollectorRegistry
 
+from benchmarks.fake_nvml import POWER_FIELDS, FakeGpu, FakeNvml, fake_uuid
 from exporter.collector import Collector, ScrapeCollector
 from exporter.gpu import CLOCK_EVENT_REASONS, GpuCollector
 from exporter.gpu_process import GpuProcessCollector
 from exporter.nvml import NvmlSession
-from tests.fake_nvml import POWER_FIELDS, FakeGpu, FakeNvml, fake_uuid
 
 
 class FakeClock:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from benchmarks.fake_nvml import H100_GPM, FakeNvml, fake_uuid
 from exporter.collector import ScrapeCollector
 from exporter.gpu import GpuCollector
 from exporter.nvml import NvmlSession
-from tests.fake_nvml import H100_GPM, FakeNvml, fake_uuid
 
 
 def test_pcie_throughput_is_on_unless_switched_off() -> None:

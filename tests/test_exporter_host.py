@@ -15,6 +15,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from benchmarks.stack import Service, http_get, start_node_exporter
 from exporter.collector import ScrapeCollector
 from exporter.host import (
     DISK_DEVICE_EXCLUDE,
@@ -24,7 +25,6 @@ from exporter.host import (
     disk_samples,
     network_samples,
 )
-from tests.stack import Service, http_get, start_node_exporter
 from trial_instrumentation import names as trial_names
 
 # node_exporter 1.5 (Debian's) still lists zram; our default is 1.6+'s, which leaves it out.

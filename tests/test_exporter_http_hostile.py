@@ -20,9 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.httpserver import Limits
-from tests.exporter_server import serving
-from tests.http_load import (
+from benchmarks.http_load import (
     burst,
     closed_by_peer,
     connect,
@@ -31,7 +29,9 @@ from tests.http_load import (
     silent,
     slowloris,
 )
-from tests.stack import Service, start_trainwatch_exporter, wait_until
+from benchmarks.stack import Service, start_trainwatch_exporter, wait_until
+from exporter.httpserver import Limits
+from tests.exporter_server import serving
 
 
 @pytest.fixture(scope="module")

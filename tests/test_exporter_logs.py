@@ -13,9 +13,9 @@ from pathlib import Path
 import logfmtkv
 import pytest
 
+from benchmarks.stack import http_get, start_trainwatch_exporter
 from exporter import __version__
 from exporter.logformat import JsonFormatter, LogfmtFormatter
-from tests.stack import http_get, start_trainwatch_exporter
 
 FIELDS = ["ts", "level", "logger", "msg"]
 

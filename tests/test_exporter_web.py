@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
 
+from benchmarks.stack import http_get
 from exporter.collector import ScrapeCollector
 from exporter.webauth import hash_password
 from tests.exporter_server import serving
-from tests.stack import http_get
 
 
 class Buggy:

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 import trial_instrumentation as ti
+from benchmarks.stack import wait_until
 from tests.live_stack import LiveStack, live_stack
-from tests.stack import wait_until
 
 torch = pytest.importorskip("torch")
 

@@ -7,7 +7,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
 import trial_instrumentation as ti
-from tests.stack import Service, wait_until
+from benchmarks.stack import Service, wait_until
 from tests.trial_support import closed_port_url, pushed
 from trainwatch import cli, gc
 from trial_instrumentation import names

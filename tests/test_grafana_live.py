@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from benchmarks.fake_nvml import fake_uuid
+from benchmarks.stack import Prometheus
 from grafana import fleet, generate, ranks
-from tests.fake_nvml import fake_uuid
 from tests.live_stack import FAKE_GPUS, IDLE_GPU, live_stack
-from tests.stack import Prometheus
 
 RATE_WINDOW = "10s"  # long enough for ~10 samples at a 1s scrape, short enough to fill fast
 FOR = "1s"

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from tests.stack import REPO
+from benchmarks.stack import REPO
 
 PROVISIONING = REPO / "grafana" / "provisioning"
 # Where the dashboards folder is mounted in the container (README's docker run).

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
+from benchmarks.stack import REPO, promtool, require_binary
 from helm.sync_chart_files import CHART_FILES, drift
-from tests.stack import REPO, promtool, require_binary
 
 HELM = REPO / ".tools" / "bin" / "helm"
 CHART = REPO / "helm" / "trainwatch"

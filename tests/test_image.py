@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from benchmarks.stack import REPO, free_port, http_get, promtool, wait_until
 from exporter import __version__
-from tests.stack import REPO, free_port, http_get, promtool, wait_until
 
 PODMAN = shutil.which("podman")
 if PODMAN is None:

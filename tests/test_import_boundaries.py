@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.stack import REPO
+from benchmarks.stack import REPO
 
 
 def loaded_after(statement: str) -> list[str]:

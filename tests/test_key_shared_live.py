@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks.stack import wait_until
 from tests.live_stack import live_stack
-from tests.stack import wait_until
 
 ALERT, EXPERIMENT = "TrainwatchTrialKeyShared", "live-key-shared"
 # `for` longer than the window, as in thresholds.yaml, so a restart would not fire.

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import trial_instrumentation as ti
-from tests.stack import Service, wait_until
+from benchmarks.stack import Service, wait_until
 from tests.trial_support import EXAMPLES, load_example, pushed, pushed_value, run_example
 
 pl = pytest.importorskip("lightning.pytorch")

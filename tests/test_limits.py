@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import trial_instrumentation as ti
+from benchmarks.stack import REPO, Service, wait_until
 from tests.live_stack import live_stack
-from tests.stack import REPO, Service, wait_until
 from tests.trial_support import EXAMPLES, pushed_value
 from trial_instrumentation import limits, names
 

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from tests.stack import REPO
+from benchmarks.stack import REPO
 
 
 def test_setuptools_reads_pyproject_without_a_warning() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stack import free_port
+from benchmarks.stack import free_port
 from trainwatch.report.panels import PanelSpec
 from trainwatch.report.series import Series, spread
 from trainwatch.report.window import Window

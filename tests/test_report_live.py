@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from benchmarks.stack import REPO, wait_until
 from tests.browser import open_page
 from tests.live_stack import TWO_TRIALS_EXPERIMENT, LiveStack
-from tests.stack import REPO, wait_until
 
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"
 EXPERIMENT = TWO_TRIALS_EXPERIMENT

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.stack import REPO, promtool
+from benchmarks.stack import REPO, promtool
 
 PROM_DIR = REPO / "prometheus"
 from prometheus import generate_rules

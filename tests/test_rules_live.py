@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from benchmarks.stack import Prometheus, wait_until
 from prometheus import generate_rules
 from tests.live_stack import live_stack
-from tests.stack import Prometheus, wait_until
 from trainwatch.contract.records import QUANTILES, RecordNames
 
 pytest.importorskip("torch")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stack import (
+from benchmarks.stack import (
     Service,
     free_port,
     http_get,

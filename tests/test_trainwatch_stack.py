@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.stack import REPO, free_port, http_get, require_binary, wait_until
+from benchmarks.stack import REPO, free_port, http_get, require_binary, wait_until
 from trainwatch.stack import procs
 from trainwatch.stack.lookup import prometheus_url
 from trainwatch.stack.services import grafana_provisioning

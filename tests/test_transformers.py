@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import trial_instrumentation as ti
-from tests.stack import REPO, Service, wait_until
+from benchmarks.stack import REPO, Service, wait_until
 from tests.trial_support import EXAMPLES, load_example, pushed, pushed_value, run_example
 
 pytest.importorskip("transformers")

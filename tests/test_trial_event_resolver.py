@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.stack import wait_until
-from tests.trial_support import spin
+from benchmarks.cpu import spin
+from benchmarks.stack import wait_until
 from trial_instrumentation.names import DEFAULT_BUCKETS
 from trial_instrumentation.timing import Histogram
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 import trial_instrumentation as ti
-from tests.stack import wait_until
-from tests.trial_support import BlackHole, StatusServer, closed_port_url, cpu_loop
+from benchmarks.http_load import BlackHole
+from benchmarks.stack import wait_until
+from tests.trial_support import StatusServer, closed_port_url, cpu_loop
 from trial_instrumentation.transport import PushError
 
 FAILURES = "trainwatch_trial_push_failures_total"

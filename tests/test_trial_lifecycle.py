@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stack import REPO, Service, wait_until
+from benchmarks.stack import REPO, Service, wait_until
 from tests.trial_support import pushed, pushed_value
 from trainwatch import gc
 from trial_instrumentation import names

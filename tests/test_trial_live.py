@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import trial_instrumentation as ti
-from tests.stack import REPO, Service, scrape_config, start_prometheus, wait_until
+from benchmarks.stack import REPO, Service, scrape_config, start_prometheus, wait_until
 from tests.trial_support import EXAMPLES, cpu_loop, pushed_value, run_example
 from trial_instrumentation import names
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import trial_instrumentation as ti
-from tests.stack import REPO, Service
+from benchmarks.stack import REPO, Service
 from tests.trial_support import closed_port_url
 from trial_instrumentation import names
 from trial_instrumentation.config import parse_duration

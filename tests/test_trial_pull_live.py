@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
+from benchmarks.stack import REPO, free_port, start_prometheus, wait_until
 from tests.live_stack import EXAMPLE, generate_rules
-from tests.stack import REPO, free_port, start_prometheus, wait_until
 from tests.test_helm import one, render
 
 pytest.importorskip("torch")

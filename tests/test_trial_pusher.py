@@ -16,8 +16,9 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client import CollectorRegistry, Gauge
 
-from tests.stack import wait_until
-from tests.trial_support import BlackHole, StatusServer, run_script
+from benchmarks.http_load import BlackHole
+from benchmarks.stack import wait_until
+from tests.trial_support import StatusServer, run_script
 from trial_instrumentation import pusher as pusher_module
 from trial_instrumentation.collector import TrialState
 from trial_instrumentation.config import resolve
@@ -133,7 +134,7 @@ def test_a_hung_gateway_never_keeps_the_training_process_from_exiting() -> None:
     # on a gateway that never answers, the process still ends at once.
     script = (
         "from prometheus_client import CollectorRegistry\n"
-        "from tests.trial_support import BlackHole\n"
+        "from benchmarks.http_load import BlackHole\n"
         "from trial_instrumentation.collector import TrialState\n"
         "from trial_instrumentation.config import resolve\n"
         "from trial_instrumentation.pusher import Pusher\n"

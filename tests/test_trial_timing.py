@@ -16,8 +16,8 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.metrics_core import Metric
 
 import trial_instrumentation as ti
-from tests.stack import http_get, promtool
-from tests.trial_support import spin
+from benchmarks.cpu import spin
+from benchmarks.stack import http_get, promtool
 from trial_instrumentation.collector import TrialCollector, TrialState
 from trial_instrumentation.loader import batch_size_of
 from trial_instrumentation.timing import Histogram, NoopPhase, Phase

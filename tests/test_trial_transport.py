@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.trial_support import BlackHole, StatusServer, closed_port_url, run_script
+from benchmarks.http_load import BlackHole
+from tests.trial_support import StatusServer, closed_port_url, run_script
 from trial_instrumentation import transport
 from trial_instrumentation.transport import PushError, make_handler, request, resolve
 

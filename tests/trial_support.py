@@ -1,11 +1,11 @@
 """Helpers for the trial_instrumentation tests (no tests here): misbehaving gateways that are
-real loopback servers, a timed CPU loop, and readers for what reached the Pushgateway."""
+real loopback servers, a timed CPU loop, and readers for what reached the Pushgateway (a gateway
+that never answers, and the CPU spin, are benchmarks/http_load.py's and benchmarks/cpu.py's)."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -18,32 +18,10 @@ from types import ModuleType
 from prometheus_client.parser import text_string_to_metric_families
 
 import trial_instrumentation as ti
-from tests.stack import REPO, Service, free_port, http_get
+from benchmarks.cpu import spin
+from benchmarks.stack import REPO, Service, free_port, http_get
 
 EXAMPLES = REPO / "examples"
-
-
-class BlackHole:
-    """Accepts TCP connections and never answers (a hung gateway or a firewall's tarpit)."""
-
-    def __init__(self) -> None:
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        self.accepted: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            self.accepted.append(conn)  # held open, never read, never answered
-
-    def close(self) -> None:
-        self._listener.close()
-        for conn in self.accepted:
-            conn.close()
 
 
 class StatusServer:
@@ -89,13 +67,6 @@ class StatusServer:
 def closed_port_url() -> str:
     """A loopback URL where nothing listens (the gateway is down)."""
     return f"http://127.0.0.1:{free_port()}"
-
-
-def spin(seconds: float) -> None:
-    """Busy CPU work (sleep would hide GIL contention from a background thread)."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
 
 
 def cpu_loop(trial: ti.Trial, steps: int, work: float = 0.001) -> list[float]:

@@ -1,4 +1,5 @@
-"""Loopback load for the exporter's HTTP tests and benchmarks: bursts, slowloris, scrapers.
+"""Loopback load for the HTTP tests and benchmarks: bursts, slowloris, scrapers, and a server
+that accepts and never answers.
 
 Everything is bounded (client counts, durations) and talks to 127.0.0.1 only.
 """
@@ -194,3 +195,26 @@ def scrapers(port: int, clients: int, seconds: float, keep_alive: bool,
     for thread in threads:
         thread.join(seconds + 30)
     return result
+
+
+class BlackHole:
+    """Accepts TCP connections and never answers (a hung gateway or a firewall's tarpit)."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)  # held open, never read, never answered
+
+    def close(self) -> None:
+        self._listener.close()
+        for conn in self.accepted:
+            conn.close()

@@ -1,8 +1,8 @@
 """The real ``trainwatch-exporter`` over a fake NVML, for live tests on machines without a GPU.
 
-    python -m tests.fake_nvml_exporter --web.listen-address=127.0.0.1:PORT [exporter flags]
+    python -m benchmarks.fake_nvml_exporter --web.listen-address=127.0.0.1:PORT [exporter flags]
 
-Runs ``exporter.cli.main`` unchanged, with ``tests.fake_nvml.FakeNvml`` injected at the pynvml
+Runs ``exporter.cli.main`` unchanged, with ``benchmarks.fake_nvml.FakeNvml`` injected at the pynvml
 boundary: ``TRAINWATCH_FAKE_GPUS`` GPUs (default 2), GPU ``N`` having the stable UUID
 ``GPU-00000000-0000-0000-0000-00000000000N`` (N in hex, from 0) and the deterministic readings
 of ``FakeGpu.deterministic(N)``, except that the GPUs listed in ``TRAINWATCH_FAKE_IDLE_GPUS``
@@ -15,8 +15,8 @@ import os
 import sys
 from dataclasses import replace
 
+from benchmarks.fake_nvml import FakeNvml
 from exporter.cli import main
-from tests.fake_nvml import FakeNvml
 
 FAKE_GPUS_ENV = "TRAINWATCH_FAKE_GPUS"
 # Comma-separated indices of GPUs that read as idle (5% utilization) instead of busy.
