@@ -39,6 +39,7 @@ from exporter.gpu_fields import (  # re-exported: the names other modules and te
     read_gpu,
 )
 from exporter.lanes import LanePool
+from exporter.metrics import GPU_NVML_ABSENT
 from exporter.nvml import GpuIdentity, GpuPart, NvmlSession
 
 __all__ = ["CLOCK_EVENT_REASONS", "FIELD_UNAVAILABLE", "READERS", "GpuCollector", "read_gpu"]
@@ -66,8 +67,19 @@ class GpuCollector:
         self._lanes.lane("nvml").submit(self._prime_all)
 
     def collect(self) -> Iterator[Metric]:
-        reads = self._session.read_each_gpu(self._parts, self._lanes, current_deadline())
+        # Whether NVML is absent is part of every scrape, whatever else fails.
+        try:
+            reads = self._session.read_each_gpu(self._parts, self._lanes, current_deadline())
+        except CollectorError:
+            yield self._nvml_absent()
+            raise
+        yield self._nvml_absent()
         yield from emit(reads.samples, reads.failures, reads.timeouts)
+
+    def _nvml_absent(self) -> Metric:
+        family = GPU_NVML_ABSENT.family()
+        family.add_metric([], 1.0 if self._session.absent else 0.0)  # type: ignore[attr-defined]
+        return family
 
     def _sampler(self, index: int) -> GpmSampler:
         return self._gpm.setdefault(index, GpmSampler(self._session.nvml))

@@ -134,6 +134,10 @@ DISK_READ_BYTES = MetricSpec(f"{NAMESPACE}_disk_read_bytes_total", "Bytes read f
 DISK_WRITTEN_BYTES = MetricSpec(f"{NAMESPACE}_disk_written_bytes_total", "Bytes written to a "
                                 "block device.", ("device",), "counter")
 
+GPU_NVML_ABSENT = MetricSpec(f"{NAMESPACE}_gpu_nvml_absent", "1 when the node has no NVML "
+                             "library or no NVIDIA driver loaded (a CPU-only node: no GPU to read, "
+                             "a state, not a failure), else 0.")
+
 SCRAPE_SUCCESS = MetricSpec(f"{NAMESPACE}_scrape_collector_success", "1 if the collector read "
                             "everything it looks after in this scrape, 0 if anything failed.",
                             ("collector",))

@@ -66,6 +66,11 @@ GpuRead = Callable[["GpuIdentity", Any], list[Sample]]
 GpuPart = tuple[str, GpuRead]
 
 
+# What NVML says on a machine without NVIDIA's library or driver (no GPU there, or none given
+# to this container); any other init error (e.g. a driver/library version mismatch) is a fault.
+NO_NVML = (pynvml.NVMLError_LibraryNotFound, pynvml.NVMLError_DriverNotLoaded)
+
+
 class NvmlSession:
     """NVML initialised at most once; GPU identities cached; thread-safe for concurrent scrapes.
 
@@ -88,6 +93,8 @@ class NvmlSession:
         self._next_try = float("-inf")
         self._unavailable = ""
         self._identities: dict[int, GpuIdentity] = {}
+        # No NVML library or no driver on this machine: nothing to read, which is not a failure.
+        self.absent = False
 
     def available(self) -> bool:
         try:
@@ -112,6 +119,7 @@ class NvmlSession:
                 count = self.nvml.nvmlDeviceGetCount()
             except pynvml.NVMLError as err:
                 first = not self._unavailable
+                self.absent = isinstance(err, NO_NVML)
                 self._unavailable = f"NVML unavailable ({err}); no GPU metrics"
                 self._next_try = now + self._retry_seconds
                 if first:

@@ -162,6 +162,25 @@ def test_no_nvml_is_success_0_and_init_is_retried_cheaply() -> None:
     assert nvml.calls["nvmlInit"] == 2
 
 
+@pytest.mark.parametrize(("error", "absent"), [
+    (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, 1.0),  # no NVIDIA library: a CPU-only node
+    (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, 1.0),  # a library but no driver
+    (pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, 0.0),  # NVML is there and fails: a fault
+])
+def test_no_nvml_is_a_state_of_its_own_a_failing_nvml_is_not(error: int, absent: float) -> None:
+    nvml = FakeNvml.with_gpus(1)
+
+    def init() -> None:
+        raise pynvml.NVMLError(error)
+
+    nvml.nvmlInit = init  # type: ignore[method-assign]
+    r = registry_for(nvml)
+    assert success(r) == 0  # as node_exporter reports a collector without data
+    assert r.get_sample_value("trainwatch_gpu_nvml_absent") == absent
+    ok = registry_for(FakeNvml.with_gpus(1))
+    assert ok.get_sample_value("trainwatch_gpu_nvml_absent") == 0 and success(ok) == 1
+
+
 def test_gpu_process_memory_and_utilization() -> None:
     nvml = FakeNvml.with_gpus(2)
     nvml.gpus[0].processes = ((10, 3 * 2**30), (11, None))  # 11: the driver cannot say

@@ -15,9 +15,11 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -166,10 +168,35 @@ def test_status_reports_each_process_its_targets_and_alertmanager(stack: Stack) 
     lines = done.stdout.splitlines()
     for service, pid in stack.pids().items():
         line = next(x for x in lines if x.startswith(service + " "))
-        assert stack.url(service) in line and f"pid {pid} " in line and line.endswith("alive")
+        assert stack.url(service) in line and f"pid {pid} " in line
+        no_gpu = " alive (no GPU: no NVML on this machine, host metrics only)"
+        assert line.endswith((" alive", no_gpu)), line
     assert any(x.startswith("scrape trainwatch-exporter") and x.endswith(" up") for x in lines)
     assert any(x.startswith("scrape pushgateway") and x.endswith(" up") for x in lines)
     assert f"alertmanager {stack.url('alertmanager')}: reached" in done.stdout
+
+
+def test_no_nvml_is_shown_and_never_alerted(stack: Stack) -> None:
+    _, metrics = http_get(stack.url("exporter") + "/metrics")
+    if b"\ntrainwatch_gpu_nvml_absent 1" not in metrics:
+        pytest.skip("this machine has NVML")
+    done = trainwatch("stack", "status", state=stack.state)
+    assert "alive (no GPU: no NVML on this machine, host metrics only)" in done.stdout
+    # Once Prometheus has evaluated the rule after a scrape of that state: not even pending.
+    query = urllib.parse.quote('trainwatch_scrape_collector_success{collector="gpu"} == 0')
+    [sample] = wait_until(lambda: stack.api(f"query?query={query}")["result"],
+                          what="the gpu collector's 0 in Prometheus")
+    scraped = float(sample["value"][0])
+
+    def evaluated() -> bool:
+        [rule] = [r for g in stack.api("rules")["groups"] for r in g["rules"]
+                  if r["name"] == "TrainwatchCollectorFailing"]
+        when = datetime.fromisoformat(rule["lastEvaluation"])
+        return when.timestamp() > scraped + 1
+
+    wait_until(evaluated, timeout=30, what="an evaluation after that scrape")
+    assert [a for a in stack.api("alerts")["alerts"]
+            if a["labels"]["alertname"] == "TrainwatchCollectorFailing"] == []
 
 
 def test_up_twice_starts_nothing_new(stack: Stack) -> None:

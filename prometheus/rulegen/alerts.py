@@ -347,8 +347,15 @@ def exporter_alerts(s: Settings) -> list[dict[str, Any]]:
           "trainwatch-exporter is down.",
           "Prometheus cannot scrape trainwatch-exporter on {{ $labels.instance }}.",
           remedies.EXPORTER_DOWN)
+    # A node without NVML (a CPU-only node) is a state, not a failure: its gpu collector is
+    # left alone, unless the node exported a GPU within the hour (a driver that went away).
+    no_nvml = (f"{select('trainwatch_gpu_nvml_absent', exporter)} == 1\n"
+               f"  unless {on('job', 'instance')}\n"
+               f"  max_over_time({select('trainwatch_gpu_info', exporter)}[1h])")
     g.add(COLLECTOR_FAILING,
-          f"{select('trainwatch_scrape_collector_success', exporter)} == 0",
+          f"{select('trainwatch_scrape_collector_success', exporter)} == 0\n"
+          f"unless {on('job', 'instance', 'collector')}\n"
+          f'label_replace(\n  {no_nvml},\n  "collector", "gpu", "", "")',
           "A trainwatch-exporter collector is failing.",
           "Collector {{ $labels.collector }} of trainwatch-exporter on {{ $labels.instance }} "
           "fails on every scrape; its metrics are missing.",

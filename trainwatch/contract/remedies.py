@@ -129,7 +129,7 @@ COLLECTOR_FAILING = (
     "The exporter logs the error once, when it starts or changes (on every scrape at "
     "--log.level=debug), and a line when the collector recovers. For the gpu collector it is "
     "usually NVML: a driver/library version mismatch after a driver upgrade (reload the driver or "
-    "reboot) or a container started without the NVIDIA runtime.")
+    "reboot) or a driver unloaded on a node that had GPUs.")
 
 NO_GPU_METRICS = (
     "No GPU series joins this trial (trainwatch_trial_gpu_info): it computes on the CPU, or "

@@ -51,6 +51,8 @@ def status(state: StateDir, say: Say = say_line) -> int:
             health.http_status(settings.url(service) + READY_PATHS[service]) == 200
         healthy &= answers
         state_word = "DOWN" if record is None else "alive" if answers else "alive, NOT READY"
+        if answers and service == "exporter" and health.no_nvml(settings.url(service)):
+            state_word += " (no GPU: no NVML on this machine, host metrics only)"
         pid = f"pid {record.pid}" if record else ""
         line = f"{service:<13} {settings.url(service):<24} {pid:<10} {state_word}"
         say(line + (f"  ({note})" if note else ""))

@@ -36,6 +36,16 @@ def api(base: str, path: str, timeout: float = 2.0) -> Any:
         return None
 
 
+def no_nvml(exporter: str) -> bool:
+    """Whether the exporter says this machine has no NVML (``trainwatch_gpu_nvml_absent 1``)."""
+    try:
+        with urllib.request.urlopen(f"{exporter}/metrics", timeout=5.0) as resp:
+            text = resp.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError):
+        return False
+    return "\ntrainwatch_gpu_nvml_absent 1" in "\n" + text
+
+
 def port_taken(port: int) -> bool:
     """Whether something already listens on 127.0.0.1:port (SO_REUSEADDR as servers set it, so
     a closed connection in TIME_WAIT does not count)."""
