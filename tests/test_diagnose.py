@@ -31,6 +31,7 @@ from trainwatch.contract.alerts import (
 )
 from trainwatch.contract.checks import CHECKS
 from trainwatch.contract.records import RecordNames
+from trainwatch.diagnose import cli as diagnose_cli
 from trainwatch.diagnose import verdict as verdict_module
 from trainwatch.diagnose.deployed import REQUIRED_ALERTS, AlertRule, Deployment, DeploymentError
 from trainwatch.diagnose.ranks import TrialScaling, _cause
@@ -185,8 +186,8 @@ def test_several_ranks_exit_with_the_worst_ranks_code(
         def rules(self) -> list[dict[str, Any]]:
             return loaded_rules()
 
-    monkeypatch.setattr(cli, "PrometheusAPI", Rules)
-    monkeypatch.setattr(cli, "gather", lambda *args: reports)
+    monkeypatch.setattr(diagnose_cli, "PrometheusAPI", Rules)
+    monkeypatch.setattr(diagnose_cli, "gather_runs", lambda *args, **kwargs: reports)
     code = cli.main(["diagnose", "--prometheus", "http://127.0.0.1:9", "--experiment", "exp",
                      "--format", "json"])
     assert code == expected
@@ -428,8 +429,8 @@ def test_an_ended_rank_says_how_it_ended_at_once(reason: str, how: str, alert: s
     assert v.runbook_url == f"https://rb/runbooks.md#{anchor}"
     assert v.cleanup == "curl -X DELETE x" and v.last_profile == stale.last_profile
     text = reports_text([ended])
-    head = f"VERDICT: Ended 4 seconds ago: {how} (its final push says reason={reason}"
-    assert (head + (f"; {alert})" if alert else ")")) in text
+    head = f"VERDICT: Ended 4 seconds ago: {how}"
+    assert (head + (f" ({alert})" if alert else "") + "\n") in text
     assert "  ENDED: numbers over its whole run up to its last push (80 steps)" in text
     assert "no push for over" not in text
 

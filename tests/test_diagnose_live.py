@@ -118,6 +118,6 @@ def test_trials_lists_both_with_their_loader_share(stack: LiveStack) -> None:
     assert rows["slow"]["gpu_utilization"] == pytest.approx(IDLE_PERCENT / 100)
     assert rows["healthy"]["gpu_utilization"] == pytest.approx(0.5)
     text = trainwatch(stack, "trials").stdout.splitlines()
-    assert text[0].split() == ["EXPERIMENT", "TRIAL", "RANK", "NODE", "STEPS/S", "LOADER", "GPU",
-                               "PUSHED", "STATE"]
+    assert text[0].split() == ["EXPERIMENT", "TRIAL", "RANK", "NODE", "PID", "STARTED", "LAST",
+                               "PUSH", "STATE", "STEPS", "STEPS/S", "LOADER", "GPU", "CAUSE"]
     assert [line.split()[1] for line in text[1:]] == ["healthy", "slow"]

@@ -174,11 +174,13 @@ def test_a_trial_that_raises_ends_its_alerts_fires_trial_failed_and_never_stale(
     code, report = verdict_of(stack, "raises") or (None, {})
     verdict = report["verdict"]
     assert code == 1 and verdict["exit_reason"] == ti.names.EXIT_FAILED, verdict
-    assert verdict["title"].startswith("Ended ") and verdict["title"].endswith(
-        " ago: an exception or a non-zero exit") and verdict["alert"] == "TrainwatchTrialFailed"
+    title = verdict["title"]
+    assert title.startswith("Ended ") and " ago (failed: an exception or a non-zero exit, " in title
+    assert ": over its life, Data loader: " in title and verdict["alert"] == "TrainwatchTrialFailed"
     assert verdict["last_profile"].startswith("Data loader: "), verdict
     [row] = [r for r in trials(stack) if r["trial"] == "raises"]
-    assert not row["live"] and row["steps_per_second"] is None, row
+    # Not live; its steps/s over its whole life, not a rate that falls to 0 once it stopped.
+    assert not row["live"] and row["state"] == "failed" and row["steps_per_second"] > 0, row
     # Past the stale threshold plus `for`, a group without the marker would fire Stale.
     wait_until(lambda: (verdict_of(stack, "raises") or (0, {"push_age_seconds": 0}))[1][
         "push_age_seconds"] > STALE_AFTER + 4, timeout=30, what="the group older than Stale's "
@@ -204,7 +206,7 @@ def test_a_trial_that_stopped_pushing_gets_its_last_profile_and_the_clean_up_lin
                               what="a stopped-pushing verdict", interval=0.5)
     verdict = report["verdict"]
     assert code == 1 and verdict["title"].startswith("Stopped pushing ") and \
-        verdict["title"].endswith(" ago: crashed or killed"), verdict
+        " ago without a word (crashed or killed; " in verdict["title"], verdict
     assert verdict["measured"] > STALE_AFTER and verdict["alert"] == "TrainwatchTrialStale"
     [pushed] = stack.prometheus.query(steps_total)  # its last push, frozen since the kill
     assert verdict["steps"] == int(float(pushed["value"][1])) and verdict["exit_reason"] is None
@@ -215,9 +217,17 @@ def test_a_trial_that_stopped_pushing_gets_its_last_profile_and_the_clean_up_lin
     text = diagnose(stack, "gone").stdout
     assert "clean up once it is gone: curl -X DELETE" in text and "last profile: Data loader" in text
     [row] = [r for r in trials(stack) if r["trial"] == "gone"]
-    assert not row["live"] and row["steps_per_second"] is None, row
-    # The clean-up line works: the group goes, and with it the trial.
+    assert not row["live"] and row["state"] == "stale" and row["steps_per_second"] > 0, row
+    # The clean-up line works: the group goes. The trial stays in diagnose's history, read at
+    # its last sample, with the same steps and no clean-up line left to give.
     urllib.request.urlopen(urllib.request.Request(stack.pushgateway.url + group, method="DELETE"),
                            timeout=5).close()
-    wait_until(lambda: diagnose(stack, "gone").returncode == 2, timeout=30,
-               what="the deleted trial gone from Prometheus", interval=0.5)
+
+    def retired() -> tuple[int, dict[str, Any]] | None:
+        found = verdict_of(stack, "gone")
+        return found if found and found[1]["verdict"]["cleanup"] is None else None
+
+    code, after = wait_until(retired, timeout=30, what="the deleted group read from history",
+                             interval=0.5)
+    assert code == 1 and after["verdict"]["title"].startswith("Stopped pushing "), after
+    assert after["verdict"]["steps"] == verdict["steps"] and after["run"]["current"] is False

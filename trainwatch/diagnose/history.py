@@ -75,7 +75,10 @@ def _over_life(api: PrometheusAPI, report: RankReport, run: Run, now: float) -> 
     life = run.seconds
     steps, samples = totals[names.STEPS], totals[names.SAMPLES]
     per_second = (lambda total: total / life if total is not None and life > 0 else None)
-    report = dataclasses.replace(report, run=run, push_age_seconds=now - run.end,
+    # Still scraped: the age Prometheus measured when it judged the rank stale, else from now.
+    age = (report.push_age_seconds if run.current and report.push_age_seconds is not None
+           else now - run.end)
+    report = dataclasses.replace(report, run=run, push_age_seconds=age,
                                  steps_per_second=per_second(steps),
                                  samples_per_second=per_second(samples), lifetime_seconds=life)
     verdict = report.verdict
@@ -84,15 +87,15 @@ def _over_life(api: PrometheusAPI, report: RankReport, run: Run, now: float) -> 
     said = f"over its life, {verdict.last_profile}" if verdict.last_profile else "no timings"
     if run.exit_reason is not None:
         how = HOW.get(run.exit_reason, f"reason={run.exit_reason}")
-        title = (f"Ended {ago(now - run.end)} ago ({how}, {_count(count)} in {ago(life)}): "
+        title = (f"Ended {ago(age)} ago ({how}, {_count(count)} in {ago(life)}): "
                  f"{said}")
     else:
-        title = (f"Stopped pushing {ago(now - run.end)} ago without a word (crashed or killed; "
+        title = (f"Stopped pushing {ago(age)} ago without a word (crashed or killed; "
                  f"{_count(count)} in {ago(life)}): {said}")
     # An ended group is gc's to retire (or already gone): no clean-up line to give.
     cleanup = verdict.cleanup if run.exit_reason is None and run.current else None
     return dataclasses.replace(report, verdict=dataclasses.replace(
-        verdict, title=title, measured=now - run.end, steps=count, cleanup=cleanup))
+        verdict, title=title, measured=age, steps=count, cleanup=cleanup))
 
 
 def _count(steps: int | None) -> str:

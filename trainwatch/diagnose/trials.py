@@ -50,7 +50,7 @@ class TrialRow:
 def list_trials(api: PrometheusAPI, deployment: Deployment, experiment: str | None = None,
                 since: float = DEFAULT_SINCE, now: float | None = None) -> list[TrialRow]:
     """Every run of a trial rank with samples in the last ``since`` seconds (of ``experiment``
-    if given), running ones first, then the latest first. Running means it pushed within the
+    if given), running ones first, a rank's runs oldest first. Running means it pushed within the
     deployed TrainwatchTrialStale threshold and its last push was not a final one
     (trainwatch_trial_exit), as the alerts count it."""
     now = time.time() if now is None else now
@@ -66,8 +66,8 @@ def list_trials(api: PrometheusAPI, deployment: Deployment, experiment: str | No
         row.started, row.ended = run.start, None if row.live else run.end
         row.push_age_seconds = now - run.end
         rows.append(row)
-    return sorted(rows, key=lambda r: (not r.live, -(r.started or 0), r.experiment, r.trial,
-                                       r.rank))
+    return sorted(rows, key=lambda r: (not r.live, r.experiment, r.trial, r.rank,
+                                       r.started or 0))
 
 
 def _cause(deployment: Deployment, shares: dict[str, float], gpu: float | None) -> str | None:
