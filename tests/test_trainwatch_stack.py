@@ -157,6 +157,8 @@ def test_prometheus_scrapes_the_exporter_and_the_pushgateway(stack: Stack) -> No
 def test_prometheus_sends_alerts_to_the_stacks_alertmanager(stack: Stack) -> None:
     managers = stack.api("alertmanagers")["activeAlertmanagers"]
     assert [m["url"] for m in managers] == [stack.url("alertmanager") + "/api/v2/alerts"]
+    # Its alerts' "Graph" links (generatorURL) point at the address `up` printed.
+    assert stack.api("status/flags")["web.external-url"] == stack.url("prometheus")
     status, metrics = http_get(stack.url("prometheus") + "/metrics")
     assert status == 200 and b"\nprometheus_notifications_alertmanagers_discovered 1\n" in metrics
     # That an alert really travels there is the next test's "a process that died".
@@ -423,6 +425,8 @@ def test_a_second_command_while_one_works_on_the_stack_is_refused(tmp_path: Path
     ("--scrape-interval=fast", "--scrape-interval: 'fast' is not a Prometheus duration like 15s"),
     ("--for=soon", "rendering rules with --for/--rate-window failed: "),
     ("--exporter-port=70000", "--exporter-port: 70000 is not a TCP port (1-65535)"),
+    ("--prometheus-external-url=vm:10911",
+     "--prometheus-external-url: 'vm:10911' is not an http(s) URL like http://host:port/"),
 ])
 def test_a_bad_flag_is_one_line_and_starts_nothing(tmp_path: Path, flag: str, says: str) -> None:
     ports = dict(zip(SERVICES, free_ports(len(SERVICES))))
@@ -487,6 +491,10 @@ def test_a_notification_reaches_the_stacks_receiver_on_its_moved_port(stack: Sta
     assert "[FIRING:1] TrainwatchStackDelivery stack-test/t1" in text, text
     log = (stack.state / "logs" / "webhook.log").read_text()
     assert "via receiver trainwatch-warning" in log
+    # Its links (silences, the alert list) point at the Alertmanager `up` printed.
+    notes = [json.loads(line)["notification"] for line in
+             (stack.state / "webhook" / "notifications.jsonl").read_text().splitlines()]
+    assert {note["externalURL"] for note in notes} == {stack.url("alertmanager")}
 
 
 def test_down_stops_every_process_and_never_one_that_is_not_ours(stack: Stack) -> None:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from trainwatch.cliutil import EXIT_USAGE
 from trainwatch.stack import commands
 from trainwatch.stack.layout import ENV_STATE_DIR, StackError, StateDir
 from trainwatch.stack.settings import DEFAULT_PORTS, GC_EVERY, StackSettings
@@ -40,6 +41,10 @@ def add_parser(commands_: Any) -> None:
                     "(default: prometheus/prometheus.yml's)")
     up.add_argument("--alertmanager-config", metavar="FILE",
                     help="default: prometheus/alertmanager/alertmanager.yml")
+    for service in ("prometheus", "alertmanager"):
+        up.add_argument(f"--{service}-external-url", metavar="URL",
+                        help=f"where links in alerts and notifications point for {service} "
+                        "(default: the URL `up` prints)")
     up.add_argument("--gc-every", metavar="DURATION",
                     help=f"how often the stack runs `trainwatch gc` (default {GC_EVERY})")
     up.add_argument("--gc-ended-after", metavar="DURATION",
@@ -58,7 +63,9 @@ def run(args: argparse.Namespace) -> int:
                 ports={name: getattr(args, f"{name}_port") for name in DEFAULT_PORTS},
                 for_=args.for_, rate_window=args.rate_window,
                 scrape_interval=args.scrape_interval,
-                alertmanager_config=args.alertmanager_config, gc_every=args.gc_every,
+                alertmanager_config=args.alertmanager_config,
+                prometheus_external_url=args.prometheus_external_url,
+                alertmanager_external_url=args.alertmanager_external_url, gc_every=args.gc_every,
                 gc_ended_after=args.gc_ended_after, gc_max_age=args.gc_max_age)
             return up(state, asked)
         if args.action == "status":
@@ -68,13 +75,13 @@ def run(args: argparse.Namespace) -> int:
         return commands.down(state)
     except StackError as err:
         print(f"trainwatch stack {args.action}: error: {err}", file=sys.stderr)
-        return commands.EXIT_USAGE
+        return EXIT_USAGE
     except BrokenPipeError:
         raise  # a reader that went away: trainwatch.cli.main ends quietly
     except OSError as err:  # e.g. the state directory turned read-only under a running stack
         print(f"trainwatch stack {args.action}: error: {err.filename or ''}: {err.strerror}",
               file=sys.stderr)
-        return commands.EXIT_USAGE
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"trainwatch stack {args.action}: interrupted; what this run started was stopped",
               file=sys.stderr)

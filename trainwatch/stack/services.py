@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from trainwatch.cliutil import duration
 from trainwatch.stack import configs
 from trainwatch.stack.inventory import LISTEN_FLAG
 from trainwatch.stack.layout import REPO, StackError, StateDir, project_file
@@ -67,6 +68,13 @@ def listen(settings: StackSettings, service: str) -> str:
     return f"{LISTEN_FLAG}127.0.0.1:{settings.ports[service]}"
 
 
+def external(settings: StackSettings, service: str) -> tuple[str, ...]:
+    """Links in alerts and notifications point where the user looks (the default is the
+    machine's hostname, which a browser elsewhere may not resolve); the routes stay at /, so
+    readiness and the API keep their paths whatever path the URL has."""
+    return (f"--web.external-url={settings.external_url(service)}", "--web.route-prefix=/")
+
+
 def build(name: str, state: StateDir, settings: StackSettings) -> ServiceSpec | None:
     """The spec for ``name``; None for Grafana when no Grafana binary is installed.
 
@@ -87,13 +95,14 @@ def build(name: str, state: StateDir, settings: StackSettings) -> ServiceSpec | 
         # An empty cluster address: otherwise it opens a gossip port on every interface.
         argv = (binary("prometheus-alertmanager"), f"--config.file={config}",
                 f"--storage.path={data / 'data'}", listen(settings, name),
-                "--cluster.listen-address=")
+                "--cluster.listen-address=", *external(settings, name))
         return ServiceSpec(name, argv)
     if name == "prometheus":
         config, _ = configs.prometheus_config(state, settings)
         argv = (binary("prometheus"), f"--config.file={config}",
                 f"--storage.tsdb.path={data / 'data'}", listen(settings, name),
-                "--web.enable-lifecycle")  # `up` reloads changed rules through /-/reload
+                "--web.enable-lifecycle",  # `up` reloads changed rules through /-/reload
+                *external(settings, name))
         return ServiceSpec(name, argv)
     if name == "grafana":
         return _grafana(state, settings)
@@ -118,15 +127,13 @@ def gc_status_file(state: StateDir) -> Path:
 def _gc(state: StateDir, settings: StackSettings) -> ServiceSpec:
     """`trainwatch gc` every ``--gc-every`` against the stack's Pushgateway (trainwatch/gc.py
     decides what goes; ``--gc-ended-after``/``--gc-max-age`` pass its flags through)."""
-    from trainwatch import gc  # here: gc imports trainwatch.stack.lookup, which needs this package
-
     every = settings.gc_every or GC_EVERY
     given = {"every": every, "ended-after": settings.gc_ended_after,
              "max-age": settings.gc_max_age}
     for flag, value in given.items():
         try:
             if value is not None:
-                gc.parse_duration(value)
+                duration(value)
         except argparse.ArgumentTypeError as err:
             raise StackError(f"--gc-{flag}: {err}") from None
     flags = [f"--pushgateway={settings.url('pushgateway')}"]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwatch.stack.layout import StackError
+from trial_instrumentation.durations import is_prometheus_duration
 
 # Outside 9090-9100 so that a user's own Prometheus, Pushgateway or Alertmanager keeps its port;
 # 10910 is the exporter's own default; 10919 the webhook receiver's (trainwatch/webhook.py).
@@ -21,7 +22,6 @@ PROCESSES = (*SERVICES, "gc")
 # How often the stack's gc process retires trial groups, unless `up --gc-every` says otherwise.
 GC_EVERY = "30s"
 # A positive Prometheus duration (model.ParseDuration): units largest first, e.g. 1m30s.
-_DURATION = re.compile(r"^(?=\d*[1-9])(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 # What answers 200 once each service is ready to serve.
 READY_PATHS = {"exporter": "/healthz", "prometheus": "/-/ready", "pushgateway": "/-/ready",
                "alertmanager": "/-/ready", "grafana": "/api/health", "webhook": "/-/ready"}
@@ -36,12 +36,21 @@ class StackSettings:
     rate_window: str | None = None
     scrape_interval: str | None = None
     alertmanager_config: str | None = None
+    prometheus_external_url: str | None = None  # None: the URL the stack prints
+    alertmanager_external_url: str | None = None
     gc_every: str | None = None
     gc_ended_after: str | None = None
     gc_max_age: str | None = None
 
     def url(self, service: str) -> str:
         return f"http://127.0.0.1:{self.ports[service]}"
+
+    def external_url(self, service: str) -> str:
+        """Where links in alerts and notifications point (Prometheus's "Graph" link,
+        Alertmanager's silence links): the address `up` prints, unless one was given."""
+        given = {"prometheus": self.prometheus_external_url,
+                 "alertmanager": self.alertmanager_external_url}.get(service)
+        return given or self.url(service)
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=2) + "\n")
@@ -65,7 +74,13 @@ def check(settings: StackSettings) -> None:
     """StackError naming the flag when a setting cannot work (rather than a service that exits
     at start with the reason in its log)."""
     check_ports(settings.ports)
-    if settings.scrape_interval is not None and not _DURATION.match(settings.scrape_interval):
+    for service in ("prometheus", "alertmanager"):
+        url = settings.external_url(service)
+        if not re.match(r"^https?://[^/\s]+(/\S*)?$", url):
+            raise StackError(f"--{service}-external-url: {url!r} is not an http(s) URL like "
+                             "http://host:port/")
+    if (settings.scrape_interval is not None
+            and not is_prometheus_duration(settings.scrape_interval)):
         raise StackError(f"--scrape-interval: {settings.scrape_interval!r} is not a Prometheus "
                          "duration like 15s or 1m")
 
