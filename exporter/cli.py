@@ -84,7 +84,8 @@ def main(argv: Sequence[str] | None = None, *, nvml: Any | None = None) -> int:
         logformat.configure(level, settings.log_format)
         from exporter.web import make_server  # after logging: http.server is no small import
 
-        server = make_server(settings, build_registry(settings, nvml))
+        # Bound (and TLS loaded) before the collectors start: a config error is the one line.
+        server = make_server(settings, lambda: build_registry(settings, nvml))
     except ConfigError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2

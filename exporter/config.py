@@ -73,7 +73,8 @@ class Settings:
                                        "(empty HOST: all interfaces)",
                                        validate=lambda v: parse_listen_address(v))
     web_tls_cert_file: str | None = _setting(None, str, "serve HTTPS with this PEM certificate")
-    web_tls_key_file: str | None = _setting(None, str, "PEM private key for the certificate")
+    web_tls_key_file: str | None = _setting(None, str, "PEM private key for the certificate "
+                                            "(unencrypted)")
     web_basic_auth_users: Mapping[str, str] = _setting(
         {}, dict, "user: password hash (config file only)", flag=False)
     gpu_pcie_throughput: bool = _setting(True, bool, "read PCIe throughput (from GPM where the "

@@ -18,8 +18,8 @@ from __future__ import annotations
 import html
 import logging
 import socket
-import ssl
 import zlib
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
@@ -30,6 +30,7 @@ from exporter.deadline import SCRAPE_TIMEOUT_HEADER, scrape_deadline
 from exporter.exposition import CONTENT_TYPE, render
 from exporter.httpmessage import Request, Response
 from exporter.httpserver import HTTPServer, Limits
+from exporter.tls import server_context
 from exporter.webauth import BasicAuth, Verdict
 
 log = logging.getLogger(__name__)
@@ -87,28 +88,29 @@ def landing_page(settings: Settings) -> bytes:
             f"</body></html>\n").encode()
 
 
-def make_server(settings: Settings, registry: CollectorRegistry,
+def make_server(settings: Settings,
+                registry: CollectorRegistry | Callable[[], CollectorRegistry],
                 limits: Limits | None = None) -> HTTPServer:
-    """Bind the listening socket (TLS when configured); ``ConfigError`` if it cannot."""
+    """Bind the listening socket (TLS when configured); ``ConfigError`` if it cannot.
+
+    A callable ``registry`` is called only once the socket is bound and TLS loaded, so a bad
+    address or certificate is reported before any collector starts (and logs about NVML).
+    """
     host, port = parse_listen_address(settings.web_listen_address)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     auth = BasicAuth(settings.web_basic_auth_users) if settings.web_basic_auth_users else None
-    context = _tls_context(settings) if settings.web_tls_cert_file else None
+    context = (server_context(settings.web_tls_cert_file, settings.web_tls_key_file)
+               if settings.web_tls_cert_file else None)
+    routes = Routes(CollectorRegistry(auto_describe=False), auth, landing_page(settings))
     try:
-        return HTTPServer((host or "0.0.0.0", port), family,
-                          Routes(registry, auth, landing_page(settings)), context,
-                          limits or Limits())
+        server = HTTPServer((host or "0.0.0.0", port), family, routes, context,
+                            limits or Limits())
     except (OSError, OverflowError) as err:
         reason = getattr(err, "strerror", None) or str(err)
         raise ConfigError(f"cannot listen on {settings.web_listen_address!r}: {reason}") from None
-
-
-def _tls_context(settings: Settings) -> ssl.SSLContext:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        context.load_cert_chain(str(settings.web_tls_cert_file), str(settings.web_tls_key_file))
-    except (OSError, ssl.SSLError) as err:
-        raise ConfigError(f"cannot load TLS certificate {settings.web_tls_cert_file!r} / key "
-                          f"{settings.web_tls_key_file!r}: {err}") from None
-    return context
+        routes.registry = registry() if callable(registry) else registry
+    except BaseException:
+        server.server_close()
+        raise
+    return server

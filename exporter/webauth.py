@@ -24,11 +24,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 
+from exporter.configfile import cut
+
 SCHEME = "pbkdf2_sha256"
 DEFAULT_ITERATIONS = 600_000  # OWASP 2023 for PBKDF2-HMAC-SHA256
 # Every failed login pays this many rounds (~0.4 s per million here): a bound keeps one bad
 # config from making each attempt cost minutes, and hashlib overflows past 2**31 - 1.
 MAX_ITERATIONS = 2_000_000
+DIGEST_BYTES = 32  # SHA-256
 
 
 def hash_password(password: str, iterations: int = DEFAULT_ITERATIONS,
@@ -50,15 +53,22 @@ def parse_hash(encoded: str) -> tuple[int, bytes, bytes]:
         raise ValueError(f"expected {SCHEME}$<iterations>$<salt>$<hash> "
                          "(make one with `python -m exporter.webauth`)")
     scheme, iterations, salt, digest = parts
-    if not iterations.isdigit() or int(iterations) < 1 or not salt:
+    if not iterations.isascii() or not iterations.isdigit() or not salt:
         raise ValueError(f"bad iterations or salt in {scheme} hash")
-    if int(iterations) > MAX_ITERATIONS:
-        raise ValueError(f"{int(iterations)} iterations is over the limit of {MAX_ITERATIONS} "
-                         f"(the default, {DEFAULT_ITERATIONS}, is strong)")
+    # Compared as text first: int() of a 5,000-digit string raises Python's own error.
+    if len(iterations.lstrip("0")) > len(str(MAX_ITERATIONS)) or \
+            int(iterations) > MAX_ITERATIONS:
+        raise ValueError(f"{cut(iterations, 20)} iterations is over the limit of "
+                         f"{MAX_ITERATIONS} (the default, {DEFAULT_ITERATIONS}, is strong)")
+    if int(iterations) < 1:
+        raise ValueError(f"bad iterations or salt in {scheme} hash")
     try:
         raw = base64.b64decode(digest, validate=True)
     except binascii.Error:
         raise ValueError("the hash part is not base64") from None
+    if len(raw) != DIGEST_BYTES:  # empty or cut: no password could ever match it
+        raise ValueError(f"the hash part is {len(raw)} bytes, not the {DIGEST_BYTES} of a "
+                         "SHA-256 digest (make one with `python -m exporter.webauth`)")
     return int(iterations), salt.encode(), raw
 
 

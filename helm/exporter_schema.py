@@ -60,7 +60,7 @@ def _setting(key: str) -> dict[str, Any]:
     if key == "web.basic_auth_users":
         entry["additionalProperties"] = {
             "type": "string",
-            "pattern": rf"^{SCHEME}\$(?:{at_most(MAX_ITERATIONS)})\$[^$]+\$[A-Za-z0-9+/]+=*$",
+            "pattern": rf"^{SCHEME}\$(?:{at_most(MAX_ITERATIONS)})\$[^$]+\$[A-Za-z0-9+/]{{43}}=$",
             "description": "a hash from `python -m exporter.webauth`, never a password"}
     return entry
 

@@ -46,7 +46,7 @@ def write(tmp_path: Path, text: str) -> str:
     (["--gpu.nvml-retry-seconds=nan"], "gpu.nvml_retry_seconds must be a finite number >= 0"),
     (["--web.tls-cert-file", str(CERT)], "must be given together"),
     (["--web.listen-address=127.0.0.1:0", "--web.tls-cert-file=/nope.crt",
-      "--web.tls-key-file=/nope.key"], "cannot load TLS certificate '/nope.crt'"),
+      "--web.tls-key-file=/nope.key"], "web.tls_cert_file: /nope.crt: cannot load TLS certificate"),
     (["--config", "/nonexistent/trainwatch.yml"],
      "config file /nonexistent/trainwatch.yml: No such file or directory"),
     (["--bogus"], "unknown argument '--bogus'"),

@@ -8,6 +8,7 @@ after 8 s, and a FIFO hung forever.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -48,9 +49,10 @@ def exit_line(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str,
     return code, capsys.readouterr().err, elapsed
 
 
-def assert_one_short_line(code: int, err: str, elapsed: float, expected: str) -> None:
+def assert_one_short_line(code: int, err: str, elapsed: float, expected: str,
+                          prefix: str = "config file ") -> None:
     assert code == 2
-    assert err.startswith("trainwatch-exporter: error: config file ")
+    assert err.startswith("trainwatch-exporter: error: " + prefix)
     assert err.count("\n") == 1 and len(err) < 300, err[:500]
     assert expected in err
     assert elapsed < 1.0, f"took {elapsed:.2f} s"
@@ -148,3 +150,61 @@ def test_the_real_process_exits_2_at_once(tmp_path: Path, kind: str) -> None:
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"trainwatch-exporter: error: config file {path}: ")
     assert proc.stderr.count("\n") == 1
+
+
+TLS_CERT = Path(__file__).with_name("test_exporter_tls.crt")
+TLS_KEY = Path(__file__).with_name("test_exporter_tls.key")
+PASSPHRASE_KEY = Path(__file__).with_name("test_exporter_tls_passphrase.key")  # "secret"
+
+
+@pytest.mark.parametrize("which", ["cert", "key"])
+def test_a_fifo_as_tls_file_is_refused_at_once(capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path, which: str) -> None:
+    fifo = tmp_path / f"tls.{which}"
+    os.mkfifo(fifo)  # today: load_cert_chain waited for a writer, forever
+    cert, key = (fifo, TLS_KEY) if which == "cert" else (TLS_CERT, fifo)
+    path = tmp_path / "tls.yml"
+    path.write_text(f"web:\n  tls_cert_file: {cert}\n  tls_key_file: {key}\n")
+    assert_one_short_line(*exit_line(capsys, "--config", str(path)), prefix="",
+                          expected=f"web.tls_{which}_file: {fifo}: cannot load TLS")
+
+
+def test_a_key_behind_a_passphrase_is_named_not_prompted_for(capsys: pytest.CaptureFixture[str],
+                                                             tmp_path: Path) -> None:
+    path = tmp_path / "tls.yml"
+    path.write_text(f"web:\n  tls_cert_file: {TLS_CERT}\n  tls_key_file: {PASSPHRASE_KEY}\n")
+    code, err, elapsed = exit_line(capsys, "--config", str(path))
+    assert_one_short_line(code, err, elapsed, prefix="",
+                          expected=f"web.tls_key_file: {PASSPHRASE_KEY}: protected by a "
+                                   "passphrase")
+
+
+@pytest.mark.parametrize(("hashed", "expected"), [
+    ("pbkdf2_sha256$1000$NaCl$", "the hash part is 0 bytes, not the 32 of a SHA-256 digest"),
+    ("pbkdf2_sha256$1000$NaCl$AAAA", "the hash part is 3 bytes"),
+    ("pbkdf2_sha256$" + "9" * 5000 + "$NaCl$Imh763JHpNtotacn8DcAwY+kYUnmnd4ansM++FZKFSs=",
+     "99999999999999999... iterations is over the limit of 2000000"),
+])
+def test_a_hash_no_password_can_match_is_refused(capsys: pytest.CaptureFixture[str],
+                                                 tmp_path: Path, hashed: str,
+                                                 expected: str) -> None:
+    path = tmp_path / "auth.yml"
+    path.write_text(f"web:\n  basic_auth_users:\n    prometheus: '{hashed}'\n")
+    assert_one_short_line(*exit_line(capsys, "--config", str(path)),
+                          expected=f"web.basic_auth_users.prometheus: {expected}")
+
+
+def test_a_bind_error_is_the_only_line_even_with_the_gpu_collector(tmp_path: Path) -> None:
+    """Today the NVML warning (no GPU here) was printed first, then the real error."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        start = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "exporter", "--collector.gpu",
+                               f"--web.listen-address=127.0.0.1:{port}"], check=False,
+                              cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr == (f"trainwatch-exporter: error: cannot listen on '127.0.0.1:{port}': "
+                           "Address already in use\n")
+    assert time.monotonic() - start < 10  # the interpreter's start, then at once

@@ -78,7 +78,7 @@ def test_the_exporters_schema_entries_are_generated_from_its_settings() -> None:
 
 
 @pytest.mark.parametrize("setting", [
-    "exporter.config.web.basic_auth_users.u=pbkdf2_sha256$600000$salt$AAAA+/8=",
+    "exporter.config.web.basic_auth_users.u=pbkdf2_sha256$600000$salt$yGtEcFEpgO2oVptOX6VUUwspdXC0X/FA9rxaNASFGIs=",
     "exporter.config.web.listen_address=[::1]:10910",
     "exporter.config.gpu.nvml_retry_seconds=0",
     "exporter.extraArgs={--log.level=debug,--no-gpu.pcie-throughput,--log.format,json}",
