@@ -4,6 +4,7 @@ the example commands' interpreter, and apt calls that wait for the dpkg lock."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import re
 from collections.abc import Iterator
@@ -109,3 +110,45 @@ def test_every_apt_call_waits_for_the_dpkg_lock() -> None:
         for line in path.read_text().splitlines():
             if re.search(r"\bapt-get\b", line) and not line.lstrip().startswith("#"):
                 assert "-o DPkg::Lock::Timeout=" in line, (path.name, line)
+
+
+def first_firing(alert: str) -> float:
+    """Seconds after the first scrape at which trial_first_minutes.yml pins ``alert`` firing."""
+    doc = yaml.safe_load((REPO / "prometheus" / "tests" / "trial_first_minutes.yml").read_text())
+    times = [minutes(case["eval_time"]) * 60 for test in doc["tests"]
+             for case in test.get("alert_rule_test", [])
+             if case["alertname"] == alert and case.get("exp_alerts")]
+    return min(times)
+
+
+def seconds(text: str) -> float:
+    return minutes(text) * 60
+
+
+def test_runbook_says_when_an_alert_fires_counted_as_the_pipeline_adds_up() -> None:
+    from trial_instrumentation.config import resolve
+
+    prometheus = yaml.safe_load((REPO / "prometheus" / "prometheus.yml").read_text())["global"]
+    push = resolve(env={}).push_interval  # the first push, after one interval
+    scrape, evaluation = seconds(prometheus["scrape_interval"]), \
+        seconds(prometheus["evaluation_interval"])
+    claims = re.search(r"TrainwatchDataloaderBound or TrainwatchHostToDeviceBound (\S+) after "
+                       r"Prometheus's first scrape of it \(`for: 2m`\) and "
+                       r"TrainwatchGPUUnderutilized (\S+) after it .* at most about (\S+) and "
+                       r"(\S+) with the defaults", " ".join(RUNBOOKS.split()))
+    assert claims, "docs/runbooks.md: the 'When they fire and end' paragraph changed"
+    loader, gpu, loader_total, gpu_total = (seconds(g) for g in claims.groups())
+    assert loader == first_firing("TrainwatchDataloaderBound")
+    assert gpu == first_firing("TrainwatchGPUUnderutilized")
+    assert loader_total == loader + push + scrape + evaluation
+    assert gpu_total == gpu + push + scrape + evaluation
+
+
+def test_readme_says_what_the_demo_renders() -> None:
+    # The module (trainwatch.demo's `run` attribute is the function of that name).
+    demo = importlib.import_module("trainwatch.demo.run")
+    readme = " ".join((REPO / "README.md").read_text().split())
+    deployed = SETTINGS.alert("TrainwatchDataloaderBound").for_
+    assert (f"rendered with a {demo.RATE_WINDOW[:-1]} s rate window and a {demo.FOR[:-1]} s "
+            f"`for` instead of the deployed {SETTINGS.rate_window} window and {deployed} `for`, "
+            f"scraped every {demo.SCRAPE_INTERVAL[:-1]} s") in readme
