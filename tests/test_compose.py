@@ -138,6 +138,8 @@ def test_exporter_is_the_image_the_makefile_builds_with_a_gpu_reservation() -> N
     exporter = service("exporter")
     assert exporter["image"] == make_image_name()
     assert (REPO / exporter["build"]["context"] / "Dockerfile").is_file()
+    # `docker compose up` builds it: that name is in no registry, and is never pulled.
+    assert exporter["pull_policy"] == "build"
     devices = exporter["deploy"]["resources"]["reservations"]["devices"]
     assert devices == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
     assert exporter["read_only"] is True and exporter["cap_drop"] == ["ALL"]
