@@ -1,12 +1,18 @@
-"""A small client for Prometheus's HTTP API (stdlib only): instant queries, rules, alerts."""
+"""A small client for Prometheus's HTTP API (stdlib only): instant queries, rules, alerts.
+
+Every request is bounded as a whole by ``timeout`` and its answer by
+``trainwatch.httpget.MAX_RESPONSE_BYTES`` (128 MiB): a server that drips or never ends its
+answer costs at most that, never the machine's memory.
+"""
 
 from __future__ import annotations
 
+import http.client
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
+
+from trainwatch.httpget import ResponseTooLarge, fetch
 
 Labels = dict[str, str]
 
@@ -29,6 +35,8 @@ class PrometheusAPI:
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ValueError(f"--prometheus: {url!r} is not an http(s) URL like "
                              "http://prometheus:9090")
+        if not 0 < timeout < float("inf"):
+            raise ValueError(f"--timeout must be a number of seconds > 0, not {timeout}")
         self.url = url.rstrip("/")
         self.timeout = timeout
         # The instant the instant queries are evaluated at; None: Prometheus's now.
@@ -52,13 +60,12 @@ class PrometheusAPI:
         if params:
             url += "?" + urllib.parse.urlencode(params)
         try:
-            with urllib.request.urlopen(url, timeout=self.timeout) as resp:
-                body = resp.read()
-        except urllib.error.HTTPError as err:
-            body = err.read()  # Prometheus explains a bad query in the JSON body
-        except (urllib.error.URLError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            raise PrometheusError(f"cannot reach Prometheus at {self.url}: {reason}") from None
+            # An error status is read too: Prometheus explains a bad query in the JSON body.
+            body = fetch(url, timeout=self.timeout).body
+        except ResponseTooLarge as err:
+            raise PrometheusError(str(err)) from None
+        except (OSError, http.client.HTTPException) as err:
+            raise PrometheusError(f"cannot reach Prometheus at {self.url}: {err}") from None
         try:
             doc = json.loads(body)
         except ValueError:
