@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.hostile_servers import hostile_server
+from benchmarks.hostile_servers import hostile_server
 from trainwatch import httpget
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 

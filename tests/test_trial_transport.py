@@ -4,6 +4,7 @@ and the error it raises for an error status (fast: loopback servers in this proc
 from __future__ import annotations
 
 import base64
+import logging
 import socket
 import ssl
 import threading
@@ -11,10 +12,16 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client import CollectorRegistry
 
+from benchmarks.hostile_servers import hostile_server
 from benchmarks.http_load import BlackHole
+from benchmarks.stack import wait_until
 from tests.trial_support import StatusServer, closed_port_url, run_script
 from trial_instrumentation import transport
+from trial_instrumentation.collector import TrialState
+from trial_instrumentation.config import resolve as resolve_config
+from trial_instrumentation.pusher import Pusher
 from trial_instrumentation.transport import PushError, make_handler, request, resolve
 
 
@@ -186,3 +193,33 @@ def test_an_abandoned_lookup_never_keeps_the_training_process_from_exiting() -> 
     done, took = run_script(script)
     assert done.returncode == 0, done.stderr
     assert took < 15  # the 60 s lookup was not waited out
+
+
+def test_a_dripping_gateway_costs_the_connect_and_read_timeouts_in_all() -> None:
+    """Issue 25: a gateway answering a byte at a time never let a read time out, holding one
+    push for a whole 60 s run."""
+    with hostile_server("drip", every=0.05, seconds=30) as url:
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"within 1s \(connect \+ read timeout\)"):
+            request(url + "/metrics/job/x", "PUT", 0.3, 0.7, data=b"")
+        took = time.monotonic() - start
+    assert 0.9 < took < 2.5, took
+
+
+def test_a_dripping_gateway_is_a_counted_and_warned_failure_within_one_interval(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with hostile_server("drip", every=0.05, seconds=30) as url:
+        config = resolve_config(pushgateway=url, experiment="e", trial="t", push_interval=3,
+                                connect_timeout=0.3, read_timeout=0.7, env={})
+        state = TrialState(config.buckets, {})
+        pusher = Pusher(config, CollectorRegistry(), state)
+        start = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="trial_instrumentation"):
+            pusher.start()
+            try:
+                wait_until(lambda: state.push_failures >= 1, timeout=config.push_interval,
+                           interval=0.02, what="the dripped push to count as a failure")
+            finally:
+                pusher.stop(timeout=0.1)
+        assert time.monotonic() - start < config.push_interval
+    assert any("failed: TimeoutError" in r.getMessage() for r in caplog.records)

@@ -1,6 +1,11 @@
 """The HTTP handler given to prometheus_client's push/delete: separate connect and read
 timeouts (urllib has one timeout for both), name resolution bounded by the connect timeout
-(a resolver that does not answer cost 10 s per lookup), and optional basic auth."""
+(a resolver that does not answer cost 10 s per lookup), and optional basic auth.
+
+The timeouts also bound the request as a whole: a gateway that drips its answer a byte at a
+time never lets a read time out, so at ``connect_timeout + read_timeout`` after the start a
+timer shuts the socket down and the push fails with ``TimeoutError``, counted and warned like
+any other failure (it held one push for a whole 60 s run, unseen)."""
 
 from __future__ import annotations
 
@@ -64,19 +69,57 @@ def request(url: str, method: str, connect_timeout: float, read_timeout: float,
                 else http.client.HTTPConnection)
     conn = conn_cls(parts.hostname or "", parts.port, timeout=connect_timeout)
     conn._create_connection = _bounded_connect  # type: ignore[attr-defined]
+    total = connect_timeout + read_timeout
+    cut_off = _Deadline(total)
     try:
         conn.connect()
+        cut_off.watch(conn.sock)
         # A gateway that accepts the connection and never answers costs read_timeout.
         conn.sock.settimeout(read_timeout)
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         conn.request(method, path or "/", body=data, headers=dict(headers))
         response = conn.getresponse()
         body = response.read(limit)
+        if cut_off.passed:
+            raise TimeoutError
         if response.status >= 400:
             raise PushError(response.status, response.reason, body)
         return body
+    except (OSError, http.client.HTTPException):
+        if cut_off.passed:
+            raise TimeoutError(f"{method} {parts.netloc}: no complete answer within "
+                               f"{total:g}s (connect + read timeout)") from None
+        raise
     finally:
+        cut_off.cancel()
         conn.close()
+
+
+class _Deadline:
+    """Shuts the watched socket down ``seconds`` from now, ending any read blocked on it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.passed = False
+        self._socks: list[socket.socket] = []
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def watch(self, sock: socket.socket) -> None:
+        self._socks.append(sock)
+        if self.passed:
+            raise TimeoutError
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+    def _expire(self) -> None:
+        self.passed = True
+        for sock in self._socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def resolve(host: str, port: int, timeout: float) -> list[Any]:
