@@ -55,6 +55,20 @@ def pod_of(workload: dict[str, Any]) -> dict[str, Any]:
      "pushgateway.securityContext.capabilities.add"),
     ("grafana.securityContext.allowPrivilegeEscalation=true",
      "grafana.securityContext.allowPrivilegeEscalation"),
+    # Values that rendered and then broke the pod or the deployment (issue 25).
+    ("exporter.resources.limits.memory=1Ki", "exporter.resources.limits.memory"),
+    ("prometheus.resources.limits.memory=1", "prometheus.resources.limits.memory"),
+    ("exporter.podSecurityContext.runAsUser=0", "exporter.podSecurityContext.runAsUser"),
+    ("gc.securityContext.runAsUser=0,gc.securityContext.runAsNonRoot=true",
+     "gc.securityContext.runAsUser"),
+    ("pushgateway.image.tag=", "pushgateway.image.tag"),
+    ("pushgateway.image.repository=UPPER case!!", "pushgateway.image.repository"),
+    ("pushgateway.webConfig.basic_auth_users.u=$apr1$salt$hash",
+     "pushgateway.webConfig.basic_auth_users.u"),
+    ("gc.maxAge=0s", "gc.maxAge"),
+    ("gc.schedule=99 * * * *", "gc.schedule"),
+    ("prometheus.scrapeInterval=0s", "prometheus.scrapeInterval"),
+    ("prometheus.evaluationInterval=0m", "prometheus.evaluationInterval"),
 ])
 def test_schema_rejects_bad_values_naming_the_key(setting: str, named: str) -> None:
     result = helm("template", "tw", str(CHART), "--set", setting)
@@ -81,6 +95,18 @@ def test_the_exporters_schema_entries_are_generated_from_its_settings() -> None:
     "exporter.config.web.basic_auth_users.u=pbkdf2_sha256$600000$salt$yGtEcFEpgO2oVptOX6VUUwspdXC0X/FA9rxaNASFGIs=",
     "exporter.config.web.listen_address=[::1]:10910",
     "exporter.config.gpu.nvml_retry_seconds=0",
+    "exporter.resources.limits.memory=64Mi",
+    "exporter.resources.limits.memory=100000000",
+    "prometheus.resources.limits.memory=1.5Gi",
+    "exporter.podSecurityContext.runAsNonRoot=false",
+    "pushgateway.image.repository=registry.example.com:5000/mirror/prometheus/pushgateway",
+    "pushgateway.webConfig.basic_auth_users.u="
+    "$2y$10$3OeVp7bvhfSSfmKOgpI6.eVV6G9dWnbWnxb6yZqlkgDgbfJyXJ/1W",
+    "gc.maxAge=90m",
+    "gc.schedule=*/15 * * * *",
+    "gc.schedule=0 3-5 1 jan-mar mon-fri",
+    "gc.schedule=@hourly",
+    "prometheus.scrapeInterval=1m30s",
     "exporter.extraArgs={--log.level=debug,--no-gpu.pcie-throughput,--log.format,json}",
 ])
 def test_schema_accepts_what_the_exporter_accepts(setting: str) -> None:
