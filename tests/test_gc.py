@@ -10,6 +10,7 @@ import trial_instrumentation as ti
 from benchmarks.stack import Service, wait_until
 from tests.trial_support import closed_port_url, pushed
 from trainwatch import cli, gc
+from trainwatch.cliutil import duration
 from trial_instrumentation import names
 
 
@@ -134,5 +135,5 @@ def test_a_bad_age_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_durations() -> None:
-    assert [gc.parse_duration(t) for t in ("90", "90s", "30m", "1h", "2d", "0.5s")] == \
+    assert [duration(t) for t in ("90", "90s", "30m", "1h", "2d", "0.5s")] == \
         [90, 90, 1800, 3600, 172800, 0.5]

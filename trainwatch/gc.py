@@ -21,7 +21,6 @@ import argparse
 import base64
 import json
 import os
-import re
 import sys
 import time
 import urllib.error
@@ -30,14 +29,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, duration
 from trainwatch.stack.lookup import NoPrometheus, stack_url
 from trial_instrumentation import names
 
-EXIT_OK, EXIT_USAGE = 0, 2
 # An ended group's final push must be scraped before it goes: a few scrape intervals.
 ENDED_AFTER = 120.0
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d)?$")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
 
 class GcError(Exception):
@@ -59,18 +56,6 @@ class Group:
 
     def describe(self) -> str:
         return ",".join(f"{k}={v}" for k, v in sorted(self.labels.items()) if k != "job")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in ``90``, ``90s``, ``30m``, ``1h``, ``2d``.
-
-    >>> parse_duration("1h"), parse_duration("90")
-    (3600.0, 90.0)
-    """
-    match = _DURATION.match(text.strip())
-    if not match:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 30m, 1h, 2d)")
-    return float(match[1]) * _UNIT[match[2]]
 
 
 class Pushgateway:
@@ -147,10 +132,10 @@ def add_parser(commands: Any) -> None:
                              description=__doc__.split("\n\n")[0])
     gc.add_argument("--pushgateway", metavar="URL", help=f"default: ${names.ENV_PUSHGATEWAY}, "
                     "else the running `trainwatch stack`'s")
-    gc.add_argument("--max-age", type=parse_duration, default=3600.0, metavar="DURATION",
+    gc.add_argument("--max-age", type=duration, default=3600.0, metavar="DURATION",
                     help="delete groups whose last push is older than this; keep it well above "
                     "the trials' push interval (default 1h)")
-    gc.add_argument("--ended-after", type=parse_duration, default=ENDED_AFTER, metavar="DURATION",
+    gc.add_argument("--ended-after", type=duration, default=ENDED_AFTER, metavar="DURATION",
                     help="delete an ended trial's group (its final push said so) once that push "
                     "is older than this: long enough for Prometheus to scrape it (default 2m)")
     gc.add_argument("--job", default=names.JOB, help=f"Pushgateway job (default {names.JOB})")

@@ -17,14 +17,11 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from trial_instrumentation import names
+from trial_instrumentation.durations import parse_duration
 from trial_instrumentation.timing import validate_buckets
 
 V = TypeVar("V")
 log = logging.getLogger(__name__)
-# A duration: seconds as a bare number (10, 2.5), or Prometheus/Go-style units (10s, 1m, 1m30s,
-# 500ms, 1h).
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 # NVML's UUID form: GPU-<hex and dashes>, or MIG-<...> for a MIG instance.
@@ -94,27 +91,6 @@ def _url(value: str) -> str:
                          "like http://pushgateway:9091")
     parts.port  # noqa: B018 - raises ValueError on a port out of range or not a number
     return str(value).rstrip("/")
-
-
-def parse_duration(value: str | float) -> float:
-    """Seconds from ``10``, ``2.5``, ``"10"``, ``"10s"``, ``"1m"``, ``"1m30s"`` or ``"500ms"``.
-
-    >>> [parse_duration(v) for v in (10, "10", "10s", "1m", "1m30s", "500ms")]
-    [10.0, 10.0, 10.0, 60.0, 90.0, 0.5]
-    """
-    if isinstance(value, bool):
-        raise TypeError("expected seconds, not a boolean")
-    if isinstance(value, (int, float)):
-        return float(value)
-    text = str(value).strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError("expected seconds (10, 2.5) or a duration like 10s, 1m, 1m30s, 500ms")
-    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
 
 
 def _positive(value: str | float) -> float:

@@ -7,7 +7,6 @@ sentence instead of rendering a rule that never fires.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,11 +15,10 @@ from typing import Any
 import yaml
 
 from trainwatch.contract.alerts import TRIAL_STALE
+from trial_instrumentation.durations import is_prometheus_duration
 
 DEFAULT_THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds.yaml"
 SEVERITIES = ("info", "warning", "critical")
-# Prometheus' duration syntax (model.ParseDuration), units largest first, at least one present.
-_DURATION = re.compile(r"^(?=\d)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 
 
 class SettingsError(ValueError):
@@ -28,7 +26,7 @@ class SettingsError(ValueError):
 
 
 def check_duration(value: object, where: str) -> str:
-    if not isinstance(value, str) or not _DURATION.match(value) or not re.search("[1-9]", value):
+    if not isinstance(value, str) or not is_prometheus_duration(value):
         raise SettingsError(f"{where}: {value!r} is not a positive Prometheus duration like 5m")
     return value
 

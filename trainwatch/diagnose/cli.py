@@ -16,13 +16,13 @@ import argparse
 import sys
 from typing import Any
 
+from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, duration
 from trainwatch.diagnose import compare, render
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.history import gather_runs
 from trainwatch.diagnose.report import UnknownTrial
 from trainwatch.diagnose.trials import DEFAULT_SINCE, list_trials
-from trainwatch.diagnose.verdict import EXIT_OK, EXIT_USAGE, worst_exit_code
-from trainwatch.gc import parse_duration
+from trainwatch.diagnose.verdict import worst_exit_code
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 from trainwatch.report.window import parse_time
 from trainwatch.stack.lookup import prometheus_url
@@ -44,7 +44,7 @@ def add_parsers(commands: Any) -> None:
         sub.add_argument("--format", choices=("text", "json"), default="text")
         sub.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout, seconds")
     for sub in (diagnose, versus):
-        sub.add_argument("--since", type=parse_duration, metavar="DURATION",
+        sub.add_argument("--since", type=duration, metavar="DURATION",
                          help="how far back to look for the trial (default: Prometheus's "
                          "retention)")
     diagnose.add_argument("--experiment", required=True)
@@ -54,7 +54,7 @@ def add_parsers(commands: Any) -> None:
                           help="read the trial as it was then: Unix seconds or ISO 8601 (UTC "
                           "unless it says); default: now if it runs, else its last push")
     trials.add_argument("--experiment", help="only this experiment's trials")
-    trials.add_argument("--since", type=parse_duration, default=DEFAULT_SINCE,
+    trials.add_argument("--since", type=duration, default=DEFAULT_SINCE,
                         metavar="DURATION", help="list runs with samples this far back "
                         "(default 1h; e.g. 7d)")
     versus.add_argument("first", metavar="A", help="experiment/trial[/rank], e.g. resnet/lr-0.1")

@@ -17,13 +17,13 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from trainwatch.cliutil import ago
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import select
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.history import unknown_message
 from trainwatch.diagnose.report import UnknownTrial
 from trainwatch.diagnose.runs import Run, find_runs, latest_per_rank, retention
-from trainwatch.diagnose.verdict import ago
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
 

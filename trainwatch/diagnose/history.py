@@ -16,11 +16,12 @@ import math
 import time
 from collections import defaultdict
 
+from trainwatch.cliutil import ago
 from trainwatch.contract.promql import select
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.report import RankReport, UnknownTrial, gather
 from trainwatch.diagnose.runs import RankKey, Run, find_runs, latest_per_rank, retention
-from trainwatch.diagnose.verdict import STALE, ago
+from trainwatch.diagnose.verdict import STALE
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
 

@@ -7,9 +7,10 @@ import json
 import time
 from collections.abc import Sequence
 
+from trainwatch.cliutil import ago
 from trainwatch.diagnose.report import RankReport
 from trainwatch.diagnose.trials import TrialRow
-from trainwatch.diagnose.verdict import STALE, ago
+from trainwatch.diagnose.verdict import STALE
 
 BAR_WIDTH = 30
 

@@ -19,10 +19,11 @@ from trainwatch.diagnose import verdict as verdicts
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.lifetime import Lifetime, lifetimes, young_ranks
 from trainwatch.diagnose.ranks import RankSpread, TrialScaling, rank_spreads, trial_scalings
-from trainwatch.diagnose.runs import Run, parse_prometheus_duration
+from trainwatch.diagnose.runs import Run
 from trainwatch.diagnose.verdict import Measurements, Verdict, decide
 from trainwatch.promapi import Labels, PrometheusAPI
 from trial_instrumentation import names
+from trial_instrumentation.durations import parse_duration
 
 HOST_INFO = "trainwatch_host_info"
 
@@ -168,7 +169,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     stale = {key for key, rows in age.items() if rows[0][1] > stale_after} | set(ended)
     now = time.time() if api.at is None else api.at
     restarted = {key for key, start in (starts or {}).items()
-                 if now - start < parse_prometheus_duration(n.window)}
+                 if now - start < parse_duration(n.window)}
     young = (young_ranks(api, selector, n.window, **sel) | restarted) - stale
     lives = lifetimes(api, selector, n.window, **sel) if young or stale else {}
     firing = api.alerts()

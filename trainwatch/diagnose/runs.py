@@ -18,7 +18,6 @@ two small queries per run, whatever the range.
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from trainwatch.contract.promql import select
 from trainwatch.promapi import Labels, PrometheusAPI, PrometheusError
 from trial_instrumentation import names
+from trial_instrumentation.durations import parse_duration
 
 RankKey = tuple[str, str, str]
 RUNNING, ENDED_CLEAN, FAILED, TERMINATED, STALE = (
@@ -38,7 +38,6 @@ _BY_REASON = {names.EXIT_CLEAN: ENDED_CLEAN, names.EXIT_FAILED: FAILED,
 RESOLUTION_POINTS = 2000
 # Retention assumed when Prometheus does not say (its own default).
 DEFAULT_RETENTION = 15 * 86400.0
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
 
 
 @dataclass(frozen=True)
@@ -94,17 +93,10 @@ def retention(api: PrometheusAPI) -> float:
         text = str(info.get("storageRetention", "")) if isinstance(info, dict) else ""
     except PrometheusError:
         return DEFAULT_RETENTION
-    found = re.match(r"\s*((?:\d+(?:ms|[smhdwy]))+)", text)
-    return parse_prometheus_duration(found[1]) if found else DEFAULT_RETENTION
-
-
-def parse_prometheus_duration(text: str) -> float:
-    """Seconds in a Prometheus duration (``15d``, ``1h30m``, ``500ms``).
-
-    >>> parse_prometheus_duration("1h30m"), parse_prometheus_duration("15d")
-    (5400.0, 1296000.0)
-    """
-    return float(sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+)(ms|[smhdwy])", text)))
+    try:  # "15d", or "15d or 10GiB" when a size bounds it too
+        return parse_duration(text.split()[0])
+    except (IndexError, ValueError):
+        return DEFAULT_RETENTION
 
 
 def _series_key(labels: Labels) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, EXIT_USAGE, ago
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import GPU_UNDERUTILIZED, TRIAL_FAILED
 from trainwatch.contract.checks import CHECKS, GATES
@@ -18,7 +19,6 @@ from trainwatch.diagnose.deployed import AlertRule
 from trial_instrumentation import names
 
 HOST_TO_DEVICE_PHASES = (names.TO_DEVICE, names.FROM_DEVICE)
-EXIT_OK, EXIT_BOTTLENECK, EXIT_USAGE = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class Verdict:
     def exit_code(self) -> int:
         if self.kind == NO_TIMINGS:
             return EXIT_USAGE
-        return EXIT_BOTTLENECK if self.bottleneck else EXIT_OK
+        return EXIT_FOUND if self.bottleneck else EXIT_OK
 
 
 NO_TIMINGS, NO_GPU_METRICS, GPU_BOUND = "no_timings", "no_gpu_metrics", "gpu_bound"
@@ -176,15 +176,6 @@ def early(verdict: Verdict, steps: int | None) -> Verdict:
     """``verdict`` marked as decided early, over ``steps`` steps of a trial younger than the
     rate window."""
     return dataclasses.replace(verdict, early=True, steps=steps)
-
-
-def ago(seconds: float) -> str:
-    """``ago(75)`` -> '75 seconds'; ``ago(420)`` -> '7 minutes'; ``ago(9000)`` -> '2.5 hours'."""
-    if seconds < 120:
-        return f"{seconds:.0f} seconds"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} minutes"
-    return f"{seconds / 3600:.1f} hours"
 
 
 def stale(push_age: float, rule: AlertRule, profile: Verdict, steps: int | None,

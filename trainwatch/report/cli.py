@@ -9,9 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, duration
 from trainwatch.diagnose.report import UnknownTrial
-from trainwatch.diagnose.verdict import EXIT_OK, EXIT_USAGE
-from trainwatch.gc import parse_duration
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 from trainwatch.report.window import Window, parse_time
 from trainwatch.stack.lookup import prometheus_url
@@ -28,7 +27,7 @@ def add_parser(commands: Any) -> None:
     report.add_argument("--experiment", required=True)
     report.add_argument("--trial", help="default: every trial of the experiment")
     report.add_argument("--rank", help="default: every rank")
-    report.add_argument("--since", type=parse_duration, metavar="DURATION",
+    report.add_argument("--since", type=duration, metavar="DURATION",
                         help="the window: this long back from --end or now (default 1h)")
     report.add_argument("--start", type=parse_time, metavar="TIME",
                         help="window start: Unix seconds or ISO 8601 (UTC unless it says)")

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from trainwatch.diagnose.verdict import ago
+from trainwatch.cliutil import ago
 
 # About this many points per line: enough to see a trend, few enough to keep the file small.
 POINTS = 360

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from trainwatch.cliutil import EXIT_FOUND, EXIT_OK
 from trainwatch.stack import health, inventory, procs
 from trainwatch.stack.gc_loop import Pass
 from trainwatch.stack.layout import StateDir
@@ -18,8 +19,6 @@ from trainwatch.stack.settings import (
     StackSettings,
 )
 
-EXIT_OK, EXIT_DOWN, EXIT_USAGE = 0, 1, 2
-
 Say = Callable[[str], None]
 
 
@@ -28,15 +27,15 @@ def say_line(line: str) -> None:
 
 
 def status(state: StateDir, say: Say = say_line) -> int:
-    """Print each process and Prometheus's view; EXIT_DOWN when anything is not healthy."""
+    """Print each process and Prometheus's view; EXIT_FOUND when anything is not healthy."""
     if not state.exists():
         say(f"no stack in {state.root}: run `trainwatch stack up`")
-        return EXIT_DOWN
+        return EXIT_FOUND
     inv = inventory.take(state)
     saved = StackSettings.load(state.settings_file)
     if saved is None and not inv.alive:
         say(f"no stack in {state.root}: run `trainwatch stack up`")
-        return EXIT_DOWN
+        return EXIT_FOUND
     # The ports running services were started with win over stack.json (which may be lost).
     ports = {**(saved.ports if saved else DEFAULT_PORTS), **inventory.listening_ports(inv)}
     settings = StackSettings(ports)
@@ -64,7 +63,7 @@ def status(state: StateDir, say: Say = say_line) -> int:
             "`trainwatch stack down` stops it")
     if "prometheus" in inv.alive:
         healthy &= _prometheus_view(settings, say)
-    return EXIT_OK if healthy else EXIT_DOWN
+    return EXIT_OK if healthy else EXIT_FOUND
 
 
 def _gc_view(state: StateDir, record: ProcRecord | None, note: str, say: Say) -> bool:
@@ -126,7 +125,7 @@ def _down(state: StateDir, say: Say) -> int:
             state.forget(service)
     if left:
         say(f"could not stop pid {left[0].pid} ({left[0].service}); stop it yourself")
-        return EXIT_DOWN
+        return EXIT_FOUND
     if not stopped:
         say(f"no process of the stack in {state.root} was running")
     say(f"data and logs kept in {state.root}")

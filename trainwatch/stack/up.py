@@ -6,8 +6,9 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 
+from trainwatch.cliutil import EXIT_OK
 from trainwatch.stack import configs, health, inventory, procs, services
-from trainwatch.stack.commands import EXIT_OK, Say, say_line, status
+from trainwatch.stack.commands import Say, say_line, status
 from trainwatch.stack.layout import StackError, StateDir, path_hint
 from trainwatch.stack.procs import ProcRecord
 from trainwatch.stack.services import ServiceSpec

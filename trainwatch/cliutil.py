@@ -1,0 +1,36 @@
+"""What every `trainwatch` command shares: its exit codes, its duration arguments and how it
+says how long ago something happened.
+
+>>> duration("1h30m"), ago(420)
+(5400.0, '7 minutes')
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from trial_instrumentation.durations import parse_duration
+
+EXIT_OK = 0
+# A finding: `diagnose` names a bottleneck, `stack status` a service that is down.
+EXIT_FOUND = 1
+# Bad input, or nothing to read: an unknown trial, an unreachable Prometheus or Pushgateway.
+EXIT_USAGE = 2
+
+
+def duration(text: str) -> float:
+    """An argparse type: seconds in ``90``, ``90s``, ``30m``, ``1h30m``, ``2d``."""
+    try:
+        return parse_duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {text!r} (e.g. 90s, 30m, 1h, 2d)") from None
+
+
+def ago(seconds: float) -> str:
+    """``ago(75)`` -> '75 seconds'; ``ago(420)`` -> '7 minutes'; ``ago(9000)`` -> '2.5 hours'."""
+    if seconds < 120:
+        return f"{seconds:.0f} seconds"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.1f} hours"
