@@ -3,6 +3,7 @@
     python -m prometheus.generate_rules                 # rewrite the committed rule files
     python -m prometheus.generate_rules --check         # exit 1 when they drift
     python -m prometheus.generate_rules --out /tmp/r --for 20s --rate-window 30s
+    python -m prometheus.generate_rules --out /tmp/r --runbook-url http://127.0.0.1:10919/runbooks
 
 The last form is how the live test shortens every `for` and the rate window: the same
 thresholds, the same generator, written elsewhere.
@@ -22,25 +23,30 @@ RULES_DIR = Path(__file__).resolve().parent / "rules"
 
 def render(thresholds: Path = DEFAULT_THRESHOLDS, *, for_: str | None = None,
            rate_window: str | None = None, stale_after: float | None = None,
-           window: str | None = None) -> dict[str, str]:
+           window: str | None = None, runbook_url: str | None = None) -> dict[str, str]:
     """File name -> text of every rule file, with optional overrides of `for`, the rate window,
-    the seconds after which a trial that stopped pushing is stale and the alerts' own windows."""
-    settings = load_settings(thresholds).with_overrides(for_=for_, rate_window=rate_window,
-                                                        stale_after=stale_after, window=window)
+    the seconds after which a trial that stopped pushing is stale, the alerts' own windows and
+    the runbook's URL."""
+    settings = load_settings(thresholds).with_overrides(
+        for_=for_, rate_window=rate_window, stale_after=stale_after, window=window,
+        runbook_url=runbook_url)
     note = ", ".join(f"{k}={v}" for k, v in (("for", for_), ("rate_window", rate_window),
                                              ("stale_after", stale_after),
-                                             ("window", window)) if v)
+                                             ("window", window),
+                                             ("runbook_url", runbook_url)) if v)
     return render_files(settings, overrides=note)
 
 
 def write_rules(out_dir: Path = RULES_DIR, thresholds: Path = DEFAULT_THRESHOLDS, *,
                 for_: str | None = None, rate_window: str | None = None,
-                stale_after: float | None = None, window: str | None = None) -> list[Path]:
+                stale_after: float | None = None, window: str | None = None,
+                runbook_url: str | None = None) -> list[Path]:
     """Render and write the rule files into ``out_dir``; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in render(thresholds, for_=for_, rate_window=rate_window,
-                             stale_after=stale_after, window=window).items():
+                             stale_after=stale_after, window=window,
+                             runbook_url=runbook_url).items():
         path = out_dir / name
         path.write_text(text)
         written.append(path)
@@ -62,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate-window", help="override rate_window (e.g. 30s)")
     parser.add_argument("--stale-after", type=float,
                         help="override TrainwatchTrialStale's threshold (seconds)")
+    parser.add_argument("--runbook-url", help="override runbook_url: where alerts link to "
+                        "docs/runbooks.md (e.g. file:///srv/trainwatch/docs/runbooks.md)")
     parser.add_argument("--check", action="store_true", help="exit 1 if --out drifted")
     args = parser.parse_args(argv)
     try:
@@ -71,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{args.out / name} differs from a fresh render: run `make rules`")
             return 1 if stale else 0
         for path in write_rules(args.out, args.thresholds, for_=args.for_,
-                                rate_window=args.rate_window, stale_after=args.stale_after):
+                                rate_window=args.rate_window, stale_after=args.stale_after,
+                                runbook_url=args.runbook_url):
             print(f"wrote {path}")
     except SettingsError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -305,3 +305,21 @@ def test_pull_mode_trials_get_a_podmonitor_or_an_annotation_job_with_the_rules_j
     assert not find(default, "Role") and not find(default, "PodMonitor")
     assert one(default, "Deployment", "-prometheus")["spec"]["template"]["spec"][
         "automountServiceAccountToken"] is False
+
+
+def test_runbook_url_is_one_value_that_every_alert_links_to() -> None:
+    wiki = "https://wiki.example/ml/runbooks.md"
+    for extra, kind in ((), "ConfigMap"), (("-f", str(CHART / "ci" /
+                                                  "kube-prometheus-stack-values.yaml")),
+                                           "PrometheusRule"):
+        docs = tuple(d for d in yaml.safe_load_all(template(*extra, "--set",
+                                                            f"runbookUrl={wiki}")) if d)
+        if kind == "ConfigMap":
+            files = [yaml.safe_load(t) for t in one(docs, kind, "-rules")["data"].values()]
+        else:
+            files = [d["spec"] for d in find(docs, kind)]
+        links = [r["annotations"]["runbook_url"] for f in files for g in f["groups"]
+                 for r in g["rules"] if "alert" in r]
+        assert links and all(link.startswith(wiki + "#") for link in links), links
+    bad = helm("template", "tw", str(CHART), "--set", "runbookUrl=wiki.example#x")
+    assert bad.returncode != 0 and "runbookUrl" in bad.stderr

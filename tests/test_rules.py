@@ -244,3 +244,19 @@ def test_overrides_are_named_so_a_duration_cannot_land_in_the_wrong_field() -> N
     with pytest.raises(TypeError):
         settings.with_overrides("5m")  # type: ignore[misc]
     assert settings.with_overrides(rate_window="5m").rate_window == "5m"
+
+
+def alert_links(texts: dict[str, str]) -> list[str]:
+    return [r["annotations"]["runbook_url"] for text in texts.values()
+            for g in yaml.safe_load(text)["groups"] for r in g["rules"] if "alert" in r]
+
+
+def test_the_runbook_url_is_one_setting_that_an_override_replaces(tmp_path: Path) -> None:
+    base = yaml.safe_load((REPO / "prometheus" / "thresholds.yaml").read_text())["runbook_url"]
+    assert {link.split("#")[0] for link in alert_links(generate_rules.render())} == {base}
+    local = "http://127.0.0.1:10919/runbooks"
+    links = alert_links(generate_rules.render(runbook_url=local))
+    assert links and all(link.startswith(local + "#") for link in links)
+    for bad in ("wiki.example/runbooks", "https://wiki.example/runbooks.md#x"):
+        with pytest.raises(SettingsError, match="runbook_url"):
+            generate_rules.render(runbook_url=bad)

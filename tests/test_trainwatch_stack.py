@@ -149,9 +149,26 @@ def test_prometheus_scrapes_the_exporter_and_the_pushgateway(stack: Stack) -> No
     assert by_job["trainwatch-exporter"]["scrapeUrl"] == stack.url("exporter") + "/metrics"
     assert by_job["pushgateway"]["scrapeUrl"] == stack.url("pushgateway") + "/metrics"
     assert {t["health"] for t in targets} == {"up"}
-    # The project's rules are loaded (the committed files, not a copy).
+    # The project's rules are loaded: the committed files but for their runbook links, which
+    # open the checkout's runbook, served by the stack's webhook process.
     groups = stack.api("rules")["groups"]
-    assert {g["file"] for g in groups} == {str(p) for p in (REPO / "prometheus/rules").glob("*.yml")}
+    rendered = stack.state / "prometheus" / "rules"
+    assert {g["file"] for g in groups} == {str(p) for p in rendered.glob("*.yml")}
+    committed = "https://github.com/trainwatch/trainwatch/blob/main/docs/runbooks.md#"
+    local = stack.url("webhook") + "/runbooks#"
+    def body(text: str) -> list[str]:  # the generator's header notes aside
+        return [line for line in text.splitlines() if not line.startswith("#")]
+
+    for path in (REPO / "prometheus/rules").glob("*.yml"):
+        assert body((rendered / path.name).read_text().replace(local, committed)) == \
+            body(path.read_text()), path.name
+    links = {r["annotations"]["runbook_url"] for g in groups for r in g["rules"]
+             if r["type"] == "alerting"}
+    assert links and all(link.startswith(local) for link in links)
+    status, page = http_get(stack.url("webhook") + "/runbooks")
+    assert status == 200
+    for link in links:
+        assert f' id="{link.split("#")[1]}"'.encode() in page, link
 
 
 def test_prometheus_sends_alerts_to_the_stacks_alertmanager(stack: Stack) -> None:
@@ -423,7 +440,8 @@ def test_a_second_command_while_one_works_on_the_stack_is_refused(tmp_path: Path
 
 @pytest.mark.parametrize(("flag", "says"), [
     ("--scrape-interval=fast", "--scrape-interval: 'fast' is not a Prometheus duration like 15s"),
-    ("--for=soon", "rendering rules with --for/--rate-window failed: "),
+    ("--for=soon", "rendering rules with --for/--rate-window/--runbook-url failed: "),
+    ("--runbook-url=wiki/runbooks", "override runbook_url: 'wiki/runbooks' is not an http(s)"),
     ("--exporter-port=70000", "--exporter-port: 70000 is not a TCP port (1-65535)"),
     ("--prometheus-external-url=vm:10911",
      "--prometheus-external-url: 'vm:10911' is not an http(s) URL like http://host:port/"),

@@ -9,7 +9,8 @@ prints every notification it is sent, stamped with the time it arrived, as the s
 templates render it, and with ``--record`` appends each to FILE as one JSON line (`trainwatch
 stack notifications` reads the stack's). Alertmanager POSTs one JSON document per notification
 (its "webhook" format, version 4): the receiver's name, the group's status and labels, and
-every alert with its labels and annotations. ``GET /-/ready`` answers 200 once it listens.
+every alert with its labels and annotations. ``GET /-/ready`` answers 200 once it listens;
+with ``--runbooks FILE`` it serves that Markdown runbook as HTML at ``/runbooks``.
 
 Example:
     >>> import json, urllib.request
@@ -36,6 +37,8 @@ from typing import Any
 Notification = dict[str, Any]
 # Where the shipped alertmanager.yml's webhooks send, and the stack's receiver listens.
 DEFAULT_PORT = 10919
+# Where ``runbooks`` is served as HTML (the stack's rules link here).
+RUNBOOKS_PATH = "/runbooks"
 # The key of a recorded line that holds when the notification arrived (RFC 3339, UTC).
 RECEIVED = "received"
 
@@ -71,8 +74,10 @@ class WebhookReceiver:
     ``on_notification`` is called with each one as it arrives."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0,
-                 on_notification: Callable[[Notification], None] | None = None) -> None:
+                 on_notification: Callable[[Notification], None] | None = None,
+                 runbooks: Path | None = None) -> None:
         self._on_notification = on_notification
+        self.runbooks = runbooks  # docs/runbooks.md, served as HTML at RUNBOOKS_PATH
         self._received: list[Notification] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, port), self._handler())
@@ -86,11 +91,21 @@ class WebhookReceiver:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                if self.path != "/-/ready":
-                    self.send_error(404, "POST notifications to any path; GET /-/ready")
-                    return
-                body = b"ready\n"
+                path = self.path.split("?", 1)[0]
+                if path == "/-/ready":
+                    self._send(b"ready\n", "text/plain; charset=utf-8")
+                elif path == RUNBOOKS_PATH and owner.runbooks is not None:
+                    from trainwatch.stack.runbooks import render  # only for this page
+
+                    page = render(owner.runbooks.read_text(errors="replace"))
+                    self._send(page.encode(), "text/html; charset=utf-8")
+                else:
+                    self.send_error(404, "POST notifications to any path; GET /-/ready"
+                                    + (f" or {RUNBOOKS_PATH}" if owner.runbooks else ""))
+
+            def _send(self, body: bytes, content_type: str) -> None:
                 self.send_response(200)
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -162,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        help="where to listen, as the stack's other services take it")
     parser.add_argument("--record", type=Path, metavar="FILE",
                         help="append each notification to FILE as a JSON line with its time")
+    parser.add_argument("--runbooks", type=Path, metavar="FILE",
+                        help=f"serve this Markdown runbook as HTML at {RUNBOOKS_PATH}")
     args = parser.parse_args(argv)
     host, port = "127.0.0.1", args.port
     if args.listen:
@@ -182,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{notification_text(note, templates)}", flush=True)
 
     try:
-        receiver = WebhookReceiver(host, port, on_notification=show)
+        receiver = WebhookReceiver(host, port, on_notification=show, runbooks=args.runbooks)
     except OSError as err:
         print(f"trainwatch.webhook: error: cannot listen on {host}:{port} "
               f"({err.strerror}): pass --port PORT", file=sys.stderr)

@@ -42,7 +42,6 @@ from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, number, on,
 from trainwatch.contract.records import RecordNames
 from trial_instrumentation import names
 
-RUNBOOK_URL = "https://github.com/trainwatch/trainwatch/blob/main/docs/runbooks.md"
 _TRIAL_ID = "{{ $labels.experiment }}/{{ $labels.trial }} rank {{ $labels.rank }}"
 _TRIAL = f"Trial {_TRIAL_ID}"
 _GPU = "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }}"
@@ -89,7 +88,7 @@ class _Group:
             raise SettingsError(f"{self.s.source}: alerts.{name}.window is not used by this "
                                 "alert; remove it")
         annotations = {"summary": summary, "description": f"{description} {remedy}",
-                       "runbook_url": f"{RUNBOOK_URL}#{name.lower()}", "remedy": remedy}
+                       "runbook_url": f"{self.s.runbook_url}#{name.lower()}", "remedy": remedy}
         if measured is not None:
             # The deployed number, for readers of /api/v1/rules (trainwatch diagnose).
             threshold = self.s.threshold(name)

@@ -7,6 +7,7 @@ sentence instead of rendering a rule that never fires.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from trainwatch.contract.alerts import TRIAL_STALE
 from trial_instrumentation.durations import is_prometheus_duration
 
 DEFAULT_THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds.yaml"
+# Where alerts link when thresholds.yaml names no runbook_url: docs/runbooks.md as published.
+RUNBOOK_URL = "https://github.com/trainwatch/trainwatch/blob/main/docs/runbooks.md"
 SEVERITIES = ("info", "warning", "critical")
 
 
@@ -58,6 +61,9 @@ class Settings:
     selectors: Mapping[str, str]
     rate_window: str
     alerts: Mapping[str, AlertSetting]
+    # docs/runbooks.md where the readers of alerts can open it; each alert links to
+    # <runbook_url>#<its name in lower case>.
+    runbook_url: str = RUNBOOK_URL
 
     def selector(self, name: str) -> str:
         try:
@@ -90,11 +96,13 @@ class Settings:
         return value
 
     def with_overrides(self, *, for_: str | None = None, rate_window: str | None = None,
-                       stale_after: float | None = None, window: str | None = None) -> Settings:
+                       stale_after: float | None = None, window: str | None = None,
+                       runbook_url: str | None = None) -> Settings:
         """A copy with every alert's ``for``, the rate window, TrainwatchTrialStale's
-        threshold (seconds) and/or the ``window`` of every alert that has one replaced (the
-        live tests)."""
+        threshold (seconds), the ``window`` of every alert that has one and/or the runbook's
+        URL replaced (the live tests, `trainwatch stack up`)."""
         alerts = self.alerts
+        runbook = check_url(runbook_url, "override runbook_url") if runbook_url else None
         if for_ is not None:
             check_duration(for_, "override for")
             alerts = {n: dataclasses.replace(a, for_=for_) for n, a in alerts.items()}
@@ -111,7 +119,16 @@ class Settings:
             alerts = {**alerts, TRIAL_STALE: stale}
         window = check_duration(rate_window, "override rate_window") if rate_window else None
         return dataclasses.replace(self, alerts=alerts, rate_window=window or self.rate_window,
+                                   runbook_url=runbook or self.runbook_url,
                                    source=f"{self.source} (with overrides)")
+
+
+def check_url(value: object, where: str) -> str:
+    if not isinstance(value, str) or not re.match(r"^(https?|file)://\S+$", value) \
+            or "#" in value:
+        raise SettingsError(f"{where}: {value!r} is not an http(s):// or file:// URL without "
+                            "a #fragment (each alert adds its own)")
+    return value
 
 
 def _mapping(value: object, where: str) -> Mapping[str, Any]:
@@ -152,8 +169,10 @@ def parse_settings(doc: object, source: str) -> Settings:
             raise SettingsError(f"{source}: selectors.{name} must be a non-empty string")
     alerts = {name: _alert(_mapping(body, f"{source}: alerts.{name}"), f"{source}: alerts.{name}")
               for name, body in _mapping(root["alerts"], f"{source}: alerts").items()}
+    runbook = root.get("runbook_url", RUNBOOK_URL)
     return Settings(source=source, selectors=dict(selectors), alerts=alerts,
-                    rate_window=check_duration(root["rate_window"], f"{source}: rate_window"))
+                    rate_window=check_duration(root["rate_window"], f"{source}: rate_window"),
+                    runbook_url=check_url(runbook, f"{source}: runbook_url"))
 
 
 def load_settings(path: Path = DEFAULT_THRESHOLDS) -> Settings:

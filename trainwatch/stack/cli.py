@@ -41,6 +41,9 @@ def add_parser(commands_: Any) -> None:
                     "(default: prometheus/prometheus.yml's)")
     up.add_argument("--alertmanager-config", metavar="FILE",
                     help="default: prometheus/alertmanager/alertmanager.yml")
+    up.add_argument("--runbook-url", metavar="URL",
+                    help="where alerts link for their runbook (default: the checkout's "
+                    "docs/runbooks.md, served by the stack's webhook process at /runbooks)")
     for service in ("prometheus", "alertmanager"):
         up.add_argument(f"--{service}-external-url", metavar="URL",
                         help=f"where links in alerts and notifications point for {service} "
@@ -63,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
                 ports={name: getattr(args, f"{name}_port") for name in DEFAULT_PORTS},
                 for_=args.for_, rate_window=args.rate_window,
                 scrape_interval=args.scrape_interval,
-                alertmanager_config=args.alertmanager_config,
+                alertmanager_config=args.alertmanager_config, runbook_url=args.runbook_url,
                 prometheus_external_url=args.prometheus_external_url,
                 alertmanager_external_url=args.alertmanager_external_url, gc_every=args.gc_every,
                 gc_ended_after=args.gc_ended_after, gc_max_age=args.gc_max_age)

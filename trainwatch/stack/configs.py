@@ -1,10 +1,11 @@
 """The configuration files a stack runs with, derived from the project's own files.
 
 Prometheus gets prometheus/prometheus.yml with the stack's loopback ports in its targets and
-its ``alerting:`` pointed at the stack's Alertmanager. Its rules are prometheus/rules/ as
-committed, or, with ``--for``/``--rate-window``, rendered by prometheus/generate_rules.py into
-the state directory: the same generator and thresholds, never an edited copy. Alertmanager gets
-prometheus/alertmanager/alertmanager.yml with its webhooks sent to the stack's own receiver.
+its ``alerting:`` pointed at the stack's Alertmanager. Its rules are prometheus/rules/ rendered
+by prometheus/generate_rules.py into the state directory, with ``--for``/``--rate-window`` if
+given and the runbook links pointed at the stack's own: the same generator and thresholds,
+never an edited copy. Alertmanager gets prometheus/alertmanager/alertmanager.yml with its
+webhooks sent to the stack's own receiver.
 """
 
 from __future__ import annotations
@@ -40,9 +41,8 @@ def write_if_changed(path: Path, text: str) -> bool:
 
 
 def rule_files(state: StateDir, settings: StackSettings) -> tuple[str, bool]:
-    """The rule_files glob for Prometheus, and whether the rendered rules changed."""
-    if settings.for_ is None and settings.rate_window is None:
-        return str(project_file("prometheus/rules") / "*.yml"), False
+    """The rule_files glob for Prometheus, and whether the rendered rules changed. Always
+    rendered: their runbook links point at the stack's own runbook (or ``--runbook-url``)."""
     out = state.data("prometheus") / "rules"
     before = {p.name: p.read_text() for p in out.glob("*.yml")}
     for old in out.glob("*.yml"):
@@ -51,10 +51,12 @@ def rule_files(state: StateDir, settings: StackSettings) -> tuple[str, bool]:
     argv = [sys.executable, "-m", "prometheus.generate_rules", "--out", str(out)]
     argv += ["--for", settings.for_] if settings.for_ else []
     argv += ["--rate-window", settings.rate_window] if settings.rate_window else []
+    argv += ["--runbook-url", settings.runbook()]
     done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=root)
     if done.returncode != 0:
         last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
-        raise StackError(f"rendering rules with --for/--rate-window failed: {last[0]}")
+        raise StackError(f"rendering rules with --for/--rate-window/--runbook-url failed: "
+                         f"{last[0]}")
     after = {p.name: p.read_text() for p in out.glob("*.yml")}
     return str(out / "*.yml"), before != after
 

@@ -110,7 +110,8 @@ def build(name: str, state: StateDir, settings: StackSettings) -> ServiceSpec | 
         return _gc(state, settings)
     if name == "webhook":
         argv = (sys.executable, "-m", "trainwatch.webhook", listen(settings, name),
-                f"--record={notifications_file(state)}")
+                f"--record={notifications_file(state)}",
+                f"--runbooks={project_file('docs/runbooks.md')}")
         return ServiceSpec(name, argv, env={"PYTHONPATH": str(REPO)})
     raise ValueError(f"unknown service {name!r}")
 

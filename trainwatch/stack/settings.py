@@ -36,6 +36,7 @@ class StackSettings:
     rate_window: str | None = None
     scrape_interval: str | None = None
     alertmanager_config: str | None = None
+    runbook_url: str | None = None  # None: the runbook the stack's webhook process serves
     prometheus_external_url: str | None = None  # None: the URL the stack prints
     alertmanager_external_url: str | None = None
     gc_every: str | None = None
@@ -44,6 +45,11 @@ class StackSettings:
 
     def url(self, service: str) -> str:
         return f"http://127.0.0.1:{self.ports[service]}"
+
+    def runbook(self) -> str:
+        """Where the stack's alerts link for their runbook: ``--runbook-url``, else the
+        checkout's docs/runbooks.md as the stack's webhook process serves it."""
+        return self.runbook_url or f"{self.url('webhook')}/runbooks"
 
     def external_url(self, service: str) -> str:
         """Where links in alerts and notifications point (Prometheus's "Graph" link,

@@ -104,3 +104,14 @@ datasources_x.yaml.
 {{- define "trainwatch.grafana.provisioningKey" -}}
 {{- trimPrefix "files/grafana/provisioning/" . | replace "/" "_" }}
 {{- end }}
+
+{{- /* A rule file of the chart, its runbook links pointed at .Values.runbookUrl when set.
+Call with (list $ $path). */}}
+{{- define "trainwatch.ruleFile" -}}
+{{- $ctx := index . 0 }}{{- $text := $ctx.Files.Get (index . 1) }}
+{{- if $ctx.Values.runbookUrl }}
+{{- regexReplaceAll "(runbook_url: )[^#\n]+#" $text (printf "${1}%s#" $ctx.Values.runbookUrl) }}
+{{- else }}
+{{- $text }}
+{{- end }}
+{{- end }}
