@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from benchmarks.stack import REPO, start_prometheus, wait_until
+from prometheus import generate_rules
 from tests.live_stack import LiveStack, live_stack
 from trainwatch import gc
 from trainwatch.diagnose import compare as compare_module
@@ -214,3 +216,20 @@ def test_a_prometheus_without_the_rules_is_one_line_and_exit_2(tmp_path: Path) -
                               timeout=60)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
     assert "rules" in done.stderr
+
+
+def test_rules_rendered_again_with_another_window_still_judge_the_running_trial(
+        stack: LiveStack) -> None:
+    # Last in the module: it changes the stack's rules. Right after the reload no series of the
+    # new window's records exists yet; diagnose evaluates the deployed rules' own expressions.
+    generate_rules.write_rules(stack.workdir / "rules", for_="3s", rate_window="30s",
+                               stale_after=STALE_AFTER)
+    urllib.request.urlopen(urllib.request.Request(f"{stack.prometheus.url}/-/reload",
+                                                  method="POST"), timeout=10).close()
+    wait_until(lambda: any(r.get("name", "").endswith("rate30s")
+                           for g in stack.prometheus.api("rules")["groups"] for r in g["rules"]),
+               what="the 30s rules loaded")
+    report = diagnosed(stack, "running")
+    assert report["window"] == "30s" and report["phases"], report
+    assert report["phases"][0]["phase"] == names.DATALOADER_NEXT
+    assert report["verdict"]["kind"] == "dataloader" and report["steps_per_second"] > 0

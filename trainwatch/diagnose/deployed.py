@@ -4,7 +4,7 @@ thresholds, remedies and runbooks, read from ``/api/v1/rules`` so nothing is har
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainwatch.contract.alerts import (
@@ -58,6 +58,10 @@ class Deployment:
 
     names: RecordNames
     alerts: Mapping[str, AlertRule]
+    # Each recording rule's expressions and the labels it adds, as loaded (a name may have
+    # several: one per quantile): evaluated inline where the recorded series do not cover a
+    # trial's time.
+    queries: Mapping[str, tuple[tuple[str, Mapping[str, str]], ...]] = field(default_factory=dict)
 
     def threshold(self, alert: str) -> float:
         return self.alerts[alert].threshold
@@ -77,7 +81,12 @@ class Deployment:
         alerts = {name: _alert_rule(name, loaded.get(name), where) for name in REQUIRED_ALERTS}
         alerts.update({name: _alert_rule(name, loaded[name], where)
                        for name in OPTIONAL_ALERTS if name in loaded})
-        return cls(names=names, alerts=alerts)
+        queries: dict[str, tuple[tuple[str, Mapping[str, str]], ...]] = {}
+        for rule in rules:
+            if rule.get("type") == "recording" and rule.get("query"):
+                found = (str(rule["query"]), dict(rule.get("labels") or {}))
+                queries[rule["name"]] = (*queries.get(rule["name"], ()), found)
+        return cls(names=names, alerts=alerts, queries=queries)
 
 
 def _alert_rule(name: str, rule: Mapping[str, Any] | None, where: str) -> AlertRule:

@@ -140,15 +140,27 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     if not chosen:
         raise UnknownTrial(_unknown_message(api, infos, experiment, trial, rank))
     n, sel = deployment.names, {"experiment": experiment, "trial": trial}
-    phases = by_rank(api, selector(n.phase_share, **sel))
-    steps = by_rank(api, selector(n.step_quantile, **sel))
-    steps_rate = by_rank(api, selector(n.steps_rate, **sel))
-    samples_rate = by_rank(api, selector(n.samples_rate, **sel))
+
+    def recorded(record: str) -> dict[tuple[str, str, str], list[tuple[Labels, float]]]:
+        """The recorded series; for a chosen rank they do not cover (rules deployed or
+        re-rendered after its samples), the deployed rule's own expression, inline."""
+        found = by_rank(api, selector(record, **sel))
+        missing = {_rank_key(i) for i in chosen} - {k for k, rows in found.items() if rows}
+        for query, labels in deployment.queries.get(record, ()) if missing else ():
+            for key, rows in by_rank(api, query).items():
+                if key in missing:
+                    found[key] += [({**row, **labels}, value) for row, value in rows]
+        return found
+
+    phases = recorded(n.phase_share)
+    steps = recorded(n.step_quantile)
+    steps_rate = recorded(n.steps_rate)
+    samples_rate = recorded(n.samples_rate)
     gpu_info = by_rank(api, selector(names.GPU_INFO, **sel))
-    gpu_util = by_rank(api, selector(n.trial_gpu_utilization, **sel))
-    gpu_mem = by_rank(api, selector(n.trial_gpu_memory_used, **sel))
-    gpu_sm = by_rank(api, selector(n.trial_gpu_sm_active, **sel))
-    gpu_tensor = by_rank(api, selector(n.trial_gpu_tensor_active, **sel))
+    gpu_util = recorded(n.trial_gpu_utilization)
+    gpu_mem = recorded(n.trial_gpu_memory_used)
+    gpu_sm = recorded(n.trial_gpu_sm_active)
+    gpu_tensor = recorded(n.trial_gpu_tensor_active)
     loader_limits = by_rank(api, selector(names.LOADER_LIMIT, **sel))
     step_limits = by_rank(api, selector(names.STEP_LIMIT, **sel))
 
