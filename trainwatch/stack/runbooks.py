@@ -34,7 +34,7 @@ def _inline(text: str) -> str:
         if code is not None:
             return f"<code>{html.escape(code)}</code>"
         if label is not None:
-            return f'<a href="{html.escape(href)}">{html.escape(label)}</a>'
+            return f'<a href="{html.escape(href)}">{_inline(label)}</a>'
         return f"<strong>{html.escape(strong)}</strong>"
 
     out, at = [], 0
@@ -50,13 +50,15 @@ def render(markdown: str, title: str = "trainwatch runbooks") -> str:
     fenced: list[str] | None = None
 
     def flush() -> None:
-        if block and all(line.startswith(("- ", "* ")) for line in block[:1]):
-            items = "\n".join(f"<li>{_inline(line[2:])}</li>" for line in _items(block))
-            body.append(f"<ul>\n{items}\n</ul>")
-        elif block and block[0].startswith("|"):
+        if block and block[0].startswith("|"):
             body.append(f"<pre>{html.escape(chr(10).join(block))}</pre>")
         elif block:
-            body.append(f"<p>{_inline(' '.join(block))}</p>")
+            text, items = _split(block)
+            if text:
+                body.append(f"<p>{_inline(' '.join(text))}</p>")
+            if items:
+                body.append("<ul>\n" + "\n".join(f"<li>{_inline(item)}</li>" for item in items)
+                            + "\n</ul>")
         block.clear()
 
     for line in markdown.splitlines():
@@ -84,12 +86,16 @@ def render(markdown: str, title: str = "trainwatch runbooks") -> str:
             + "\n".join(body) + "\n</body></html>\n")
 
 
-def _items(block: list[str]) -> list[str]:
-    """A list's items, each item's continuation lines joined to it."""
+def _split(block: list[str]) -> tuple[list[str], list[str]]:
+    """A block's leading text lines, and its list items (``- `` or ``* ``), each item's
+    continuation lines joined to it."""
+    text: list[str] = []
     items: list[str] = []
     for line in block:
-        if line.startswith(("- ", "* ")) or not items:
-            items.append(line)
-        else:
+        if line.startswith(("- ", "* ")):
+            items.append(line[2:])
+        elif items:
             items[-1] += " " + line
-    return items
+        else:
+            text.append(line)
+    return text, items
