@@ -27,12 +27,18 @@ def on(*labels: str) -> str:
 BY_TRIAL = by(*TRIAL_LABELS)
 
 
-def select(metric: str, *matchers: str, **labels: str | None) -> str:
-    """A selector: ``matchers`` as written (empty ones skipped), then ``labels`` as equality
-    matchers with their values escaped (None ones skipped)."""
-    inner = [m for m in matchers if m]
+def select(metric: str, *written: str, **labels: str | None) -> str:
+    """A selector: the ``written`` matchers as they are (empty ones skipped), then ``labels`` as
+    equality matchers with their values escaped (None ones skipped)."""
+    inner = matchers(*written, **labels)
+    return f"{metric}{{{inner}}}" if inner else metric
+
+
+def matchers(*written: str, **labels: str | None) -> str:
+    """What goes between a selector's braces (see :func:`select`)."""
+    inner = [m for m in written if m]
     inner += [f'{k}="{escape(v)}"' for k, v in labels.items() if v is not None]
-    return f"{metric}{{{', '.join(inner)}}}" if inner else metric
+    return ", ".join(inner)
 
 
 def escape(value: str) -> str:

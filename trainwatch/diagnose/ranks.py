@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import DATALOADER_BOUND, RANK_STRAGGLER, SCALING_INEFFICIENT
+from trainwatch.contract.promql import matchers as trial_matchers
+from trainwatch.contract.promql import select
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
@@ -42,18 +44,11 @@ class TrialScaling:
     remedy: str | None = None
 
 
-def _matchers(experiment: str, trial: str | None) -> str:
-    matchers = f'experiment="{_quoted(experiment)}"'
-    if trial is not None:
-        matchers += f', trial="{_quoted(trial)}"'
-    return matchers
-
-
 def trial_scalings(api: PrometheusAPI, deployment: Deployment, experiment: str,
                    trial: str | None, spreads: dict[tuple[str, str, str], RankSpread]
                    ) -> dict[tuple[str, str], TrialScaling]:
     """(experiment, trial) -> its scaling, for multi-rank trials that measured their limit."""
-    n, matchers = deployment.names, _matchers(experiment, trial)
+    n, matchers = deployment.names, trial_matchers(experiment=experiment, trial=trial)
     ranks = {_key(labels)[:2]: value for labels, value in api.query(
         f"count {_PER_TRIAL} ({names.TRIAL_INFO}{{{matchers}}})")}
     loader = {_key(labels)[:2]: value for labels, value in api.query(
@@ -94,16 +89,12 @@ def _cause(s: TrialScaling, stragglers: tuple[tuple[str, str | None, float], ...
                         "backward) and waiting for ranks", remedy)
 
 
-def _quoted(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
 def rank_spreads(api: PrometheusAPI, deployment: Deployment, experiment: str,
                  trial: str | None, nodes: dict[tuple[str, str, str], str | None]
                  ) -> dict[tuple[str, str, str], RankSpread]:
     """(experiment, trial, rank) -> its spread, for the trials of ``experiment`` (``trial``)
     that have more than one rank; ``nodes`` maps each rank to its node."""
-    own = f"{deployment.names.rank_step_mean}{{{_matchers(experiment, trial)}}}"
+    own = select(deployment.names.rank_step_mean, experiment=experiment, trial=trial)
     ratio = (f"{own} / on (experiment, trial) group_left quantile {_PER_TRIAL} (0.5, {own})"
              f" and on (experiment, trial) count {_PER_TRIAL} ({own}) > 1")
     owns = {_key(labels): value for labels, value in api.query(own)}
