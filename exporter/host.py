@@ -5,6 +5,7 @@ loopback is not network traffic, and partitions (their I/O is already counted on
 disk), RAM disks, zram (compressed RAM: swap, not storage) and loop devices are left out of the
 disk counters (``--host.disk-device-exclude`` changes the pattern). Device-mapper volumes
 (``dm-*``: LVM, dm-crypt) are kept, as node_exporter keeps them: the file systems live there.
+A disk's busy time and a NIC's link speed make disk and NIC utilisation a ``rate()`` away.
 
 Each section (cpu, memory, network, disk) is read on its own: one that fails is logged and the
 others are still exported.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from prometheus_client.core import Metric
@@ -29,6 +31,11 @@ NETWORK_DEVICE_EXCLUDE = re.compile(r"^lo$")
 DISK_DEVICE_EXCLUDE = r"^(z?ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\d+$"
 # /proc/stat modes that are disjoint; guest and guest_nice are already inside user and nice.
 CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+# /sys/class/net/<device>/speed is in Mbit/s; node_exporter's node_network_speed_bytes too
+# multiplies by 125000.
+BYTES_PER_MEGABIT = 125_000
+SYSFS_NET = Path("/sys/class/net")
+PROC_DISKSTATS = Path("/proc/diskstats")
 
 # The node's name for the join to trainwatch_trial_info{nodename}; the trial reads the same
 # variable. On Kubernetes both take it from the downward API (spec.nodeName), because a pod's
@@ -51,22 +58,55 @@ def memory_samples(memory: Any) -> list[Sample]:
             (m.MEMORY_TOTAL, (), float(memory.total))]
 
 
-def network_samples(per_nic: Mapping[str, Any]) -> list[Sample]:
-    """psutil.net_io_counters(pernic=True) -> bytes received and sent per device."""
+def link_speed_bytes(sysfs_net: Path, device: str) -> float | None:
+    """/sys/class/net/<device>/speed (Mbit/s) -> bytes/s; None where the kernel reports no
+    speed: -1 or 0 (a link that is down, many virtual devices) or an unreadable file (EINVAL)."""
+    try:
+        megabits = int((sysfs_net / device / "speed").read_text())
+    except (OSError, ValueError):
+        return None
+    return float(megabits * BYTES_PER_MEGABIT) if megabits > 0 else None
+
+
+def network_samples(per_nic: Mapping[str, Any],
+                    speed: Callable[[str], float | None] = lambda _: None) -> list[Sample]:
+    """psutil.net_io_counters(pernic=True) -> bytes received and sent per device, and the
+    device's link speed where ``speed`` knows it."""
     samples: list[Sample] = []
     for device, io in sorted(per_nic.items()):
         if not NETWORK_DEVICE_EXCLUDE.match(device):
             samples.append((m.NETWORK_RECEIVE, (device,), float(io.bytes_recv)))
             samples.append((m.NETWORK_TRANSMIT, (device,), float(io.bytes_sent)))
+            link = speed(device)
+            if link is not None:
+                samples.append((m.NETWORK_SPEED, (device,), link))
     return samples
 
 
+def diskstats_io_seconds(path: Path) -> dict[str, float]:
+    """/proc/diskstats -> each device's field 10 (milliseconds with I/O in flight) in seconds;
+    empty where there is no such file (not Linux): busy time is then left out, not a failure."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return {}
+    busy: dict[str, float] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 13:  # major, minor, name, then field 1 at index 3
+            busy[fields[2]] = int(fields[12]) / 1000
+    return busy
+
+
 def disk_samples(per_disk: Mapping[str, Any],
-                 exclude: str | re.Pattern[str] = DISK_DEVICE_EXCLUDE) -> list[Sample]:
+                 exclude: str | re.Pattern[str] = DISK_DEVICE_EXCLUDE,
+                 io_seconds: Callable[[], Mapping[str, float]] = dict) -> list[Sample]:
     """psutil.disk_io_counters(perdisk=True) (bytes already x 512) -> samples per disk that
-    ``exclude`` does not match."""
+    ``exclude`` does not match. Busy time is psutil's ``busy_time`` (ms) where it has one, else
+    what ``io_seconds`` (read once, only then) says for the device, else left out."""
     pattern = re.compile(exclude)
     samples: list[Sample] = []
+    fallback: Mapping[str, float] | None = None
     for device, io in sorted(per_disk.items()):
         if pattern.search(device):
             continue
@@ -74,6 +114,13 @@ def disk_samples(per_disk: Mapping[str, Any],
         samples.append((m.DISK_WRITES, (device,), float(io.write_count)))
         samples.append((m.DISK_READ_BYTES, (device,), float(io.read_bytes)))
         samples.append((m.DISK_WRITTEN_BYTES, (device,), float(io.write_bytes)))
+        busy_ms = getattr(io, "busy_time", None)
+        if busy_ms is not None:
+            samples.append((m.DISK_IO_TIME, (device,), busy_ms / 1000))
+            continue
+        fallback = io_seconds() if fallback is None else fallback
+        if device in fallback:
+            samples.append((m.DISK_IO_TIME, (device,), fallback[device]))
     return samples
 
 
@@ -89,10 +136,12 @@ class HostCollector:
     """
 
     def __init__(self, ps: Any, nodename: str | None = None,
-                 disk_exclude: str = DISK_DEVICE_EXCLUDE) -> None:
+                 disk_exclude: str = DISK_DEVICE_EXCLUDE, sysfs_net: Path | None = None,
+                 proc_diskstats: Path = PROC_DISKSTATS) -> None:
         self._ps = ps
         disk_pattern = re.compile(disk_exclude)
         self._nodename = nodename or os.environ.get(NODENAME_ENV) or os.uname().nodename
+        nics = sysfs_net or SYSFS_NET  # read here, so a test can point the module at a fake tree
         # psutil raises its own Error tree, OSError for /proc, RuntimeError
         # (NotImplementedError) where a platform lacks a counter, and ValueError for a
         # /proc/diskstats line format it does not know.
@@ -100,9 +149,11 @@ class HostCollector:
         self._sections: tuple[tuple[str, Callable[[], list[Sample]]], ...] = (
             ("cpu", lambda: cpu_samples(ps.cpu_times(), ps.cpu_count())),
             ("memory", lambda: memory_samples(ps.virtual_memory())),
-            ("network", lambda: network_samples(ps.net_io_counters(pernic=True, nowrap=True))),
-            ("disk", lambda: disk_samples(ps.disk_io_counters(perdisk=True, nowrap=True) or {},
-                                          disk_pattern)),
+            ("network", lambda: network_samples(ps.net_io_counters(pernic=True, nowrap=True),
+                                                lambda nic: link_speed_bytes(nics, nic))),
+            ("disk", lambda: disk_samples(
+                ps.disk_io_counters(perdisk=True, nowrap=True) or {}, disk_pattern,
+                lambda: diskstats_io_seconds(proc_diskstats))),
         )
 
     def collect(self) -> Iterator[Metric]:

@@ -133,6 +133,15 @@ DISK_READ_BYTES = MetricSpec(f"{NAMESPACE}_disk_read_bytes_total", "Bytes read f
                              "device.", ("device",), "counter")
 DISK_WRITTEN_BYTES = MetricSpec(f"{NAMESPACE}_disk_written_bytes_total", "Bytes written to a "
                                 "block device.", ("device",), "counter")
+# node_exporter's node_disk_io_time_seconds_total: rate() is the fraction of time the device
+# had I/O in flight (its utilisation, as iostat's %util).
+DISK_IO_TIME = MetricSpec(f"{NAMESPACE}_disk_io_time_seconds_total", "Time a block device had "
+                          "I/O in flight, in seconds (rate() gives its busy fraction, 0-1).",
+                          ("device",), "counter")
+# node_exporter's node_network_speed_bytes; left out where the kernel reports no speed.
+NETWORK_SPEED = MetricSpec(f"{NAMESPACE}_network_speed_bytes", "Link speed of a network device, "
+                           "in bytes per second (absent where the kernel reports none).",
+                           ("device",))
 
 GPU_NVML_ABSENT = MetricSpec(f"{NAMESPACE}_gpu_nvml_absent", "1 when the node has no NVML "
                              "library or no NVIDIA driver loaded (a CPU-only node: no GPU to read, "

@@ -1,7 +1,7 @@
 """docs/design.md is the contract: every metric, recording rule and alert that trainwatch
 produces is listed there, with the type and labels it really has, and everything listed there is
-produced. Produced means: a live scrape of the exporter over the fake NVML (every collector on),
-a live trial's push to a real Pushgateway (phases, limits and the exit marker included), and the
+produced. Produced means: a live scrape of the exporter over the fake NVML (every collector on,
+NICs with a link speed), a live trial's push to a real Pushgateway (phases, limits and the exit marker included), and the
 rendered rules in prometheus/rules/ (the drift test keeps them equal to a fresh render)."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from benchmarks.stack import REPO, Service, http_get
 from exporter.collectors import build_registry
 from exporter.config import merge
 from tests.exporter_server import serving
+from tests.fake_sysfs import nic_speeds
 
 DESIGN = REPO / "docs" / "design.md"
 RULES = REPO / "prometheus" / "rules"
@@ -84,11 +85,12 @@ def exporter_metrics() -> dict[str, Documented]:
     """Two scrapes of the real exporter's HTTP server, every collector on, over two fake GPUs
     (the second scrape: GPM rates need a previous sample)."""
     nvml = FakeNvml.with_gpus(2)
-    registry = build_registry(merge(file={}, flags={"collector.gpu_process": True}), nvml)
-    with serving(registry) as port:
-        first = http_get(f"http://127.0.0.1:{port}/metrics")
-        nvml.advance(1.0)
-        second = http_get(f"http://127.0.0.1:{port}/metrics")
+    with nic_speeds():
+        registry = build_registry(merge(file={}, flags={"collector.gpu_process": True}), nvml)
+        with serving(registry) as port:
+            first = http_get(f"http://127.0.0.1:{port}/metrics")
+            nvml.advance(1.0)
+            second = http_get(f"http://127.0.0.1:{port}/metrics")
     assert first[0] == second[0] == 200
     return {**emitted(first[1].decode(), set()), **emitted(second[1].decode(), set())}
 

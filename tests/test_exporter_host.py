@@ -23,6 +23,8 @@ from exporter.host import (
     HostCollector,
     cpu_samples,
     disk_samples,
+    diskstats_io_seconds,
+    link_speed_bytes,
     network_samples,
 )
 from trial_instrumentation import names as trial_names
@@ -39,6 +41,7 @@ DEVICE_COUNTERS = [
     ("trainwatch_disk_writes_completed_total", "node_disk_writes_completed_total"),
     ("trainwatch_disk_read_bytes_total", "node_disk_read_bytes_total"),
     ("trainwatch_disk_written_bytes_total", "node_disk_written_bytes_total"),
+    ("trainwatch_disk_io_time_seconds_total", "node_disk_io_time_seconds_total"),
 ]
 # /proc/stat is in 1/100 s, and iowait may step back a little on tickless kernels; a unit
 # error (ticks, ms) is off by 100x or more.
@@ -317,3 +320,70 @@ def test_a_failing_section_leaves_the_others_and_reports_failure(
                                      else {}) is None
     assert registry.get_sample_value(present) is not None
     assert registry.get_sample_value("trainwatch_host_info", {"nodename": "n1"}) == 1
+
+
+# Three /proc/diskstats lines: a kernel 4.18+ line (field 10, io_ticks, is 4321 ms), one of
+# kernel 2.6 (11 fields) and a line cut short, which is skipped.
+DISKSTATS = """\
+ 252       0 vda 100 0 800 50 200 0 1600 70 0 4321 120 0 0 0 0
+   8       0 sda 10 0 80 5 20 0 160 7 0 250 12
+   8       1 sda1 10 0
+"""
+
+
+def test_disk_busy_time_is_psutils_busy_time_in_seconds_else_diskstats_field_10(
+        tmp_path: Path) -> None:
+    diskstats = tmp_path / "diskstats"
+    diskstats.write_text(DISKSTATS)
+    assert diskstats_io_seconds(diskstats) == {"vda": 4.321, "sda": 0.25}
+    assert diskstats_io_seconds(tmp_path / "absent") == {}  # not Linux: nothing, no failure
+    with_busy = SimpleNamespace(**vars(disk_io(1)), busy_time=1500)
+    reads: list[int] = []
+
+    def io_seconds() -> dict[str, float]:
+        reads.append(1)
+        return diskstats_io_seconds(diskstats)
+
+    samples = disk_samples({"vda": disk_io(1), "nvme0n1": with_busy, "sdb": disk_io(2)},
+                           io_seconds=io_seconds)
+    busy = {labels[0]: value for spec, labels, value in samples
+            if spec.name == "trainwatch_disk_io_time_seconds_total"}
+    # psutil's busy_time (ms) wins; the fallback is read once; a device it lacks is left out.
+    assert busy == {"nvme0n1": 1.5, "vda": 4.321}
+    assert reads == [1]
+
+
+def test_link_speed_in_bytes_per_second_and_absent_where_the_kernel_reports_none(
+        tmp_path: Path) -> None:
+    for device, speed in {"eth0": "25000\n", "eth1": "-1\n", "eth2": "0\n",
+                          "ib0": "not a number\n"}.items():
+        (tmp_path / device).mkdir()
+        (tmp_path / device / "speed").write_text(speed)
+    (tmp_path / "lo").mkdir()  # loopback: reading its speed fails with EINVAL; no file here
+    assert link_speed_bytes(tmp_path, "eth0") == 25000 * 125_000  # 25 Gbit/s = 3.125 GB/s
+    for device in ("eth1", "eth2", "ib0", "lo", "missing"):
+        assert link_speed_bytes(tmp_path, device) is None, device
+    per_nic = {name: SimpleNamespace(bytes_recv=1, bytes_sent=2) for name in ("eth0", "eth1")}
+    registry = CollectorRegistry()
+    ps = FakePsutil({"vda": disk_io(3)})
+    ps.net_io_counters = lambda **_: per_nic  # type: ignore[method-assign]
+    registry.register(ScrapeCollector({"host": HostCollector(ps, "n1", sysfs_net=tmp_path)},
+                                      version="t"))
+    assert registry.get_sample_value("trainwatch_network_speed_bytes",
+                                     {"device": "eth0"}) == 3.125e9
+    assert registry.get_sample_value("trainwatch_network_speed_bytes", {"device": "eth1"}) is None
+    assert registry.get_sample_value("trainwatch_network_receive_bytes_total",
+                                     {"device": "eth1"}) == 1
+    assert registry.get_sample_value("trainwatch_scrape_collector_success",
+                                     {"collector": "host"}) == 1
+
+
+def test_this_machines_nics_report_a_speed_only_where_sysfs_has_a_positive_one() -> None:
+    registry = CollectorRegistry()
+    registry.register(HostCollector(psutil))
+    for device in psutil.net_io_counters(pernic=True):
+        if device == "lo":
+            continue
+        expected = link_speed_bytes(Path("/sys/class/net"), device)
+        assert registry.get_sample_value("trainwatch_network_speed_bytes",
+                                         {"device": device}) == expected, device
