@@ -8,9 +8,9 @@ from grafana import trial_profile
 from grafana.board import dashboard, query_variable
 from grafana.layout import Layout
 from grafana.panels import DATASOURCE_VAR, Column, Query, table
-from grafana.promql import TRIAL_INFO, Promql
+from grafana.promql import GPU_LEGEND, TRIAL_INFO, Promql
 from grafana.ranks import scaling_panel, stragglers_table
-from grafana.sections import gpu_ratio
+from grafana.sections import BUSY_DESCRIPTION, gpu_ratio
 from prometheus.rulegen.alerts import underutilized_trial_gpus
 from trainwatch.contract.alerts import (
     DATALOADER_BOUND,
@@ -39,7 +39,7 @@ def build(q: Promql) -> db.Dashboard:
     layout.add(table(TRIALS_TABLE, [
         Query(select(n.steps_rate, EXPERIMENT)),
         Query(f"sum {BY_TRIAL} ({loader_share})"),
-        Query(f"avg {BY_TRIAL} ({select(n.trial_gpu_utilization, EXPERIMENT)})"),
+        Query(f"avg {BY_TRIAL} ({select(n.trial_gpu_busy, EXPERIMENT)})"),
         Query(f"max {BY_TRIAL} (time() - {q.trial('push_time_seconds', EXPERIMENT)})"),
         Query(f"max {by(*TRIAL_LABELS, 'nodename')} "
               f"({q.trial(TRIAL_INFO, EXPERIMENT)})"),
@@ -49,22 +49,23 @@ def build(q: Promql) -> db.Dashboard:
         columns=[Column("Steps/s", "suffix: steps/s"),
                  Column("Data loader share", "percentunit",
                         steps=((s.threshold(DATALOADER_BOUND), "red"),)),
-                 Column("GPU utilization", "percentunit", base="red",
+                 Column("GPU busy", "percentunit", base="red",
                         steps=((idle_below, "green"),)),
                  Column("Last push", "s", steps=((stale_after, "red"),))],
         hide=["Value #E"], links=[("Trial profile", PROFILE_LINK)]), 24, 9)
     layout.add(stragglers_table(q, EXPERIMENT), 14, 8)
     layout.add(scaling_panel(q, EXPERIMENT), 10, 8)
     layout.row("GPUs")
-    layout.add(gpu_ratio(q, "GPU utilization across nodes", q.exporter(
-        "trainwatch_gpu_utilization_ratio"), description="Every GPU of every node."), 12, 8)
+    layout.add(gpu_ratio(q, "GPU busy across nodes", n.gpu_busy,
+                         legend=f"{GPU_LEGEND} ({{{{source}}}})",
+                         description=f"Every GPU of every node. {BUSY_DESCRIPTION}"), 12, 8)
     layout.add(gpu_ratio(q, "GPU memory used across nodes", n.gpu_memory_used,
                          description="Used / total memory of every GPU of every node."), 12, 8)
     layout.add(table("GPUs allocated to trials but idle", [
         Query(q.with_gpu_name(underutilized_trial_gpus(s, EXPERIMENT))),
-    ], description=f"GPUs of live trials averaging under {number(idle_below)} utilization "
-                   f"over {s.rate_window} (TrainwatchGPUUnderutilized).",
-        columns=[Column("Utilization", "percentunit")]), 24, 8)
+    ], description=f"GPUs of live trials averaging under {number(idle_below)} busy "
+                   f"over {s.rate_window} (TrainwatchGPUUnderutilized). {BUSY_DESCRIPTION}",
+        columns=[Column("Busy", "percentunit")]), 24, 8)
     return dashboard(UID, "trainwatch / Fleet",
                      "Every trial and GPU at once: who is slow, who is idle.", layout,
                      [query_variable(trial_profile.EXPERIMENT, "Experiment", f"label_values("

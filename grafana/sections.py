@@ -17,6 +17,10 @@ def gpu_ratio(q: Promql, title: str, expr: str, *, description: str,
                       description=description, max_value=1)
 
 
+BUSY_DESCRIPTION = (
+    "GPU busy, as the alerts and trainwatch diagnose read it (gpu:trainwatch_gpu_busy:ratio): "
+    "SM activity where the GPU reports it (source sm_active, NVML GPM), else NVML utilization "
+    "(source utilization, the share of time any kernel ran).")
 ACTIVITY_DESCRIPTION = (
     "NVML utilization is the share of time *any* kernel ran; SM activity is the share of SMs "
     "busy and tensor activity the share of time tensor cores worked (NVML GPM, Hopper and "

@@ -17,7 +17,7 @@ from grafana.promql import (
     parens,
 )
 from grafana.ranks import add_ranks_row
-from grafana.sections import add_host_panels, gpu_activity, gpu_ratio
+from grafana.sections import BUSY_DESCRIPTION, add_host_panels, gpu_activity, gpu_ratio
 from trainwatch.contract.alerts import DATALOADER_BOUND, HOST_TO_DEVICE_BOUND
 from trainwatch.contract.promql import BY_TRIAL, number, select
 
@@ -88,9 +88,10 @@ def build(q: Promql) -> db.Dashboard:
                               HOST_TO_DEVICE_BOUND), 12, 8)
     layout.row("The trial's GPUs")
     rank_gpu = f"{GPU_LEGEND} · rank {{{{rank}}}}"
-    layout.add(gpu_ratio(q, "GPU utilization", select(n.trial_gpu_utilization, *MATCHERS),
-                         legend=rank_gpu, description="Utilization of exactly the GPUs the "
-                         "trial reported (trainwatch_trial_gpu_info, joined on uuid)."), 12, 8)
+    layout.add(gpu_ratio(q, "GPU busy", select(n.trial_gpu_busy, *MATCHERS),
+                         legend=f"{rank_gpu} ({{{{source}}}})", description=BUSY_DESCRIPTION
+                         + " Exactly the GPUs the trial reported (trainwatch_trial_gpu_info, "
+                         "joined on uuid)."), 12, 8)
     layout.add(gpu_activity(q, select(n.trial_gpu_utilization, *MATCHERS),
                             select(n.trial_gpu_sm_active, *MATCHERS),
                             select(n.trial_gpu_tensor_active, *MATCHERS), legend=rank_gpu),

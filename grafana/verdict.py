@@ -61,8 +61,8 @@ def verdicts(q: Promql, matchers: Sequence[str]) -> list[Verdict]:
         "gpu_utilization": gpu,
         "gpu_sm_active": sm,
         "gpu_tensor_active": window_avg(n.trial_gpu_tensor_active),
-        # SM activity where GPM gives it, else NVML utilization (Measurements.gpu_busy).
-        "gpu_busy": f"({sm} or {gpu})",
+        # The GPU-busy rule: SM activity where GPM gives it, else NVML utilization.
+        "gpu_busy": window_avg(n.trial_gpu_busy),
     }
     outcomes = []
     for code, (kind, title, alert, measurement, above) in enumerate(CHECKS, start=1):

@@ -269,6 +269,11 @@ def test_bottleneck_panel_and_trainwatch_diagnose_name_the_same_bottleneck(
         if gpu is not None:
             gpu_series = f'trial_gpu:trainwatch_gpu_utilization:ratio{{{trial}, uuid="GPU-{rank}"}}'
             series.append((gpu_series, gpu))
+        # The GPU-busy rule: SM activity where GPM reports it, else NVML utilization.
+        busy, source = (gpm[0], "sm_active") if gpm is not None else (gpu, "utilization")
+        if busy is not None:
+            busy_labels = f'{trial}, uuid="GPU-{rank}", source="{source}"'
+            series.append((f"trial_gpu:trainwatch_gpu_busy:ratio{{{busy_labels}}}", busy))
     alerts = {name: AlertRule(name, settings.threshold(name), "",
                               busy=settings.alert(name).busy) for name in (
         "TrainwatchDataloaderBound", "TrainwatchHostToDeviceBound", "TrainwatchCPUSaturated",

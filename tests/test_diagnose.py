@@ -156,6 +156,17 @@ def test_gpm_checks_are_skipped_where_their_alerts_are_not_deployed() -> None:
     assert (v.kind, v.alert) == ("underused_gpu", GPU_UNDERUTILIZED)
 
 
+@pytest.mark.parametrize(("source", "metric"), [
+    ("sm_active", "SM activity (NVML GPM)"),
+    ("utilization", "NVML utilization (any kernel running)")])
+def test_the_gpu_busy_rule_decides_and_names_its_source(source: str, metric: str) -> None:
+    # The recorded gpu-busy value (trial_gpu:trainwatch_gpu_busy:ratio), as the alert reads it:
+    # the H100 at 99% NVML utilization and 22.5% SM activity is underused by it.
+    v = decide(Measurements({"train_batch": 1.0}, 0.5, 0.99, None, None, 0.225, source),
+               DEFAULT)
+    assert (v.kind, v.measured, v.metric) == ("underused_gpu", 0.225, metric)
+
+
 RANKS = {  # rank -> (measurements, its exit code alone)
     "healthy": (Measurements({"train_batch": 1.0}, 0.5, 0.9), 0),
     "no_gpu": (Measurements({"train_batch": 1.0}, 0.5, None), 0),

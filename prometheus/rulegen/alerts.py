@@ -243,7 +243,7 @@ def underutilized_trial_gpus(s: Settings, *trial_matchers: str) -> str:
     the Fleet dashboard's idle-GPU table, so the two never disagree."""
     n = RecordNames(s.rate_window)
     live = live_trials(s.selector("trial"), s.threshold(TRIAL_STALE))
-    return (f"avg_over_time({select(n.trial_gpu_utilization, *trial_matchers)}[{s.rate_window}])"
+    return (f"avg_over_time({select(n.trial_gpu_busy, *trial_matchers)}[{s.rate_window}])"
             f" < {number(s.threshold('TrainwatchGPUUnderutilized'))}\n"
             f"and {on(*TRIAL_LABELS)}\n{live}")
 
@@ -268,8 +268,9 @@ def gpu_alerts(s: Settings) -> list[dict[str, Any]]:
     t = s.threshold(GPU_UNDERUTILIZED)
     g.add(GPU_UNDERUTILIZED, underutilized_trial_gpus(s),
           "A live trial leaves its GPU idle.",
-          f"{_GPU}, used by trial {_TRIAL_ID}, averaged {_AS_PERCENT.value} "
-          f"utilization over {s.rate_window} (threshold {_pct(t)}).", remedies.UNDERUTILIZED_GPU,
+          f"{_GPU}, used by trial {_TRIAL_ID}, was busy {_AS_PERCENT.value} over "
+          f"{s.rate_window} by {{{{ $labels.source }}}} (threshold {_pct(t)}; sm_active: SM "
+          "activity where GPM reports it, else NVML utilization).", remedies.UNDERUTILIZED_GPU,
           measured=_AS_PERCENT)
     t = s.threshold(GPU_MEMORY_NEARLY_FULL)
     g.add(GPU_MEMORY_NEARLY_FULL, f"{n.gpu_memory_used} > {number(t)}",

@@ -7,11 +7,12 @@ is part of every rate-derived name (``..._rate5m``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from prometheus.rulegen.settings import Settings
 from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
-from trainwatch.contract.records import QUANTILES, RecordNames
+from trainwatch.contract.records import BUSY_SOURCES, QUANTILES, RecordNames
 
 # Host counters recorded as per-device rates: (recorded metric stem, exporter counter).
 _DEVICE_RATES = (
@@ -106,13 +107,16 @@ def _gpu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
 
     # The trial side is the "many" side: two trials sharing one GPU (MPS, MIG parent) both get
     # its value instead of a many-to-many error; the exporter side is unique per uuid.
-    def for_trials(per_gpu_expr: str) -> str:
+    def for_trials(per_gpu_expr: str, *copied: str) -> str:
         return (f"max {by(*TRIAL_LABELS, 'uuid')} ({select('trainwatch_trial_gpu_info', trial)})\n"
-                f"* {on('uuid')} group_left (instance, gpu)\n{per_gpu_expr}")
+                f"* {on('uuid')} group_left ({', '.join(('instance', 'gpu', *copied))})\n"
+                f"{per_gpu_expr}")
 
     return [
         _record(n.gpu_memory_used, (f"{per_gpu('trainwatch_gpu_memory_used_bytes')}\n"
                                     f"/\n{per_gpu('trainwatch_gpu_memory_total_bytes')}")),
+        _record(n.gpu_busy, _busy(per_gpu)),
+        _record(n.trial_gpu_busy, for_trials(n.gpu_busy, "source")),
         _record(n.trial_gpu_utilization, for_trials(per_gpu("trainwatch_gpu_utilization_ratio"))),
         # GPM activity: recorded only for GPUs that have it (Hopper and newer).
         _record(n.trial_gpu_sm_active, for_trials(per_gpu("trainwatch_gpu_sm_active_ratio"))),
@@ -120,6 +124,17 @@ def _gpu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
                 for_trials(per_gpu("trainwatch_gpu_tensor_active_ratio"))),
         _record(n.trial_gpu_memory_used, for_trials(n.gpu_memory_used)),
     ]
+
+
+def _busy(per_gpu: Callable[[str], str]) -> str:
+    """"GPU busy": SM activity where GPM reports it (NVML utilization counts a GPU busy while
+    any kernel runs: 99% on an H100 whose SMs were 22.5% active), else NVML utilization, with
+    the one used in the ``source`` label."""
+    metrics = {"sm_active": "trainwatch_gpu_sm_active_ratio",
+               "utilization": "trainwatch_gpu_utilization_ratio"}
+    labelled = [f'label_replace({per_gpu(metrics[source])}, "source", "{source}", "", "")'
+                for source in BUSY_SOURCES]
+    return f"\nor {on(*GPU_LABELS)}\n".join(labelled)
 
 
 def _host_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:

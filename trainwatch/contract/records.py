@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 # Quantiles recorded for step and phase durations (label quantile="0.5" | "0.95").
 QUANTILES = ("0.5", "0.95")
+# The ``source`` label of the GPU-busy records -> what it measured, in words.
+BUSY_SOURCES = {"sm_active": "SM activity (NVML GPM)",
+                "utilization": "NVML utilization (any kernel running)"}
 _SHARE_PREFIX = "trial_phase:trainwatch_trial_phase_seconds:share_rate"
 
 
@@ -63,6 +66,10 @@ class RecordNames:
     def samples_rate(self) -> str:
         return f"trial:trainwatch_trial_samples:rate{self.window}"
 
+    # "GPU busy", defined once: SM activity (GPM) where the GPU reports it, else NVML
+    # utilization; the ``source`` label (BUSY_SOURCES) says which. Per GPU and per trial GPU.
+    gpu_busy = "gpu:trainwatch_gpu_busy:ratio"
+    trial_gpu_busy = "trial_gpu:trainwatch_gpu_busy:ratio"
     trial_gpu_utilization = "trial_gpu:trainwatch_gpu_utilization:ratio"
     trial_gpu_sm_active = "trial_gpu:trainwatch_gpu_sm_active:ratio"
     trial_gpu_tensor_active = "trial_gpu:trainwatch_gpu_tensor_active:ratio"

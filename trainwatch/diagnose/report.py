@@ -12,7 +12,7 @@ from typing import Any
 
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import TRIAL_STALE
-from trainwatch.contract.promql import BY_TRIAL
+from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS
 from trainwatch.contract.promql import select as selector
 from trainwatch.contract.records import QUANTILES
 from trainwatch.diagnose import verdict as verdicts
@@ -172,6 +172,8 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     gpu_avg, sm_avg, tensor_avg = (window_avg(n.trial_gpu_utilization),
                                    window_avg(n.trial_gpu_sm_active),
                                    window_avg(n.trial_gpu_tensor_active))
+    busy_avg = by_rank(api, f"avg by ({', '.join((*TRIAL_LABELS, 'source'))}) (avg_over_time("
+                            f"{selector(n.trial_gpu_busy, **sel)}[{n.window}]))")
     on_host = f"{n.cpu_utilization} * on(instance) group_left(nodename) {HOST_INFO}"
     cpu = by_rank(api, f"max {BY_TRIAL} ({selector(names.TRIAL_INFO, **sel)} * on(nodename) "
                         f"group_left() max by (nodename) ({on_host}))")
@@ -210,7 +212,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
         r.ranks, r.scaling = spreads.get(key), scalings.get(key[:2])
         r.alerts = _alerts(firing, key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
         gpu = (first_value(gpu_avg[key]), first_value(sm_avg[key]),
-               first_value(tensor_avg[key]))
+               first_value(tensor_avg[key]), *_busy(busy_avg[key]))
         if key in stale:
             life = _from_lifetime(r, lives.get(key, Lifetime()))
             r.steps_per_second = r.samples_per_second = None  # it is not running
@@ -229,6 +231,15 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
             r.verdict = decide(Measurements(shares, r.node_cpu, *gpu), deployment.alerts)
         reports.append(r)
     return reports
+
+
+def _busy(rows: list[tuple[Labels, float]]) -> tuple[float | None, str | None]:
+    """The GPU-busy rule averaged over a rank's GPUs, and its source (joined with "+" where the
+    rank's GPUs differ)."""
+    if not rows:
+        return None, None
+    sources = "+".join(sorted({labels.get("source", "?") for labels, _ in rows}))
+    return sum(value for _, value in rows) / len(rows), sources
 
 
 def _from_lifetime(r: RankReport, life: Lifetime) -> Lifetime:

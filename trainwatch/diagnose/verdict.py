@@ -15,6 +15,7 @@ from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, EXIT_USAGE, ago
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import GPU_UNDERUTILIZED, TRIAL_FAILED
 from trainwatch.contract.checks import CHECKS, GATES
+from trainwatch.contract.records import BUSY_SOURCES
 from trainwatch.diagnose.deployed import AlertRule
 from trial_instrumentation import names
 
@@ -30,11 +31,17 @@ class Measurements:
     gpu_utilization: float | None = None  # averaged over the rank's GPUs
     gpu_sm_active: float | None = None  # GPM (Hopper and newer), likewise
     gpu_tensor_active: float | None = None
+    # The GPU-busy rule's value and its source label (records.BUSY_SOURCES), where deployed.
+    gpu_busy_recorded: float | None = None
+    gpu_busy_source: str | None = None
 
     @property
     def gpu_busy(self) -> float | None:
-        """How busy the GPU is: SM activity wherever GPM gives it (NVML utilization says only
-        that *some* kernel ran), else NVML utilization."""
+        """How busy the GPU is: the GPU-busy rule (SM activity wherever GPM gives it: NVML
+        utilization says only that *some* kernel ran; else NVML utilization); rules older than
+        it, the same choice made here."""
+        if self.gpu_busy_recorded is not None:
+            return self.gpu_busy_recorded
         return self.gpu_sm_active if self.gpu_sm_active is not None else self.gpu_utilization
 
     @property
@@ -89,6 +96,8 @@ METRICS = {
 
 
 def metric_of(m: Measurements, measurement: str) -> str:
+    if measurement == "gpu_busy" and m.gpu_busy_source is not None:
+        return BUSY_SOURCES.get(m.gpu_busy_source, m.gpu_busy_source)
     if measurement == "gpu_busy":
         measurement = "gpu_sm_active" if m.gpu_sm_active is not None else "gpu_utilization"
     return METRICS[measurement]
