@@ -243,7 +243,9 @@ def test_webhook_printer_shows_what_alertmanager_delivers(tmp_path: Path) -> Non
         with urllib.request.urlopen(request, timeout=5) as resp:
             assert resp.status == 200
         lines = [proc.stdout.readline() for _ in range(4)]
-        assert lines[0] == "--- via receiver trainwatch-warning\n"
+        # Stamped with the time it arrived (RFC 3339, UTC).
+        assert re.fullmatch(r"--- \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ via receiver "
+                            r"trainwatch-warning\n", lines[0]), lines[0]
         assert lines[1].startswith("[FIRING:1] TrainwatchDataloaderBound exp/slow: ")
         assert lines[3].startswith("* trial exp/slow rank 0 (warning, firing since ")
         proc.send_signal(signal.SIGINT)
