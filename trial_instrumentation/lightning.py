@@ -44,9 +44,8 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError("trial_instrumentation.lightning needs Lightning: "
                       "pip install 'trainwatch[lightning]'") from exc
 
-from trial_instrumentation import config as configuration
 from trial_instrumentation import names
-from trial_instrumentation.loader import batch_size_of
+from trial_instrumentation.framework import Samples, StepClock, callback_settings
 from trial_instrumentation.trial import Trial
 
 log = logging.getLogger(__name__)
@@ -56,21 +55,15 @@ _CONNECTOR_PHASES = (("on_batch_end", names.REDUCE_METRICS),
                      ("update_train_step_metrics", names.FROM_DEVICE))
 
 
-class _StepTimer:
+class _StepTimer(StepClock):
     """The per-step state machine fed by profiler actions and callback hooks."""
 
-    def __init__(self, trial: Trial, samples: int | Callable[[Any], int] | None) -> None:
-        self.trial = trial
-        self.steps = trial.step_recorder()
-        self.samples = samples
+    def __init__(self, trial: Trial, samples: Samples) -> None:
+        super().__init__(trial, samples)
         self.in_step = False  # between a training fetch and the step's metrics: time phases
         self._kinds: dict[str, Any] = {}  # action -> None, _FETCH or its Phase (cached)
         self._open: dict[str, Any] = {}  # actions whose phase is running
         self._fetch_start: float | None = None
-        self._fetched = 0.0  # fetch time not yet given to a step
-        self._first_fetch: float | None = None  # start of the earliest such fetch
-        self._step_start: float | None = None  # the running step's start
-        self._step_samples = 0
 
     def _classify(self, action: str) -> Any:
         if action.endswith("].train_dataloader_next"):
@@ -93,8 +86,7 @@ class _StepTimer:
         if kind is _FETCH:
             now = perf_counter()
             self.end_step(now)
-            if self._first_fetch is None:
-                self._first_fetch = now
+            self.fetch_begins(now)
             self._fetch_start = now
             self.in_step = True
         elif self.in_step:
@@ -114,21 +106,7 @@ class _StepTimer:
     def batch_started(self, batch: Any) -> None:
         """The fetched batch is trained on: the step is real (a fetch that ends the data or
         that Lightning makes ahead of an epoch is not a step of its own)."""
-        now = perf_counter()
-        self.steps.fetched(self._fetched)
-        self._step_start = self._first_fetch if self._first_fetch is not None else now
-        self._first_fetch, self._fetched = None, 0.0
-        try:
-            self._step_samples = (self.samples if isinstance(self.samples, int)
-                                  else int((self.samples or batch_size_of)(batch)))
-        except Exception:  # a user's samples function must not stop training
-            log.exception("trainwatch: counting samples failed; counting 0 for this batch")
-            self._step_samples = 0
-
-    def end_step(self, now: float | None = None) -> None:
-        if self._step_start is not None:
-            self.steps.stepped((now or perf_counter()) - self._step_start, self._step_samples)
-            self._step_start = None
+        self.begin_step(perf_counter(), self.count(batch))
 
     def end_epoch(self) -> None:
         self.end_step()
@@ -190,14 +168,8 @@ class TrainwatchCallback(Callback):
 
     def __init__(self, experiment: str | None = None, trial: str | None = None,
                  pushgateway: str | None = None, *,
-                 samples: int | Callable[[Any], int] | None = None, **trial_args: Any) -> None:
-        ranks = {"rank", "world_size", "local_rank"} & trial_args.keys()
-        if ranks:
-            raise ValueError(f"TrainwatchCallback takes {sorted(ranks)} from the Trainer; "
-                             "leave them out")
-        self._args = dict(experiment=experiment, trial=trial, pushgateway=pushgateway,
-                          **trial_args)
-        configuration.resolve(**self._args, rank=0, world_size=1)  # fail now, not in fit()
+                 samples: Samples = None, **trial_args: Any) -> None:
+        self._args = callback_settings(experiment, trial, pushgateway, trial_args, "the Trainer")
         self._samples = samples
         self.trial: Trial | None = None  # the running fit's trial (set up on each rank)
         self._timer: _StepTimer | None = None

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import atexit
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from time import perf_counter
 from typing import Any
 
@@ -45,54 +45,40 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError("trial_instrumentation.transformers needs transformers: "
                       "pip install 'trainwatch[transformers]'") from exc
 
-from trial_instrumentation import config as configuration
 from trial_instrumentation import names
-from trial_instrumentation.loader import batch_size_of
+from trial_instrumentation.framework import Samples, StepClock, callback_settings
 from trial_instrumentation.trial import Trial
 
 log = logging.getLogger(__name__)
 
 
-class _StepTimer:
+class _StepTimer(StepClock):
     """Per-step state fed by the timed dataloader and the callback hooks."""
 
-    def __init__(self, trial: Trial, samples: int | Callable[[Any], int] | None) -> None:
-        self.trial = trial
-        self.steps = trial.step_recorder()
-        self.samples = samples
+    def __init__(self, trial: Trial, samples: Samples) -> None:
+        super().__init__(trial, samples)
         self.train_batch = trial.phase(names.TRAIN_BATCH)
         self.step_lr = trial.phase(names.STEP_LR_SCHEDULERS)
         self._open: Any = None  # the running callback-timed phase
-        self._fetched = 0.0  # fetch time and samples not yet given to a step
-        self._fetched_samples = 0
-        self._first_fetch: float | None = None
-        self._step_start: float | None = None
-        self._step_samples = 0
+        self._fetched_samples = 0  # samples fetched, not yet given to a step
         self._after_step: float | None = None  # on_step_end of the step, until it logs
 
     def fetching(self) -> float:
         now = perf_counter()
         if self._step_start is not None:
             self.end_step(now)  # the next step's first fetch ends the previous step
-        if self._first_fetch is None:
-            self._first_fetch = now
+        self.fetch_begins(now)
         return now
 
     def fetched(self, started: float, batch: Any) -> None:
         self._fetched += perf_counter() - started
-        try:
-            self._fetched_samples += (self.samples if isinstance(self.samples, int)
-                                      else int((self.samples or batch_size_of)(batch)))
-        except Exception:  # a user's samples function must not stop training
-            log.exception("trainwatch: counting samples failed; counting 0 for this batch")
+        self._fetched_samples += self.count(batch)
 
     def step_begins(self) -> None:
         now = perf_counter()
         self.end_step(now)
-        self.steps.fetched(self._fetched)
-        self._step_start = self._first_fetch if self._first_fetch is not None else now
-        self._step_samples = self._fetched_samples
-        self._first_fetch, self._fetched, self._fetched_samples = None, 0.0, 0
+        self.begin_step(now, self._fetched_samples)
+        self._fetched_samples = 0
         self._switch(self.train_batch)
 
     def _switch(self, phase: Any) -> None:
@@ -118,9 +104,7 @@ class _StepTimer:
     def end_step(self, now: float | None = None) -> None:
         self._switch(None)
         self._after_step = None
-        if self._step_start is not None:
-            self.steps.stepped((now or perf_counter()) - self._step_start, self._step_samples)
-            self._step_start = None
+        super().end_step(now)
 
 
 # The type of an object, settable even where the class shadows ``__class__`` with a read-only
@@ -155,14 +139,9 @@ class TrainwatchCallback(TrainerCallback):  # type: ignore[misc]
 
     def __init__(self, experiment: str | None = None, trial: str | None = None,
                  pushgateway: str | None = None, *,
-                 samples: int | Callable[[Any], int] | None = None, **trial_args: Any) -> None:
-        ranks = {"rank", "world_size", "local_rank"} & trial_args.keys()
-        if ranks:
-            raise ValueError(f"TrainwatchCallback takes {sorted(ranks)} from TrainingArguments; "
-                             "leave them out")
-        self._args = dict(experiment=experiment, trial=trial, pushgateway=pushgateway,
-                          **trial_args)
-        configuration.resolve(**self._args, rank=0, world_size=1)  # fail now, not in train()
+                 samples: Samples = None, **trial_args: Any) -> None:
+        self._args = callback_settings(experiment, trial, pushgateway, trial_args,
+                                       "TrainingArguments")
         self._samples = samples
         self.trial: Trial | None = None  # the running train()'s trial
         self._timer: _StepTimer | None = None
