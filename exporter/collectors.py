@@ -52,8 +52,11 @@ class Sources:
 
 def _gpu(sources: Sources) -> Collector:
     from exporter.gpu import GpuCollector
+    from exporter.peak_flops import PeakTable, parse_overrides
 
-    collector = GpuCollector(sources.nvml_session(), sources.settings.gpu_pcie_throughput)
+    settings = sources.settings
+    collector = GpuCollector(sources.nvml_session(), settings.gpu_pcie_throughput,
+                             PeakTable(parse_overrides(settings.gpu_peak_flops)))
     collector.prime()  # GPM's first sample, so the first scrape has an interval to report
     return collector
 

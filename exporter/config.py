@@ -61,6 +61,15 @@ def _regexp(key: str) -> Callable[[str], None]:
     return validate
 
 
+def _peak_flops(value: str) -> None:
+    from exporter.peak_flops import parse_overrides
+
+    try:
+        parse_overrides(value)
+    except ValueError as err:
+        raise ConfigError(f"gpu.peak_flops: {err}") from None
+
+
 def _default_collectors() -> dict[str, bool]:
     return {name: entry.default for name, entry in COLLECTORS.items()}
 
@@ -83,6 +92,11 @@ class Settings:
                                              "it again at most this often",
                                              validate=_finite_non_negative(
                                                  "gpu.nvml_retry_seconds"))
+    gpu_peak_flops: str = _setting("", str, "dense peak FLOP/s per precision for every GPU of "
+                                   "the node, over the built-in datasheet table: "
+                                   "DTYPE=FLOPS[,DTYPE=FLOPS] (DTYPE: fp8, bf16, fp16, tf32, "
+                                   "fp32), e.g. bf16=989.4e12",
+                                   validate=_peak_flops)
     log_level: str = _setting("info", str, "log verbosity", choices=LOG_LEVELS)
     log_format: str = _setting("logfmt", str, "log line format on stderr", choices=LOG_FORMATS)
     host_disk_device_exclude: str = _setting(

@@ -39,8 +39,9 @@ from exporter.gpu_fields import (  # re-exported: the names other modules and te
     read_gpu,
 )
 from exporter.lanes import LanePool
-from exporter.metrics import GPU_NVML_ABSENT
+from exporter.metrics import GPU_NVML_ABSENT, GPU_PEAK_FLOPS
 from exporter.nvml import GpuIdentity, GpuPart, NvmlSession
+from exporter.peak_flops import PeakTable
 
 __all__ = ["CLOCK_EVENT_REASONS", "FIELD_UNAVAILABLE", "READERS", "GpuCollector", "read_gpu"]
 
@@ -55,9 +56,11 @@ class GpuCollector:
         registry.get_sample_value("trainwatch_gpu_power_watts", {"gpu": "0", "uuid": uuid})
     """
 
-    def __init__(self, session: NvmlSession, pcie_throughput: bool = True) -> None:
+    def __init__(self, session: NvmlSession, pcie_throughput: bool = True,
+                 peaks: PeakTable | None = None) -> None:
         self._session = session
         self._pcie = pcie_throughput
+        self._peaks = peaks or PeakTable()
         self._lanes = LanePool("gpu")
         self._gpm: dict[int, GpmSampler] = {}
 
@@ -96,6 +99,8 @@ class GpuCollector:
     def _read_device(self, gpm_pcie: bool, gpu: GpuIdentity, handle: Any) -> list[Sample]:
         session = self._session
         samples = read_gpu(session.nvml, gpu, handle, session.driver_version)
+        samples += [(GPU_PEAK_FLOPS, (*gpu.labels, dtype), flops)
+                    for dtype, flops in self._peaks.peaks(gpu.name).items()]
         for spec, extra, value in self._sampler(gpu.index).read(handle):
             if gpm_pcie or spec not in PCIE_SPECS:
                 samples.append((spec, gpu.labels + extra, value))

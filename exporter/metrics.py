@@ -68,6 +68,10 @@ GPU_ENERGY = _gpu("energy_joules_total", "Energy consumed since the driver was l
 GPU_TEMPERATURE = _gpu("temperature_celsius", "GPU die temperature, in degrees Celsius.")
 GPU_SM_CLOCK = _gpu("sm_clock_hertz", "Current streaming-multiprocessor clock, in hertz.")
 GPU_MEMORY_CLOCK = _gpu("memory_clock_hertz", "Current memory clock, in hertz.")
+GPU_PEAK_FLOPS = _gpu("peak_flops", "Dense (no sparsity) peak of the GPU's arithmetic in this "
+                      "precision at the boost clock, in FLOP/s, from NVIDIA's datasheet for its "
+                      "product name (or --gpu.peak-flops); absent for an unknown product.",
+                      "dtype")
 GPU_PCIE_TX = _gpu("pcie_transmit_bytes_per_second", "PCIe bytes per second sent by the GPU: "
                    "the average since the previous scrape where GPM works, else sampled by NVML "
                    "over 20 ms at scrape time.")
