@@ -3,6 +3,7 @@ within pytest, so an in-process check would see whatever another test imported).
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -80,3 +81,24 @@ def test_the_contract_is_a_leaf() -> None:
     assert "trial_instrumentation.names" in modules
     assert ours(modules, "exporter") == [] and ours(modules, "prometheus") == []
     assert ours(modules, "grafana") == []
+
+
+def test_only_the_cli_reaches_up_to_the_demo() -> None:
+    """The demo sits on top of the stack, the webhook and diagnose; none of them imports it,
+    not even inside a function (read from the source: a lazy import never shows in sys.modules
+    until it runs)."""
+    reaching = []
+    for path in sorted((REPO / "trainwatch").rglob("*.py")):
+        relative = path.relative_to(REPO).as_posix()
+        if relative.startswith("trainwatch/demo/") or relative == "trainwatch/cli.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                named = [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                named = [a.name for a in node.names]
+            else:
+                continue
+            if any(n == "trainwatch.demo" or n.startswith("trainwatch.demo.") for n in named):
+                reaching.append(relative)
+    assert reaching == []

@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 Notification = dict[str, Any]
+
 # Where the shipped alertmanager.yml's webhooks send, and the stack's receiver listens.
 DEFAULT_PORT = 10919
 # Where ``runbooks`` is served as HTML (the stack's rules link here).
@@ -162,9 +166,37 @@ def alerts_in(notifications: list[Notification], alertname: str | None = None,
     return found
 
 
+# The title and text that the commented Slack/email receivers of alertmanager.yml send.
+TEMPLATE_TEXT = ('--template.text={{ template "trainwatch.title" . }}\n'
+                 '{{ template "trainwatch.text" . }}')
+
+
+def notification_text(note: Notification, templates: Path) -> str:
+    """The notification as a Slack message or an email would read (the shipped templates,
+    rendered by amtool from the webhook body, which is the same template data); the
+    alerts' plain annotations where amtool is missing."""
+    amtool = shutil.which("amtool")
+    if amtool is not None:
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as data:
+            json.dump(note, data)
+            data.flush()
+            done = subprocess.run(
+                [amtool, "template", "render", f"--template.glob={templates}/*.tmpl",
+                 TEMPLATE_TEXT, f"--template.data={data.name}"],
+                capture_output=True, text=True, timeout=30, check=False)
+        if done.returncode == 0:
+            return done.stdout.rstrip()
+    lines = [f"[{note.get('status', '?').upper()}] {note.get('groupLabels', {})}"]
+    for alert in note.get("alerts", []):
+        notes = alert.get("annotations", {})
+        lines += [f"* {alert['labels'].get('alertname')} {alert.get('status')}",
+                  *(f"  {key}: {notes[key]}" for key in ("summary", "measured", "remedy",
+                                                          "runbook_url") if key in notes)]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Print (and with --record, keep) every notification delivered until Ctrl-C or SIGTERM."""
-    from trainwatch.demo.show import notification_text
     from trainwatch.stack.layout import StackError, project_file
 
     parser = argparse.ArgumentParser(prog="python -m trainwatch.webhook",

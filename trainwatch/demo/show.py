@@ -11,20 +11,12 @@ Example:
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
 from trainwatch.stack.layout import path_hint
-from trainwatch.webhook import Notification
-
-# The title and text that the commented Slack/email receivers of alertmanager.yml send.
-TEMPLATE_TEXT = ('--template.text={{ template "trainwatch.title" . }}\n'
-                 '{{ template "trainwatch.text" . }}')
+from trainwatch.webhook import Notification, notification_text
 
 
 def alerts_by_trial(alerts: Iterable[dict[str, Any]], experiment: str, trials: Iterable[str]
@@ -50,30 +42,6 @@ def print_alerts(out: TextIO, per_trial: dict[str, list[str]], node: list[str]) 
                    for trial, names in per_trial.items())
     if node:
         out.write(f"  the node         {', '.join(node)}\n")
-
-
-def notification_text(note: Notification, templates: Path) -> str:
-    """The notification as a Slack message or an email would read (the shipped templates,
-    rendered by amtool from the webhook body, which is the same template data); the
-    alerts' plain annotations where amtool is missing."""
-    amtool = shutil.which("amtool")
-    if amtool is not None:
-        with tempfile.NamedTemporaryFile("w", suffix=".json") as data:
-            json.dump(note, data)
-            data.flush()
-            done = subprocess.run(
-                [amtool, "template", "render", f"--template.glob={templates}/*.tmpl",
-                 TEMPLATE_TEXT, f"--template.data={data.name}"],
-                capture_output=True, text=True, timeout=30, check=False)
-        if done.returncode == 0:
-            return done.stdout.rstrip()
-    lines = [f"[{note.get('status', '?').upper()}] {note.get('groupLabels', {})}"]
-    for alert in note.get("alerts", []):
-        notes = alert.get("annotations", {})
-        lines += [f"* {alert['labels'].get('alertname')} {alert.get('status')}",
-                  *(f"  {key}: {notes[key]}" for key in ("summary", "measured", "remedy",
-                                                          "runbook_url") if key in notes)]
-    return "\n".join(lines)
 
 
 def print_notification(out: TextIO, heading: str, note: Notification, templates: Path) -> None:

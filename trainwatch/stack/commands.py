@@ -135,9 +135,8 @@ def _down(state: StateDir, say: Say) -> int:
 def notifications(state: StateDir, say: Say = say_line) -> int:
     """Every notification the stack's webhook receiver was delivered, oldest first, each with
     the time it arrived and its text as the shipped templates render it."""
-    from trainwatch.demo.show import notification_text  # amtool, only for this command
     from trainwatch.stack.layout import project_file
-    from trainwatch.webhook import recorded
+    from trainwatch.webhook import notification_text, recorded
 
     path = notifications_file(state)
     templates = project_file("prometheus/alertmanager/templates")
