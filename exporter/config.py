@@ -27,7 +27,7 @@ from exporter.webauth import parse_hash
 DEFAULT_LISTEN_ADDRESS = ":10910"
 LOG_LEVELS = ("debug", "info", "warn", "error")
 LOG_FORMATS = ("logfmt", "json")
-_LISTEN = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:\[\]]*):(?P<port>\d{1,5})$")
+LISTEN_PATTERN = re.compile(r"^(?P<host>\[[0-9a-fA-F:.]+\]|[^:\[\]]*):(?P<port>\d{1,5})$")
 
 
 class ConfigError(Exception):
@@ -131,10 +131,10 @@ def parse_listen_address(address: str) -> tuple[str, int]:
     ('', 10910)
     """
     match = re.match(r"^(?P<rest>.*):(?P<port>\d+)$", address) if isinstance(address, str) else None
-    if match and int(match["port"]) > 65535 and _LISTEN.match(f"{match['rest']}:0"):
+    if match and int(match["port"]) > 65535 and LISTEN_PATTERN.match(f"{match['rest']}:0"):
         raise ConfigError(f"invalid listen address {shown(address)}: port {match['port']} is "
                           "out of range 0-65535")
-    match = _LISTEN.match(address)
+    match = LISTEN_PATTERN.match(address)
     if not match:
         raise ConfigError(f"invalid listen address {shown(address)}: expected HOST:PORT, "
                           "e.g. ':10910' or '127.0.0.1:10910'")

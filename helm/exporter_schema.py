@@ -20,7 +20,7 @@ from typing import Any
 
 from exporter.cli import build_parser
 from exporter.collectors import COLLECTORS
-from exporter.config import _LISTEN, OPTIONS, SECTIONS
+from exporter.config import LISTEN_PATTERN, OPTIONS, SECTIONS
 from exporter.webauth import MAX_ITERATIONS, SCHEME
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,7 +29,7 @@ _TYPES = {str: "string", bool: "boolean", float: "number", int: "integer", dict:
 # Bounds the exporter enforces in code (validate functions), by key.
 _BOUNDS: dict[str, dict[str, Any]] = {
     "gpu.nvml_retry_seconds": {"minimum": 0},
-    "web.listen_address": {"pattern": _LISTEN.pattern},
+    "web.listen_address": {"pattern": LISTEN_PATTERN.pattern},
 }
 
 
