@@ -152,10 +152,12 @@ def two_trial_stack(workdir: Path) -> Iterator[LiveStack]:
     with live_stack(workdir, rate_window=TWO_TRIALS_RATE_WINDOW, for_=TWO_TRIALS_FOR) as live:
         common = ("--workers", "0", "--batch-size", "8")
         # Each claims one fake GPU: the slow trial the idle one, the healthy trial the busy one.
-        # Enough steps to outlive the session's tests (about 17 steps/s for the slow one).
-        live.start_trial(experiment, "slow", *common, "--loader-delay", "0.05", "--steps",
-                         "20000", env={"TRAINWATCH_GPU_UUIDS": fake_uuid(IDLE_GPU)})
-        live.start_trial(experiment, "healthy", *common, "--steps", "600000",
+        # Epoch after epoch over a small data set until the session's tests are done (600,000
+        # steps' worth of data was a 600 MB tensor made before the first step).
+        outlive = ("--steps", "2000", "--max-seconds", "3600")
+        live.start_trial(experiment, "slow", *common, "--loader-delay", "0.05", *outlive,
+                         env={"TRAINWATCH_GPU_UUIDS": fake_uuid(IDLE_GPU)})
+        live.start_trial(experiment, "healthy", *common, *outlive,
                          env={"TRAINWATCH_GPU_UUIDS": fake_uuid(BUSY_GPU)})
         prom = live.prometheus
         # The slow trial's alert has fired, and the healthy trial has a window of shares.

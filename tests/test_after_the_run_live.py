@@ -59,8 +59,9 @@ def run_to_end(live: LiveStack, *trials: tuple[str, ...]) -> None:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     workdir = tmp_path_factory.mktemp("after_the_run")
     with live_stack(workdir, rate_window="10s", for_="3s", stale_after=STALE_AFTER) as live:
-        # Light loops (10 ms per batch): they run beside the others on a small machine.
-        light = (*COMMON, "--steps", "10000000", "--loader-delay", "0.01")
+        # Light loops (10 ms per batch) that run epoch after epoch over a small data set until
+        # the stack stops them: they run beside the others on a small machine.
+        light = (*COMMON, "--steps", "200", "--max-seconds", "900", "--loader-delay", "0.01")
         live.start_trial(EXPERIMENT, "running", *light)
         killed = live.start_trial(EXPERIMENT, "killed", *light)
         raises = live.start_process("raises", [sys.executable, "-c", RAISES, EXPERIMENT,
@@ -216,6 +217,26 @@ def test_a_prometheus_without_the_rules_is_one_line_and_exit_2(tmp_path: Path) -
                               timeout=60)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
     assert "rules" in done.stderr
+
+
+def test_at_an_instant_of_its_run_an_ended_trial_is_read_as_it_was_then(
+        stack: LiveStack) -> None:
+    run = diagnosed(stack, "slow")["run"]
+    middle = run["pushed"] - 1.5  # while it ran, not while its group waited for gc
+    code, doc = as_json(stack, "diagnose", "--experiment", EXPERIMENT, "--trial", "slow",
+                        "--at", f"{middle:.3f}")
+    [then] = doc["reports"]
+    assert then["verdict"]["kind"] == "dataloader" and code == 1, then["verdict"]
+    assert then["run"]["pid"] == run["pid"] and 0 < then["verdict"]["measured"] < 1
+
+
+def test_a_window_of_ones_own_replaces_the_rate_window(stack: LiveStack) -> None:
+    code, doc = as_json(stack, "diagnose", "--experiment", EXPERIMENT, "--trial", "running",
+                        "--window", "1h")
+    [report] = doc["reports"]
+    assert code == 1 and report["window"] == "3600s", report
+    assert report["verdict"]["kind"] == "dataloader", report
+    assert report["phases"][0]["phase"] == names.DATALOADER_NEXT and report["steps_per_second"]
 
 
 def test_rules_rendered_again_with_another_window_still_judge_the_running_trial(

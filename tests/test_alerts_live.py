@@ -36,8 +36,8 @@ COMMON = ("--workers", "0", "--batch-size", "8")
 # slow: 50 ms per batch in its Dataset, 400 batches: ~20 s of steps, long enough for the alert
 # to fire (~10 s after its first push) and short enough to end on its own, cleanly.
 SLOW = ("--loader-delay", "0.05", "--steps", "400")
-# healthy: more steps than the test lasts; the stack stops it.
-HEALTHY = ("--steps", "200000")
+# healthy: epoch after epoch over a small data set until the stack stops it.
+HEALTHY = ("--steps", "2000", "--max-seconds", "1800")
 
 
 @dataclass

@@ -191,8 +191,9 @@ def test_a_trial_that_raises_ends_its_alerts_fires_trial_failed_and_never_stale(
 def test_a_trial_that_stopped_pushing_gets_its_last_profile_and_the_clean_up_line(
         stack: LiveStack) -> None:
     # SIGKILL (an OOM kill, a lost node): no final push, no exit marker, the group left.
+    # Epoch after epoch over a small data set (1,000,000 steps' worth was a 1 GB tensor).
     proc = stack.start_trial(EXPERIMENT, "gone", *CPU_TRIAL, "--loader-delay", "0.02",
-                             "--steps", "1000000")
+                             "--steps", "200", "--max-seconds", "600")
     steps_total = f'{ti.names.STEPS}_total{{trial="gone"}} >= 60'
     stack.prometheus.wait_for_series(steps_total, timeout=60)
     proc.kill()

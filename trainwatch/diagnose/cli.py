@@ -1,7 +1,7 @@
 """`trainwatch diagnose`, `trials` and `compare`: their arguments and their runs, every failure
 one line and exit 2.
 
-    trainwatch diagnose --experiment E [--trial T] [--rank R] [--since 7d] [--at TIME]
+    trainwatch diagnose --experiment E [--trial T] [--rank R] [--since 7d] [--at TIME] [--window 1h]
     trainwatch trials [--experiment E] [--since 7d]
     trainwatch compare E/T[/R] E/T[/R] [--since 7d]
 
@@ -53,6 +53,10 @@ def add_parsers(commands: Any) -> None:
     diagnose.add_argument("--at", type=parse_time, metavar="TIME",
                           help="read the trial as it was then: Unix seconds or ISO 8601 (UTC "
                           "unless it says); default: now if it runs, else its last push")
+    diagnose.add_argument("--window", type=duration, metavar="DURATION",
+                          help="judge over this window (ending now, or at --at) instead of the "
+                          "deployed rules' rate window; an ended trial without --at is judged "
+                          "over its life")
     trials.add_argument("--experiment", help="only this experiment's trials")
     trials.add_argument("--since", type=duration, default=DEFAULT_SINCE,
                         metavar="DURATION", help="list runs with samples this far back "
@@ -75,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             print(compare.as_json(found) if args.format == "json" else compare.as_text(found))
             return EXIT_OK
         reports = gather_runs(api, deployment, args.experiment, args.trial, args.rank,
-                              since=args.since, at=args.at)
+                              since=args.since, at=args.at, window=args.window)
     except (ValueError, PrometheusError, UnknownTrial) as err:  # DeploymentError is a ValueError
         print(f"trainwatch {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE

@@ -3,6 +3,7 @@ thresholds, remedies and runbooks, read from ``/api/v1/rules`` so nothing is har
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,26 @@ class Deployment:
 
     def threshold(self, alert: str) -> float:
         return self.alerts[alert].threshold
+
+    def over(self, window: str) -> Deployment:
+        """The same rules with another rate window: each windowed record's name and loaded
+        expression rewritten. No such series exist, so `diagnose` evaluates the expressions
+        inline: the deployed figures, over ``window``.
+
+        >>> d = Deployment(RecordNames("5m"), {}, {"a:b:rate5m": (("rate(x[5m])", {}),)})
+        >>> d.over("1h").names.window, d.over("1h").queries
+        ('1h', {'a:b:rate1h': (('rate(x[1h])', {}),)})
+        """
+        old = self.names.window
+        if window == old:
+            return self
+
+        def rename(text: str) -> str:
+            return text.replace(f"rate{old}", f"rate{window}").replace(f"[{old}]", f"[{window}]")
+
+        queries = {rename(name): tuple((rename(q), labels) for q, labels in found)
+                   for name, found in self.queries.items()}
+        return dataclasses.replace(self, names=RecordNames(window), queries=queries)
 
     @classmethod
     def from_rules(cls, rules: Iterable[Mapping[str, Any]], where: str = "Prometheus"

@@ -33,10 +33,14 @@ HOW = {names.EXIT_CLEAN: "clean", names.EXIT_FAILED: "failed: an exception or a 
 def gather_runs(api: PrometheusAPI, deployment: Deployment, experiment: str,
                 trial: str | None = None, rank: str | None = None, *,
                 since: float | None = None, at: float | None = None,
-                now: float | None = None) -> list[RankReport]:
+                window: float | None = None, now: float | None = None) -> list[RankReport]:
     """One report per rank of the latest run of each (or the run on at ``at``) within ``since``
-    seconds (default: Prometheus's retention)."""
+    seconds (default: Prometheus's retention). ``window`` (seconds) replaces the deployed rate
+    window for the ranks judged over a window (running, or read ``at`` an instant of their
+    run); an ended run read at its end is judged over its life."""
     now = time.time() if now is None else now
+    if window is not None:
+        deployment = deployment.over(f"{max(1, round(window))}s")
     since = retention(api) if since is None else since
     if at is not None:
         if at > now:
@@ -50,7 +54,9 @@ def gather_runs(api: PrometheusAPI, deployment: Deployment, experiment: str,
         raise UnknownTrial(unknown_message(api, since, experiment, trial, rank, now))
     instants: dict[float | None, list[Run]] = defaultdict(list)
     for run in chosen:
-        instants[at if at is not None else (None if run.current else run.last)].append(run)
+        # At ``at``, a run that had ended by then is read at its last sample, as it ended.
+        instants[min(at, run.last) if at is not None else (None if run.current else run.last)
+                 ].append(run)
     reports = []
     for instant, group in instants.items():
         by_key = {run.key: run for run in group}
