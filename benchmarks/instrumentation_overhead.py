@@ -202,6 +202,9 @@ def main() -> int:
     if slowest >= 0.2:
         misses.append("a push blocked the training thread")
     print("targets:", "all met" if not misses else "MISSED " + ", ".join(misses))
+    from benchmarks import loader_sampling  # the loader evidence read at push time, side by side
+
+    loader_sampling.report()
     try:
         from benchmarks import cuda_events  # the GPU timing mode's cost
     except ImportError:  # torch not installed

@@ -29,6 +29,15 @@ EXIT_FAILED = "failed"  # an exception (or a non-zero sys.exit)
 # Measured ceilings (trial_instrumentation.limits): the loader alone, the step alone.
 LOADER_LIMIT = "trainwatch_trial_loader_limit_samples_per_second"
 STEP_LIMIT = "trainwatch_trial_step_limit_samples_per_second"
+# Why the loader is slow (trial_instrumentation.loader_processes), read at push time: CPU of the
+# trial process (process="main") and of its DataLoader workers ("workers"), the live workers,
+# and the process tree's reads (/proc/<pid>/io read_bytes: block devices; rchar: any read).
+LOADER_CPU_SECONDS = "trainwatch_trial_loader_cpu_seconds"
+LOADER_WORKERS = "trainwatch_trial_loader_workers"
+LOADER_READ_BYTES = "trainwatch_trial_loader_read_bytes"
+LOADER_RCHAR_BYTES = "trainwatch_trial_loader_rchar_bytes"
+PROCESS_MAIN = "main"
+PROCESS_WORKERS = "workers"
 
 # The six standard timings (Determined's names); any other phase name is allowed too.
 DATALOADER_NEXT = "dataloader_next"

@@ -16,6 +16,7 @@ from trial_instrumentation.collector import TrialCollector, TrialState
 from trial_instrumentation.gpus import TrainingGpus
 from trial_instrumentation.lifecycle import ExitHooks
 from trial_instrumentation.loader import TimedLoader
+from trial_instrumentation.loader_processes import LoaderProcessCollector, process_tree
 from trial_instrumentation.pusher import Pusher
 from trial_instrumentation.steps import NoopStepRecorder, StepRecorder
 from trial_instrumentation.timing import Histogram, NoopPhase, Phase
@@ -82,6 +83,9 @@ class Trial:
             pull = cfg.pull_port is not None
             self.registry.register(TrialCollector(self._state,
                                                   cfg.grouping_key if pull else None))
+            # The loader's process tree (loader_processes.py): read when pushed, never here.
+            self.registry.register(LoaderProcessCollector(process_tree,
+                                                          cfg.grouping_key if pull else None))
 
     @classmethod
     def from_env(cls) -> Trial:

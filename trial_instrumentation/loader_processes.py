@@ -1,0 +1,214 @@
+"""Why the loader is slow, from the trial's own process tree: CPU seconds of the trial process
+and of its DataLoader worker processes, the tree's reads, and how many workers there are.
+
+Read through psutil when the pusher (or a pull scrape) collects, never on the training thread.
+Workers come and go (``persistent_workers=False`` starts new ones each epoch), yet the counters
+only go up: a worker's CPU time moves into its parent's ``children_user``/``children_system``
+when it is reaped, and its I/O into its parent's ``/proc/<pid>/io``, so a dead worker's share
+stays counted; a read that races an exit is undercounted for one push, never subtracted.
+Where a figure cannot be read (no ``/proc/<pid>/io``, no permission) its series are left out,
+never 0, and one line is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from trial_instrumentation import names
+
+log = logging.getLogger(__name__)
+# multiprocessing's helper processes are children too, but they load no data.
+HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+READ_BYTES_DOC = "Bytes the trial's process tree read from block devices (/proc/<pid>/io read_bytes)."
+RCHAR_DOC = ("Bytes the trial's process tree read through any read call: page cache and network "
+             "file systems too (/proc/<pid>/io rchar).")
+
+
+@dataclass(frozen=True)
+class TreeSample:
+    """One reading of the trial's process tree; a figure that could not be read is None."""
+
+    main_cpu: float
+    workers_cpu: float
+    workers: int
+    read_bytes: float | None
+    rchar: float | None
+
+
+def _cpu(times: Any, *, own: bool = True) -> float:
+    reaped = times.children_user + times.children_system
+    return reaped + (times.user + times.system if own else 0.0)
+
+
+class ProcessTree:
+    """Reads the trial process (``pid``) and its descendants through ``ps`` (psutil)."""
+
+    def __init__(self, ps: Any, pid: int) -> None:
+        self._ps = ps
+        self._root = ps.Process(pid)
+        self._io = hasattr(self._root, "io_counters")  # absent on macOS
+        self._task_children = os.path.exists(f"/proc/{pid}/task/{pid}/children")
+        self._helpers: dict[int, bool] = {}
+        if not self._io:
+            log.warning("trainwatch: this platform has no per-process I/O counters; the trial's "
+                        "loader read series are left out")
+
+    def sample(self) -> TreeSample:
+        """Raises psutil's errors or OSError only where the trial process itself is unreadable."""
+        root = self._root.cpu_times()
+        io = self._read_io(self._root)
+        workers_cpu, workers = _cpu(root, own=False), 0
+        children = self._children()
+        if len(self._helpers) > 4 * len(children) + 16:  # forget processes long gone
+            self._helpers = {}
+        for child, direct in children:
+            try:
+                workers_cpu += _cpu(child.cpu_times())
+                if io is not None:
+                    io = self._add_io(io, child)
+                workers += not self._is_helper(child, direct)
+            except (self._ps.NoSuchProcess, self._ps.AccessDenied):
+                continue  # gone since listed (its figures are in its parent's now), or not ours
+        return TreeSample(root.user + root.system, workers_cpu, workers,
+                          None if io is None else io[0], None if io is None else io[1])
+
+    def _children(self) -> list[tuple[Any, bool]]:
+        """The descendants, each with whether it is the trial's own child: from
+        /proc/<pid>/task/<tid>/children (microseconds) where the kernel has it, else psutil's
+        scan of every process (tens of milliseconds)."""
+        root = self._root.pid
+        if not self._task_children:
+            return [(child, child.ppid() == root)
+                    for child in self._root.children(recursive=True)]
+        found, todo = [], [root]
+        while todo:
+            parent = todo.pop()
+            for pid in _task_children(parent):
+                found.append((pid, parent == root))
+                todo.append(pid)
+        processes = []
+        for pid, direct in found:
+            try:
+                processes.append((self._ps.Process(pid), direct))
+            except self._ps.NoSuchProcess:
+                continue
+        return processes
+
+    def _is_helper(self, child: Any, direct: bool) -> bool:
+        """A multiprocessing helper is the trial's own child; the forkserver's children share
+        its command line, but they are the workers."""
+        if not direct:
+            return False
+        if child.pid not in self._helpers:  # a process's command line is read once
+            command = " ".join(child.cmdline())
+            self._helpers[child.pid] = any(helper in command for helper in HELPERS)
+        return self._helpers[child.pid]
+
+    def _read_io(self, process: Any) -> tuple[float, float] | None:
+        if not self._io:
+            return None
+        try:
+            counters = process.io_counters()
+        except (self._ps.AccessDenied, OSError) as err:
+            self._io = False
+            log.warning("trainwatch: cannot read the trial's I/O counters (%s: %s); the loader "
+                        "read series are left out", type(err).__name__, err)
+            return None
+        return float(counters.read_bytes), float(getattr(counters, "read_chars", "nan"))
+
+    def _add_io(self, io: tuple[float, float], child: Any) -> tuple[float, float]:
+        counters = child.io_counters()
+        return io[0] + counters.read_bytes, io[1] + getattr(counters, "read_chars", float("nan"))
+
+
+def _task_children(pid: int) -> list[int]:
+    """The children of every thread of ``pid``; none once it has gone."""
+    found: list[int] = []
+    try:
+        tasks = list(os.scandir(f"/proc/{pid}/task"))
+    except FileNotFoundError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"{task.path}/children") as file:
+                found.extend(int(child) for child in file.read().split())
+        except FileNotFoundError:
+            continue  # the thread ended
+    return found
+
+
+class LoaderProcessCollector(Collector):
+    """Yields the loader families from a :class:`ProcessTree` read at collect time.
+
+    ``const_labels`` as in :class:`~trial_instrumentation.collector.TrialCollector`.
+
+    >>> from prometheus_client import CollectorRegistry
+    >>> registry = CollectorRegistry()
+    >>> registry.register(LoaderProcessCollector(process_tree))
+    >>> registry.get_sample_value("trainwatch_trial_loader_workers") >= 0
+    True
+    """
+
+    def __init__(self, tree: Callable[[], ProcessTree],
+                 const_labels: Mapping[str, str] | None = None) -> None:
+        self._make_tree = tree  # built on the first collect: psutil is imported off the hot path
+        self._tree: ProcessTree | None = None
+        self._broken = False
+        self._keys = list(const_labels or {})
+        self._values = list((const_labels or {}).values())
+        self._high: dict[str, float] = {}  # counters never go down, whatever a race read
+
+    def collect(self) -> Iterator[Metric]:
+        sample = self._sample()
+        if sample is None:
+            return
+        cpu = CounterMetricFamily(names.LOADER_CPU_SECONDS, "CPU seconds of the trial process "
+                                  "(main) and its DataLoader worker processes (workers).",
+                                  labels=[*self._keys, "process"])
+        cpu.add_metric([*self._values, names.PROCESS_MAIN], self._up("main", sample.main_cpu))
+        cpu.add_metric([*self._values, names.PROCESS_WORKERS],
+                       self._up("workers", sample.workers_cpu))
+        yield cpu
+        workers = GaugeMetricFamily(names.LOADER_WORKERS, "Live DataLoader worker processes "
+                                    "(the trial process's descendants).", labels=self._keys)
+        workers.add_metric(self._values, sample.workers)
+        yield workers
+        for name, doc, value in ((names.LOADER_READ_BYTES, READ_BYTES_DOC, sample.read_bytes),
+                                 (names.LOADER_RCHAR_BYTES, RCHAR_DOC, sample.rchar)):
+            if value is not None and not math.isnan(value):  # NaN: no such field here
+                counter = CounterMetricFamily(name, doc, labels=self._keys)
+                counter.add_metric(self._values, self._up(name, value))
+                yield counter
+
+    def _sample(self) -> TreeSample | None:
+        if self._broken:
+            return None
+        try:
+            if self._tree is None:
+                self._tree = self._make_tree()
+            return self._tree.sample()
+        # Broad on purpose: an exception out of collect() would fail the whole push.
+        except Exception as err:  # noqa: BLE001 - psutil's errors, no /proc, anything else
+            self._broken = True
+            log.warning("trainwatch: cannot read the trial's process tree (%s: %s); the loader "
+                        "CPU, worker and read series are left out", type(err).__name__, err)
+            return None
+
+    def _up(self, key: str, value: float) -> float:
+        self._high[key] = max(self._high.get(key, 0.0), value)
+        return self._high[key]
+
+
+def process_tree(pid: int | None = None) -> ProcessTree:
+    """The trial's tree through psutil, imported here, on the collecting thread."""
+    import psutil
+
+    return ProcessTree(psutil, os.getpid() if pid is None else pid)
