@@ -194,13 +194,20 @@ class Prometheus(Service):
         return list(self.api("targets")["activeTargets"])
 
 
+def _config_and_data(workdir: Path, name: str, config: dict[str, Any],
+                     data_dir: str) -> tuple[Path, Path]:
+    """``config`` written as YAML to ``workdir/name``, and a data directory beside it."""
+    path = workdir / name
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    data = workdir / data_dir
+    data.mkdir(exist_ok=True)
+    return path, data
+
+
 def start_prometheus(workdir: Path, config: dict[str, Any]) -> Prometheus:
     """Start Prometheus with ``config`` (a prometheus.yml as a dict), written into ``workdir``."""
     port = free_port()
-    cfg_path = workdir / "prometheus.yml"
-    cfg_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    data = workdir / "tsdb"
-    data.mkdir(exist_ok=True)
+    cfg_path, data = _config_and_data(workdir, "prometheus.yml", config, "tsdb")
     argv = [require_binary("prometheus"), f"--config.file={cfg_path}",
             f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}",
             "--web.enable-lifecycle", "--log.level=warn"]
@@ -222,10 +229,7 @@ def start_alertmanager(workdir: Path, config: dict[str, Any]) -> Service:
     """Start Alertmanager with ``config`` (an alertmanager.yml as a dict), written into
     ``workdir``; no cluster port (it would open a gossip port on every interface)."""
     port = free_port()
-    cfg_path = workdir / "alertmanager.yml"
-    cfg_path.write_text(yaml.safe_dump(config, sort_keys=False))
-    data = workdir / "alertmanager-data"
-    data.mkdir(exist_ok=True)
+    cfg_path, data = _config_and_data(workdir, "alertmanager.yml", config, "alertmanager-data")
     argv = [require_binary("prometheus-alertmanager"), f"--config.file={cfg_path}",
             f"--storage.path={data}", f"--web.listen-address=127.0.0.1:{port}",
             "--cluster.listen-address=", "--log.level=warn"]
