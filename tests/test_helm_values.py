@@ -100,8 +100,8 @@ def test_the_exporters_schema_entries_are_generated_from_its_settings() -> None:
     "prometheus.resources.limits.memory=1.5Gi",
     "exporter.podSecurityContext.runAsNonRoot=false",
     "pushgateway.image.repository=registry.example.com:5000/mirror/prometheus/pushgateway",
-    "pushgateway.webConfig.basic_auth_users.u="
-    "$2y$10$3OeVp7bvhfSSfmKOgpI6.eVV6G9dWnbWnxb6yZqlkgDgbfJyXJ/1W",
+    ("pushgateway.webConfig.basic_auth_users.u="
+     "$2y$10$3OeVp7bvhfSSfmKOgpI6.eVV6G9dWnbWnxb6yZqlkgDgbfJyXJ/1W"),
     "gc.maxAge=90m",
     "gc.schedule=*/15 * * * *",
     "gc.schedule=0 3-5 1 jan-mar mon-fri",
