@@ -20,6 +20,7 @@ from trainwatch.diagnose.runs import RUNNING, RankKey, Run, find_runs
 from trainwatch.diagnose.verdict import Measurements, decide
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
+from trial_instrumentation.durations import parse_duration
 
 # How far back `trainwatch trials` looks without --since.
 DEFAULT_SINCE = 3600.0
@@ -55,9 +56,13 @@ def list_trials(api: PrometheusAPI, deployment: Deployment, experiment: str | No
     (trainwatch_trial_exit), as the alerts count it."""
     now = time.time() if now is None else now
     stale_after = deployment.threshold(TRIAL_STALE)
-    current = _current(api, deployment, experiment)
+    runs = find_runs(api, since, experiment, now=now)
+    window = parse_duration(deployment.names.window)
+    # A run younger than the rate window under a key that ran before: its own samples only.
+    restarted = {r.key for r in runs if r.current and now - r.start < window}
+    current = _current(api, deployment, experiment, restarted)
     rows = []
-    for run in find_runs(api, since, experiment, now=now):
+    for run in runs:
         state = run.state(stale_after, now)
         row = current.get(run.key) if run.current else None
         if row is None or state != RUNNING:
@@ -76,8 +81,8 @@ def _cause(deployment: Deployment, shares: dict[str, float], gpu: float | None) 
     return decide(Measurements(shares, gpu_utilization=gpu), deployment.alerts).kind
 
 
-def _current(api: PrometheusAPI, deployment: Deployment,
-             experiment: str | None) -> dict[RankKey, TrialRow]:
+def _current(api: PrometheusAPI, deployment: Deployment, experiment: str | None,
+             restarted: set[RankKey]) -> dict[RankKey, TrialRow]:
     """The rows of the ranks whose group is scraped now, from the recorded rates."""
     n, sel = deployment.names, {"experiment": experiment}
     info = by_rank(api, selector(names.TRIAL_INFO, **sel))
@@ -85,7 +90,7 @@ def _current(api: PrometheusAPI, deployment: Deployment,
     shares = by_rank(api, selector(n.phase_share, **sel))
     gpu = by_rank(api, f"avg {BY_TRIAL} ({selector(n.trial_gpu_utilization, **sel)})")
     # A trial younger than the rate window: its own samples, not a rate that reads low.
-    young = young_ranks(api, selector, n.window, **sel)
+    young = young_ranks(api, selector, n.window, **sel) | restarted
     lives = lifetimes(api, selector, n.window, **sel) if young else {}
     rows = {}
     for key, [(labels, _), *_] in info.items():
