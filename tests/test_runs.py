@@ -1,0 +1,93 @@
+"""Runs, their states and the comparison's arithmetic, without a Prometheus (the live tests are
+tests/test_after_the_run_live.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainwatch.diagnose import compare
+from trainwatch.diagnose.lifetime import _per_second
+from trainwatch.diagnose.runs import (
+    ENDED_CLEAN,
+    FAILED,
+    RUNNING,
+    STALE,
+    TERMINATED,
+    Run,
+    latest_per_rank,
+)
+from trial_instrumentation import names
+
+
+def run(rank: str = "0", first: float = 100.0, last: float = 200.0, **kw: object) -> Run:
+    return Run("e", "t", rank, "1", "n", "1", first, last, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("kw", "now", "state"), [
+    ({"current": True, "pushed": 195.0}, 200.0, RUNNING),
+    ({"current": True, "pushed": 195.0}, 201.0, STALE),  # 6 s since its last push, over 5 s
+    ({"current": False, "pushed": 199.0}, 200.0, STALE),  # gone without a word
+    ({"exit_reason": names.EXIT_CLEAN, "current": True, "pushed": 199.0}, 200.0, ENDED_CLEAN),
+    ({"exit_reason": names.EXIT_FAILED}, 9e9, FAILED),
+    ({"exit_reason": names.EXIT_TERMINATED}, 9e9, TERMINATED),
+    ({"exit_reason": "odd"}, 9e9, "ended (odd)"),
+])
+def test_a_runs_state_is_one_of_the_words_diagnose_uses(kw: dict[str, object], now: float,
+                                                         state: str) -> None:
+    assert run(**kw).state(stale_after=5.0, now=now) == state
+
+
+def test_a_run_is_dated_from_its_start_to_its_last_push() -> None:
+    assert run(started=90.0, pushed=150.0).seconds == 60.0
+    assert run().seconds == 100.0  # pulled, before start times: first to last sample
+
+
+def test_the_latest_run_of_each_rank_or_the_one_on_at_an_instant() -> None:
+    old, new, other = run(first=0, last=50), run(first=60, last=90), run("1", first=10, last=20)
+    assert latest_per_rank([new, other, old]) == [new, other]
+    assert latest_per_rank([new, other, old], at=55) == [old, other]
+    assert latest_per_rank([new, old], at=-1) == []
+
+
+def test_a_counter_reset_cuts_the_run_before_it_off() -> None:
+    assert _per_second([(0, 0), (10, 50)]) == (5.0, 10)
+    assert _per_second([(0, 900), (10, 950), (20, 10), (30, 40)]) == (3.0, 10)
+    assert _per_second([(0, 900), (10, 5)]) == (None, None)  # one sample of the new run
+
+
+def side(name: str, step: float, phases: dict[str, float]) -> compare.Side:
+    return compare.Side(name, run(), ENDED_CLEAN, steps=100, step_seconds=step,
+                        phase_seconds=phases)
+
+
+def test_the_change_is_ranked_by_the_share_of_the_difference_it_explains() -> None:
+    slow = side("slow", 0.050, {"dataloader_next": 0.030, "train_batch": 0.015})
+    fast = side("fast", 0.020, {"dataloader_next": 0.002, "train_batch": 0.012})
+    found = compare.compare(slow, fast)
+    assert found.delta_step_seconds == pytest.approx(0.030)
+    assert [c.phase for c in found.changes] == ["dataloader_next", "train_batch",
+                                                compare.UNTIMED]
+    assert found.changes[0].explained == pytest.approx(28 / 30)
+    assert sum(c.explained or 0 for c in found.changes) == pytest.approx(1.0)
+    assert found.summary.endswith("dataloader_next +28.0 ms per step: 93% of the slowdown")
+    assert "of the speed-up" in compare.compare(fast, slow).summary
+
+
+def test_a_difference_under_one_percent_is_no_change() -> None:
+    base = side("b", 0.100, {"train_batch": 0.09})
+    assert compare.compare(side("a", 0.1009, {"train_batch": 0.0909}), base).summary.startswith(
+        "No change")
+    assert not compare.compare(side("a", 0.1011, {"train_batch": 0.0911}),
+                               base).summary.startswith("No change")
+
+
+def test_a_side_without_a_finished_step_cannot_be_compared() -> None:
+    empty = compare.Side("empty", run(), RUNNING)
+    found = compare.compare(empty, side("b", 0.1, {}))
+    assert found.summary == "No comparison: empty has no finished step in Prometheus"
+
+
+@pytest.mark.parametrize("bad", ["e", "e/", "/t", "e/t/0/x", ""])
+def test_a_trial_reference_is_experiment_slash_trial(bad: str) -> None:
+    with pytest.raises(ValueError, match="is not a trial reference"):
+        compare.parse_reference(bad)
