@@ -115,6 +115,7 @@ def run_a_failing_trial(pgw: Service) -> None:
                                                gpu_uuids="GPU-00000000-0000-0000-0000-000000000000") as trial:
         trial.measure_loader_limit(range(1000), seconds=0.02, samples=1)
         trial.measure_step_limit(lambda batch: spin(0.001), 0, seconds=0.02, samples=1)
+        trial.set_flops_per_sample(6e9, "bf16")
         for _ in trial.loader(range(3), samples=2):
             for phase in (*ti.STANDARD_PHASES[1:], ti.names.WAIT_FOR_RANKS):
                 with trial.phase(phase):

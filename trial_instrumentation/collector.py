@@ -60,6 +60,7 @@ class TrialState:
     exit_reason: str | None = None  # names.EXIT_*, set just before the final push
     phase_buckets: tuple[float, ...] | None = None  # None: ``buckets``; (): +Inf only
     started_at: float | None = None  # Unix time of Trial.start(); None: not started
+    model_flops: tuple[str, float] | None = None  # (precision, FLOPs per sample), if known
 
     def __post_init__(self) -> None:
         self.step = Histogram(self.buckets)
@@ -136,6 +137,13 @@ class TrialCollector(Collector):
                                  "(clean, terminated, failed); in the final push only.", "reason")
             ended.add_metric([*values, state.exit_reason], 1)  # type: ignore[attr-defined]
             yield ended
+        if state.model_flops is not None:
+            model = self._family(GaugeMetricFamily, names.MODEL_FLOPS, "The model's training "
+                                 "FLOPs (forward + backward) per sample, in the precision its "
+                                 "matmuls run in.", "precision")
+            model.add_metric([*values, state.model_flops[0]],  # type: ignore[attr-defined]
+                             state.model_flops[1])
+            yield model
         for name, doc in LIMIT_DOCS.items():
             if name in state.limits:  # only once measured: no made-up zero
                 limit = self._family(GaugeMetricFamily, name, doc)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from trial_instrumentation import names
+from trial_instrumentation import flops, names
 from trial_instrumentation.durations import parse_duration
 from trial_instrumentation.timing import validate_buckets
 
@@ -50,6 +50,8 @@ class TrialConfig:
     connect_timeout: float
     read_timeout: float
     exit_timeout: float
+    flops_per_sample: float | None = None  # the model's training FLOPs per sample
+    precision: str | None = None  # the precision flops_per_sample runs in (flops.PRECISIONS)
 
     @property
     def enabled(self) -> bool:
@@ -207,6 +209,7 @@ def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
             username: str | None = None, password: str | None = None,
             connect_timeout: float | str = 2.0, read_timeout: float | str = 5.0,
             exit_timeout: float | str = 10.0,
+            flops_per_sample: float | str | None = None, precision: str | None = None,
             env: Mapping[str, str] | None = None) -> TrialConfig:
     """Validate the arguments of :class:`~trial_instrumentation.Trial`, filling gaps from env."""
     src = _Source(os.environ if env is None else env)
@@ -235,6 +238,13 @@ def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
     if (user is None) != (secret is None):
         raise ValueError(f"basic auth needs both a username and a password "
                          f"({names.ENV_USERNAME}, {names.ENV_PASSWORD})")
+    model_flops, _ = src.get(flops_per_sample, "flops_per_sample", None, flops.flops_per_sample,
+                             None)
+    model_precision, _ = src.get(precision, "precision", None, flops.precision, None)
+    if model_flops is not None and model_precision is None:
+        raise ValueError(f"argument precision= is required with flops_per_sample= (one of "
+                         f"{', '.join(flops.PRECISIONS)}): the peak it is compared with "
+                         "depends on it")
     step_buckets = (names.DEFAULT_BUCKETS if buckets is None
                     else validate_buckets(buckets, "argument buckets="))
     return TrialConfig(
@@ -257,4 +267,5 @@ def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
         connect_timeout=src.get(connect_timeout, "connect_timeout", None, _positive, 2.0)[0],
         read_timeout=src.get(read_timeout, "read_timeout", None, _positive, 5.0)[0],
         exit_timeout=src.get(exit_timeout, "exit_timeout", None, _positive, 10.0)[0],
+        flops_per_sample=model_flops, precision=model_precision,
     )

@@ -20,6 +20,8 @@ TRIAL_INFO = "trainwatch_trial_info"
 # the same key, and dates an ended run's life with its last push (push_time_seconds).
 START_TIME = "trainwatch_trial_start_time_seconds"
 GPU_INFO = "trainwatch_trial_gpu_info"
+# The model's training FLOPs per sample, with label precision (trial_instrumentation.flops).
+MODEL_FLOPS = "trainwatch_trial_model_flops_per_sample"
 PUSH_FAILURES = "trainwatch_trial_push_failures"
 # Pushed in the final push only, with label reason: how the process ended.
 EXIT = "trainwatch_trial_exit"

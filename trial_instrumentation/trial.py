@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from prometheus_client import CollectorRegistry, start_http_server
 
 from trial_instrumentation import config as configuration
-from trial_instrumentation import limits, names
+from trial_instrumentation import flops, limits, names
 from trial_instrumentation.collector import TrialCollector, TrialState
 from trial_instrumentation.gpus import TrainingGpus
 from trial_instrumentation.lifecycle import ExitHooks
@@ -54,14 +54,16 @@ class Trial:
                  phase_buckets: str | Iterable[float] | None = None,
                  username: str | None = None, password: str | None = None,
                  connect_timeout: float | str = 2.0, read_timeout: float | str = 5.0,
-                 exit_timeout: float | str = 10.0) -> None:
+                 exit_timeout: float | str = 10.0, flops_per_sample: float | None = None,
+                 precision: str | None = None) -> None:
         self.config = configuration.resolve(
             experiment=experiment, trial=trial, pushgateway=pushgateway,
             push_interval=push_interval, pull_port=pull_port, rank=rank, world_size=world_size,
             local_rank=local_rank, gpu_uuids=gpu_uuids,
             timing_mode=timing_mode, buckets=buckets,
             phase_buckets=phase_buckets, username=username, password=password, connect_timeout=connect_timeout,
-            read_timeout=read_timeout, exit_timeout=exit_timeout)
+            read_timeout=read_timeout, exit_timeout=exit_timeout,
+            flops_per_sample=flops_per_sample, precision=precision)
         cfg = self.config
         #: The trial's private registry; register your own collectors here to push them too.
         self.registry = CollectorRegistry()
@@ -69,6 +71,8 @@ class Trial:
         self._state = TrialState(cfg.buckets, {"nodename": cfg.nodename, "pid": str(os.getpid()),
                                                "world_size": str(cfg.world_size)},
                                  gpu_uuids=self._gpus.uuids, phase_buckets=cfg.phase_buckets)
+        if cfg.flops_per_sample is not None and cfg.precision is not None:
+            self._state.model_flops = (cfg.precision, cfg.flops_per_sample)
         self._phases: dict[str, Phase | NoopPhase] = {}
         self._bad_names: set[str] = set()
         self._resolver: Any = None
@@ -139,6 +143,23 @@ class Trial:
         rate = limits.step_limit(step, batch, seconds, samples)
         self._state.limits[names.STEP_LIMIT] = rate
         return rate
+
+    def set_flops_per_sample(self, flops_per_sample: float, precision: str) -> None:
+        """Publish the model's training FLOPs per sample (forward + backward) and the precision
+        its matmuls run in (``bf16``, ``fp16``, ``tf32``, ``fp32``, ``fp8``) as
+        ``trainwatch_trial_model_flops_per_sample``: with the exporter's peaks, its MFU."""
+        self._state.model_flops = (flops.precision(precision),
+                                   flops.flops_per_sample(flops_per_sample))
+
+    def measure_flops_per_sample(self, model: Any, batch: Any, precision: str, *,
+                                 samples: int | None = None,
+                                 loss: Callable[[Any], Any] | None = None) -> float:
+        """Count one forward + backward of ``model`` on ``batch`` (see
+        :func:`flops.measure_flops_per_sample`) and publish it as :meth:`set_flops_per_sample`
+        does; returns the FLOPs per sample."""
+        counted = flops.measure_flops_per_sample(model, batch, samples=samples, loss=loss)
+        self.set_flops_per_sample(counted, precision)
+        return counted
 
     def before_close(self, finish: Callable[[], None]) -> None:
         """Run ``finish`` first in :meth:`close`, however the trial closes (a crash's or

@@ -1,0 +1,86 @@
+"""The model's FLOPs per sample: given to Trial, counted with FlopCounterMode, or estimated as
+6 x parameters x tokens; published as trainwatch_trial_model_flops_per_sample{precision}."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from trial_instrumentation import Trial, names
+from trial_instrumentation.flops import measure_flops_per_sample, transformer_flops_per_sample
+
+torch = pytest.importorskip("torch")
+KEY = {"experiment": "e", "trial": "t", "rank": "0"}
+
+
+def published(trial: Trial, precision: str) -> float | None:
+    return trial.registry.get_sample_value(names.MODEL_FLOPS, {**KEY, "precision": precision})
+
+
+def mlp(widths: tuple[int, ...]) -> Any:
+    layers: list[Any] = []
+    for fan_in, fan_out in itertools.pairwise(widths):
+        layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers[:-1])
+
+
+def test_the_counter_matches_the_analytic_count_of_an_mlp_within_one_percent() -> None:
+    # Forward: 2 x in x out per linear layer and sample; backward twice that (the gradients of
+    # the weights and of the layer's input). The first layer's input needs no gradient, which
+    # the counter rightly leaves out: a narrow first layer keeps that under 1%.
+    widths = (16, 512, 512, 256, 10)
+    forward = sum(2 * i * o for i, o in itertools.pairwise(widths))
+    counted = measure_flops_per_sample(mlp(widths), torch.randn(32, widths[0]))
+    assert counted == pytest.approx(3 * forward, rel=0.01)
+
+
+def test_the_measurement_leaves_the_gradients_as_they_were() -> None:
+    model = mlp((4, 8, 2))
+    model(torch.randn(3, 4)).sum().backward()
+    before = [p.grad.clone() for p in model.parameters()]
+    measure_flops_per_sample(model, torch.randn(5, 4), samples=5,
+                             loss=lambda out: out.square().mean())
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), before))
+    fresh = mlp((4, 8, 2))
+    measure_flops_per_sample(fresh, torch.randn(5, 4))
+    assert all(p.grad is None for p in fresh.parameters())
+
+
+def test_six_n_tokens_is_within_its_documented_tolerance_of_the_counted_figure() -> None:
+    # A tiny decoder block stack whose sequence is short next to its width: attention's own
+    # FLOPs (left out of 6ND) are 2 x seq / (12 x width) of the total here, under 5%.
+    width, seq, layers = 256, 32, 2
+    block = torch.nn.TransformerEncoderLayer(width, nhead=4, dim_feedforward=4 * width,
+                                             dropout=0.0, batch_first=True)
+    model = torch.nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
+    params = sum(p.numel() for p in model.parameters() if p.dim() == 2)  # matmul weights
+    counted = measure_flops_per_sample(model, torch.randn(4, seq, width))
+    assert transformer_flops_per_sample(params, seq) == pytest.approx(counted, rel=0.10)
+
+
+def test_a_trial_publishes_its_flops_per_sample_with_its_precision() -> None:
+    trial = Trial("e", "t", pull_port=0, flops_per_sample=6.1e9, precision="bf16")
+    assert published(trial, "bf16") == 6.1e9
+    trial.set_flops_per_sample(7e9, "fp8")
+    assert published(trial, "fp8") == 7e9 and published(trial, "bf16") is None
+    counted = trial.measure_flops_per_sample(mlp((8, 16)), torch.randn(2, 8), "fp32")
+    # One layer: forward 2 x 8 x 16, backward only the weights' gradient (the input needs none).
+    assert published(trial, "fp32") == counted == pytest.approx(2 * 2 * 8 * 16, rel=0.01)
+
+
+def test_no_figure_no_series() -> None:
+    trial = Trial("e", "t", pull_port=0)
+    assert [m for m in trial.registry.collect() if m.name == names.MODEL_FLOPS] == []
+
+
+@pytest.mark.parametrize(("kwargs", "says"), [
+    ({"flops_per_sample": 1e9}, "precision= is required"),
+    ({"flops_per_sample": 1e9, "precision": "int4"}, "argument precision="),
+    ({"flops_per_sample": -1.0, "precision": "bf16"}, "argument flops_per_sample="),
+    ({"flops_per_sample": float("nan"), "precision": "bf16"}, "argument flops_per_sample="),
+])
+def test_bad_flops_settings_fail_at_creation(kwargs: dict[str, object], says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        Trial("e", "t", pull_port=0, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,84 @@
+"""The model's training FLOPs per sample: the numerator of model FLOPs utilization (MFU).
+
+MFU (PaLM, appendix B) is samples/s x the model's FLOPs per sample (forward + backward, no
+recomputation) over the GPUs' peak. The trial publishes its FLOPs per sample and the precision
+it trains in (``trainwatch_trial_model_flops_per_sample{precision}``); the exporter publishes
+the peaks (``trainwatch_gpu_peak_flops{dtype}``); a recording rule divides.
+
+Three ways to get the figure:
+
+- you know it: ``Trial(flops_per_sample=..., precision="bf16")``;
+- count it: :func:`measure_flops_per_sample` runs one forward + backward of your model on one
+  batch under ``torch.utils.flop_counter.FlopCounterMode`` (matmuls, convolutions, attention:
+  the operators that dominate; elementwise ops are not counted);
+- estimate it, for a decoder-only transformer: :func:`transformer_flops_per_sample`, the usual
+  6 x parameters x tokens (2 forward, 4 backward per parameter and token; attention's own
+  FLOPs left out, which undercounts long sequences).
+
+>>> transformer_flops_per_sample(parameters=124_000_000, tokens_per_sample=1024)
+761856000000.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+# The precision the model's matmuls run in, as the exporter's peak table names it.
+PRECISIONS = ("fp8", "bf16", "fp16", "tf32", "fp32")
+
+
+def precision(value: str) -> str:
+    """``value`` if it names a precision of :data:`PRECISIONS`, else ValueError."""
+    if value not in PRECISIONS:
+        raise ValueError(f"expected one of {', '.join(PRECISIONS)}")
+    return value
+
+
+def flops_per_sample(value: str | float) -> float:
+    """A FLOPs figure: a finite number > 0 (``"6.1e9"`` from the environment is fine)."""
+    number = float(value)
+    if not 0 < number < float("inf"):
+        raise ValueError("must be a finite number of FLOPs > 0")
+    return number
+
+
+def transformer_flops_per_sample(parameters: int, tokens_per_sample: int) -> float:
+    """6 x ``parameters`` x ``tokens_per_sample``: training FLOPs of a dense decoder-only
+    transformer (Kaplan et al. 2020; PaLM appendix B without the attention term)."""
+    if parameters <= 0 or tokens_per_sample <= 0:
+        raise ValueError("parameters and tokens_per_sample must be > 0")
+    return 6.0 * parameters * tokens_per_sample
+
+
+def measure_flops_per_sample(model: Any, batch: Any, *, samples: int | None = None,
+                             loss: Callable[[Any], Any] | None = None) -> float:
+    """FLOPs of one training step per sample, counted over one forward + backward of ``model``
+    on ``batch`` (already on the device you train on) with ``FlopCounterMode``.
+
+    ``loss`` turns the output into the scalar to differentiate (default: its sum; its own
+    FLOPs are not counted); ``samples`` defaults to the batch's first dimension. The model's
+    ``.grad`` tensors are put back as they were: nothing of the measurement is left behind.
+    No optimizer step runs (its FLOPs are not the model's).
+    """
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    first = batch[0] if isinstance(batch, (tuple, list)) else batch
+    count = samples if samples is not None else int(first.shape[0])
+    if count <= 0:
+        raise ValueError("samples must be > 0")
+    params = [p for p in model.parameters() if p.requires_grad]
+    saved = [p.grad for p in params]
+    for p in params:
+        p.grad = None  # else backward adds into the user's gradient tensors in place
+    try:
+        with FlopCounterMode(display=False) as counter:
+            out = model(*batch) if isinstance(batch, (tuple, list)) else model(batch)
+            value = loss(out) if loss is not None else out.sum()
+            if params:
+                torch.autograd.backward(value, inputs=params)
+        return float(counter.get_total_flops()) / count
+    finally:
+        for p, grad in zip(params, saved, strict=True):
+            p.grad = grad
