@@ -67,3 +67,98 @@ def test_many_ranks_draw_a_band_not_64_lines() -> None:
     svg = panel_svg(Panel(spec, band=band, ylabel="steps/s"), (1000.0, 1004.0))
     assert "median of 64" in svg and "min–max of 64" in svg and "rank 3" not in svg
     assert svg.startswith("<svg") and "var(--fg)" in svg and "#010203" not in svg
+
+
+def test_raw_expressions_are_the_recording_rules_own() -> None:
+    """The report's raw form of each recorded figure is the rule's expression, whatever the
+    window the rules were rendered with."""
+    from prometheus.rulegen.recording import recording_groups
+    from prometheus.rulegen.settings import load_settings
+    from trainwatch.contract.records import RecordNames
+    from trainwatch.report.rates import RawRates
+
+    settings = load_settings().with_overrides(rate_window="30s")
+    rules = {r["record"]: r["expr"] for g in recording_groups(settings) for r in g["rules"]}
+    n, raw = RecordNames("30s"), RawRates("30s")
+    trial, exporter = settings.selector("trial"), settings.selector("exporter")
+    assert rules[n.phase_share] == raw.phase_share(trial)
+    assert rules[n.steps_rate] == raw.counter_rate("trainwatch_trial_steps_total", trial)
+    assert rules[n.samples_rate] == raw.counter_rate("trainwatch_trial_samples_total", trial)
+    assert rules[n.cpu_utilization] == raw.cpu_utilization(exporter)
+    for stem in ("network_receive_bytes", "network_transmit_bytes", "disk_read_bytes",
+                 "disk_written_bytes"):
+        assert rules[n.device_rate(stem)] == raw.device_rate(stem, exporter)
+
+
+def test_every_recorded_line_of_the_report_has_its_raw_form() -> None:
+    from trainwatch.contract.records import RecordNames
+    from trainwatch.report import panels
+
+    n = RecordNames("10s")
+    sel: dict[str, str | None] = {"experiment": "e", "trial": "t", "rank": None}
+    for spec in panels.trial_panels(n, sel, "t", False) + panels.node_panels(n, sel):
+        for line in spec.lines:
+            recorded = ":" in line.expr.split("{")[0] or "_rate10s" in line.expr
+            assert (line.raw is not None) == recorded, (spec.key, line.expr)
+            assert line.raw is None or "_rate10s" not in line.raw
+
+
+def test_the_window_is_the_trials_life_unless_a_time_is_given() -> None:
+    from trainwatch.diagnose.runs import Run
+    from trainwatch.report.window import Asked
+
+    now, day = 1_000_000.0, 86400.0
+    ended = Run("e", "t", "0", "1", "n", "1", first=now - 3 * 3600, last=now - 3600,
+                exit_reason="clean")
+    running = Run("e", "t", "0", "2", "n", "1", first=now - 600, last=now - 1, current=True)
+    life = Asked().window([ended], now, 15 * day)
+    assert (life.start, life.end, life.ends_now) == (ended.first - 144, ended.last + 144, False)
+    assert Asked().window([ended, running], now, 15 * day).ends_now  # the latest run runs
+    at = Asked(at=now - 2 * 3600).window([ended, running], now, 15 * day)
+    assert (at.start, at.end) == (ended.first - 144, now - 2 * 3600)
+    assert Asked(since=600).window([ended], now, 15 * day).start == now - 600
+    with pytest.raises(ValueError, match="outside the 360.0 hours Prometheus keeps"):
+        Asked(start=now - 20 * day, end=now - 16 * day).window([ended], now, 15 * day)
+    with pytest.raises(ValueError, match="in the future"):
+        Asked(at=now + 60).window([ended], now, 15 * day)
+
+
+def test_time_ticks_never_crowd() -> None:
+    from trainwatch.report.plots import MAX_TICKS, time_ticks
+
+    for seconds in (3, 59, 290, 299, 4.9 * 60, 4.9 * 3600, 4.9 * 86400, 40 * 86400):
+        ticks, _ = time_ticks((1e9, 1e9 + seconds))
+        assert 1 <= len(ticks) <= MAX_TICKS, seconds
+
+
+class CannedAPI:
+    """query_range answers: a recorded expression (a name with a colon) ``recorded`` points,
+    any other ``raw`` points, per series."""
+
+    def __init__(self, recorded: int, raw: int) -> None:
+        self.recorded, self.raw = recorded, raw
+
+    def query_range(self, expr: str, start: float, end: float, step: float
+                    ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+        count = self.recorded if ":trainwatch_" in expr else self.raw
+        return [({"trial": "t", "rank": "0"}, [(float(t), 1.0) for t in range(count)])]
+
+
+@pytest.mark.parametrize(("recorded", "raw", "source"), [
+    (100, 100, "recorded"), (97, 100, "recorded"),  # a run's first evaluations: still covered
+    (60, 100, "raw"),  # rules deployed halfway through the trial
+    (0, 100, "raw"),  # rules re-rendered with another window, or never recorded
+    (0, 0, "recorded"),  # nothing either way: the panel says "no data"
+])
+def test_recorded_figures_are_drawn_where_they_cover_the_window(
+        recorded: int, raw: int, source: str) -> None:
+    from trainwatch.contract.records import RecordNames
+    from trainwatch.report import panels
+    from trainwatch.report.series import read
+
+    sel: dict[str, str | None] = {"experiment": "e", "trial": "t", "rank": None}
+    [_, steps, _] = panels.trial_panels(RecordNames("10s"), sel, "t", False)
+    window = Window.of(since=100, start=None, end=1e9)
+    lines, used = read(CannedAPI(recorded, raw), steps, window)  # type: ignore[arg-type]
+    assert used == source
+    assert len(lines[0][1][0][1]) == (recorded if source == "recorded" else raw)

@@ -1,5 +1,7 @@
 """`trainwatch report` on the shared live stack (tests/conftest.py's two_trials: a slow-loader
-and a healthy PyTorch trial), opened in Debian's headless Chromium.
+and a healthy PyTorch trial), opened in Debian's headless Chromium; trials that ended and were
+retired by `trainwatch gc`, reported with no time given; the same figures after the rules were
+re-rendered with another window, and from the raw series.
 
 TRAINWATCH_REPORT_SCREENSHOT=docs/images/report.png saves the README's screenshot from here.
 """
@@ -7,19 +9,38 @@ TRAINWATCH_REPORT_SCREENSHOT=docs/images/report.png saves the README's screensho
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from benchmarks.fake_nvml import fake_uuid
 from benchmarks.stack import REPO, wait_until
+from prometheus import generate_rules
 from tests.browser import open_page
-from tests.live_stack import TWO_TRIALS_EXPERIMENT, LiveStack
+from tests.live_stack import (
+    BUSY_GPU,
+    TWO_TRIALS_EXPERIMENT,
+    TWO_TRIALS_FOR,
+    TWO_TRIALS_RATE_WINDOW,
+    LiveStack,
+)
+from trainwatch import gc
+from trainwatch.contract.records import RecordNames
+from trainwatch.promapi import PrometheusAPI
+from trainwatch.report import collect
+from trainwatch.report.series import RAW, RECORDED
+from trainwatch.report.window import Asked
+from trial_instrumentation import names
 
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"
 EXPERIMENT = TWO_TRIALS_EXPERIMENT
@@ -27,6 +48,8 @@ TRIAL_PANELS = ["phases-slow", "steps-slow", "samples-slow", "step-histogram-slo
 GPU_PANELS = ["gpu-util", "gpu-sm", "gpu-tensor", "gpu-memory", "gpu-power", "gpu-clock"]
 NODE_PANELS = ["node-cpu", "node-memory", "node-disk", "node-network"]
 VERDICT_FIELDS = ("kind", "title", "bottleneck", "alert", "threshold", "remedy", "runbook_url")
+# A trial of known steps that ends cleanly, long enough for several rate windows of steps.
+ENDED_EXPERIMENT, ENDED_STEPS = "report-ended", 1500
 
 
 def trainwatch(stack: LiveStack, *args: str) -> subprocess.CompletedProcess[str]:
@@ -74,7 +97,61 @@ def finished(two_trials: LiveStack) -> subprocess.Popen[bytes]:
 
 
 @pytest.fixture(scope="module")
+def clean_trial(two_trials: LiveStack) -> subprocess.Popen[bytes]:
+    """A trial of ENDED_STEPS steps on the busy GPU that exits cleanly, started first so that
+    it runs while the others are tested."""
+    return two_trials.start_trial(
+        ENDED_EXPERIMENT, "clean", "--workers", "0", "--batch-size", "8", "--loader-delay",
+        "0.02", "--steps", str(ENDED_STEPS), env={"TRAINWATCH_GPU_UUIDS": fake_uuid(BUSY_GPU)})
+
+
+def retire(stack: LiveStack, proc: subprocess.Popen[bytes], trial: str) -> None:
+    """Wait for the trial's clean exit, then `trainwatch gc` retires its group (1 s after its
+    final push) and Prometheus no longer scrapes it."""
+    assert proc.wait(timeout=240) == 0, stack.trial_log(trial)
+    gateway = gc.Pushgateway(stack.pushgateway.url, 5, {})
+    wait_until(lambda: any(g.labels.get("trial") == trial for g in
+                           gc.collect(gateway, names.JOB, 3600, dry_run=False, ended_after=1.0)),
+               60, f"gc to retire {trial}'s group")
+    wait_until(lambda: not stack.prometheus.query(f'{names.TRIAL_INFO}{{trial="{trial}"}}'), 60,
+               f"{trial}'s series to go stale")
+
+
+def figures(doc: collect.Document) -> dict[tuple[str, str], float]:
+    """Each recorded line's mean over the run's steady part (from three rate windows after its
+    first sample to one before its last): the figures that must not depend on the rules."""
+    [run] = [r.run for r in doc.reports]
+    assert run is not None
+    window = RecordNames(doc.rate_window)
+    seconds = float(window.window.rstrip("s"))
+    low, high = run.first + 3 * seconds, run.last - seconds
+    found = {}
+    for panel in doc.sections[0][1]:  # the training loop's
+        for series in panel.series:
+            values = [v for t, v in series.points if low <= t <= high and not math.isnan(v)]
+            if values and not series.reference:
+                found[(panel.spec.key, series.name)] = sum(values) / len(values)
+    return found
+
+
+@pytest.fixture(scope="module")
+def ended_clean(two_trials: LiveStack, clean_trial: subprocess.Popen[bytes]
+                ) -> dict[tuple[str, str], float]:
+    """The clean trial, ended and retired; its figures as the recorded series give them."""
+    retire(two_trials, clean_trial, "clean")
+    prom = two_trials.prometheus
+    # Its last push reached Prometheus: the step counter's last value is every step.
+    [last] = prom.query(f'max_over_time({names.STEPS}_total{{trial="clean"}}[10m])')
+    assert float(last["value"][1]) == ENDED_STEPS
+    assert prom.query(f'max_over_time({names.EXIT}{{trial="clean", reason="clean"}}[10m])')
+    doc = collect.collect(PrometheusAPI(prom.url), ENDED_EXPERIMENT, "clean", None, Asked(),
+                          force=RECORDED)
+    return figures(doc)
+
+
+@pytest.fixture(scope="module")
 def slow_report(two_trials: LiveStack, finished: subprocess.Popen[bytes],
+                clean_trial: subprocess.Popen[bytes],
                 tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """The slow trial's report and, right after it, diagnose's JSON of the same trial."""
     out = tmp_path_factory.mktemp("report") / "slow.html"
@@ -141,16 +218,28 @@ def test_dark_mode_recolours_page_and_plots(slow_report: tuple[Path, dict[str, A
     assert colours["dark"] == ["rgb(13, 17, 23)", "rgb(230, 237, 243)"]
 
 
+def test_page_fits_a_narrow_window_and_no_time_label_overlaps(
+        slow_report: tuple[Path, dict[str, Any]]) -> None:
+    out, _ = slow_report
+    for width in (1400, 800):
+        with open_page(out, width=width) as (page, problems):
+            assert problems == []
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+            crowded = page.evaluate("""() => [...document.querySelectorAll(
+                'figure.panel:not([data-panel^="step-histogram"]) svg.plot')].filter(svg => { const boxes = [...svg.querySelectorAll('g[id^="xtick_"] text')]
+                    .map(t => t.getBoundingClientRect());
+                  return boxes.some((b, i) => i > 0 && b.left < boxes[i - 1].right); }).length""")
+            assert crowded == 0, width
+
+
 def test_finished_trial_without_gpus(two_trials: LiveStack, finished: subprocess.Popen[bytes],
                                     tmp_path: Path) -> None:
-    """A trial that ended (its group deleted) is read at its last sample; with no GPU series
-    the GPU section says so instead of drawing empty axes; its measured limits are shown."""
-    assert finished.wait(timeout=60) == 0, two_trials.trial_log("done")
-    prom = two_trials.prometheus
-    wait_until(lambda: not prom.query('trainwatch_trial_info{trial="done"}'), 20,
-               "the finished trial's series to go stale")
+    """A trial that ended (its group retired by gc) is read at its last sample; with no GPU
+    series the GPU section says so instead of drawing empty axes; its measured limits are
+    shown."""
+    retire(two_trials, finished, "done")
     out = tmp_path / "done.html"
-    done = report(two_trials, out, "--experiment", "report-cpu")
+    done = trainwatch(two_trials, "report", "-o", str(out), "--experiment", "report-cpu")
     assert done.returncode == 0, done.stderr
     with open_page(out) as (page, problems):
         assert problems == []
@@ -168,14 +257,24 @@ def test_finished_trial_without_gpus(two_trials: LiveStack, finished: subprocess
 
 
 @pytest.mark.parametrize(("args", "said"), [
-    (("--experiment", "nope"), f"no experiment 'nope' in Prometheus; experiments: {EXPERIMENT}"),
+    (("--experiment", "live-diagnos"),
+     ("no experiment 'live-diagnos' in Prometheus over the last 360.0 hours (did you mean "
+      f"{EXPERIMENT}?); experiments: ")),
     # The known trials are listed; the healthy one may have ended by now, so only the slow one
     # (its steps outlive the session) is certain.
-    (("--experiment", EXPERIMENT, "--trial", "nope"),
-     f"trials of experiment {EXPERIMENT}: "),
+    (("--experiment", EXPERIMENT, "--trial", "slo"),
+     f"(did you mean {EXPERIMENT}/slow?); trials of experiment {EXPERIMENT}: "),
     (("--experiment", EXPERIMENT, "--trial", "nope"), "slow (rank 0)"),
     (("--experiment", EXPERIMENT, "--trial", "slow", "--start", "2000-01-01T00:00:00Z",
-      "--end", "2000-01-01T01:00:00Z"), "no samples of trial live-diagnose/slow in the window"),
+      "--end", "2000-01-01T01:00:00Z"), "hours ago, outside the 360.0 hours Prometheus keeps"),
+    (("--experiment", EXPERIMENT, "--trial", "slow", "--at", "2000-01-01T00:00:00Z"),
+     "--at is "),
+    (("--experiment", EXPERIMENT, "--trial", "slow", "--since", "1h", "--end",
+      str(int(time.time()) - 3600)), "no samples of trial live-diagnose/slow in the window"),
+    (("--experiment", EXPERIMENT, "--trial", "slow", "--baseline", f"{EXPERIMENT}/slow"),
+     f"--baseline {EXPERIMENT}/slow is the trial itself"),
+    (("--experiment", EXPERIMENT, "--trial", "slow", "--baseline", f"{EXPERIMENT}/nope"),
+     f"no trial {EXPERIMENT}/nope in Prometheus"),
 ])
 def test_bad_input_on_a_live_stack(two_trials: LiveStack, tmp_path: Path,
                                    args: tuple[str, ...], said: str) -> None:
@@ -184,3 +283,83 @@ def test_bad_input_on_a_live_stack(two_trials: LiveStack, tmp_path: Path,
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert said in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert list(tmp_path.iterdir()) == []  # no file, no temp file left
+
+
+def test_an_ended_trial_is_reported_over_its_life_with_no_time_given(
+        two_trials: LiveStack, ended_clean: dict[tuple[str, str], float], tmp_path: Path) -> None:
+    out = tmp_path / "clean.html"
+    done = trainwatch(two_trials, "report", "-o", str(out), "--experiment", ENDED_EXPERIMENT,
+                      "--trial", "clean")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    html = out.read_text()
+    # The state first; the verdict over its life.
+    state = re.search(r'<p class="state" data-state="([^"]+)"[^>]*>([^<]+)', html)
+    assert state is not None and state[1] == "ended clean", html[:3000]
+    assert state[2].startswith("Ended ") and f"(clean, {ENDED_STEPS:,} steps in " in state[2]
+    title = re.search(r'class="title">([^<]+)', html)
+    assert title is not None and f"{ENDED_STEPS:,} steps in" in title[1]
+    assert 'data-source="recorded"' in html and 'data-source="raw"' not in html
+    drawn = dict(re.findall(r'data-panel="([^"]+)" data-state="(\w+)"', html))
+    for key in ["phases-clean", "steps-clean", "samples-clean", "step-histogram-clean",
+                *GPU_PANELS, *NODE_PANELS]:
+        assert drawn.get(key) == "plot", (key, drawn)
+    assert {k for k, _ in ended_clean} >= {"phases-clean", "steps-clean", "samples-clean"}
+    assert ended_clean[("steps-clean", "rank 0")] > 1
+
+
+def test_raw_series_give_the_same_figures(two_trials: LiveStack,
+                                         ended_clean: dict[tuple[str, str], float]) -> None:
+    """Same trial, same window: the figures drawn from the raw series are the recorded ones
+    within 1% (0.05 percentage points for the smallest shares)."""
+    doc = collect.collect(PrometheusAPI(two_trials.prometheus.url), ENDED_EXPERIMENT, "clean",
+                          None, Asked(), force=RAW)
+    assert {p.source for p in doc.sections[0][1]} == {RAW}
+    assert figures(doc) == pytest.approx(ended_clean, rel=0.01, abs=0.05)
+
+
+@pytest.fixture
+def rules_with_another_window(two_trials: LiveStack) -> Iterator[str]:
+    """The stack's rules re-rendered with a 30 s window and reloaded; the shared stack's own
+    rules back afterwards."""
+    def load(window: str) -> None:
+        generate_rules.write_rules(two_trials.workdir / "rules", rate_window=window,
+                                   for_=TWO_TRIALS_FOR)
+        reload = urllib.request.Request(f"{two_trials.prometheus.url}/-/reload", method="POST")
+        urllib.request.urlopen(reload, timeout=10).close()
+        share = RecordNames(window).phase_share
+        wait_until(lambda: any(r.get("name") == share for g in
+                               two_trials.prometheus.api("rules")["groups"] for r in g["rules"]),
+                   20, f"the rules with the {window} window")
+
+    load("30s")
+    yield "30s"
+    load(TWO_TRIALS_RATE_WINDOW)
+
+
+def test_rules_with_another_window_change_no_figure(
+        two_trials: LiveStack, ended_clean: dict[tuple[str, str], float],
+        rules_with_another_window: str, tmp_path: Path) -> None:
+    out = tmp_path / "clean.html"
+    done = trainwatch(two_trials, "report", "-o", str(out), "--experiment", ENDED_EXPERIMENT,
+                      "--trial", "clean")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    drawn = dict(re.findall(r'data-panel="([^"]+)" data-state="(\w+)"', out.read_text()))
+    assert [k for k, state in drawn.items() if state != "plot"] == []
+    api = PrometheusAPI(two_trials.prometheus.url)
+    for force in (None, RAW):
+        doc = collect.collect(api, ENDED_EXPERIMENT, "clean", None, Asked(), force=force)
+        assert doc.rate_window == TWO_TRIALS_RATE_WINDOW  # the window it was recorded under
+        assert figures(doc) == pytest.approx(ended_clean, rel=0.01, abs=0.05)
+
+
+def test_baseline_names_what_changed(two_trials: LiveStack, tmp_path: Path) -> None:
+    out = tmp_path / "versus.html"
+    done = trainwatch(two_trials, "report", "-o", str(out), "--experiment", EXPERIMENT,
+                      "--trial", "slow", "--since", "3m", "--baseline", f"{EXPERIMENT}/healthy")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    html = out.read_text()
+    assert 'data-compare="side-by-side"' in html
+    summary = re.search(r'data-compare="summary">([^<]+)', html)
+    assert summary is not None and "dataloader_next" in summary[1] and "slowdown" in summary[1]
+    [first] = re.findall(r'<tr data-phase="([^"]+)"', html)[:1]
+    assert first == "dataloader_next"

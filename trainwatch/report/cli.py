@@ -12,7 +12,7 @@ from typing import Any
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, duration
 from trainwatch.diagnose.report import UnknownTrial
 from trainwatch.promapi import PrometheusAPI, PrometheusError
-from trainwatch.report.window import Window, parse_time
+from trainwatch.report.window import Asked, Window, parse_time
 from trainwatch.stack.lookup import prometheus_url
 
 
@@ -20,7 +20,10 @@ def add_parser(commands: Any) -> None:
     report = commands.add_parser(
         "report", help="write one self-contained HTML file that shows a trial",
         description="One HTML file (no network needed to view it): diagnose's verdict and fix, "
-        "and plots of the trial's phases, throughput, GPUs, nodes and alerts over a window.")
+        "and plots of the trial's phases, throughput, GPUs, nodes and alerts, for a running "
+        "trial or one that ended within Prometheus's retention. With no time given, the "
+        "window is the trial's life (its latest run's first sample to its last, or to now "
+        "while it runs).")
     report.add_argument("--prometheus", metavar="URL",
                         help="Prometheus base URL (default: $TRAINWATCH_PROMETHEUS, else the "
                         "running `trainwatch stack`'s)")
@@ -28,10 +31,18 @@ def add_parser(commands: Any) -> None:
     report.add_argument("--trial", help="default: every trial of the experiment")
     report.add_argument("--rank", help="default: every rank")
     report.add_argument("--since", type=duration, metavar="DURATION",
-                        help="the window: this long back from --end or now (default 1h)")
+                        help="the window: this long back from --end, --at or now (default: the "
+                        "trial's life)")
     report.add_argument("--start", type=parse_time, metavar="TIME",
                         help="window start: Unix seconds or ISO 8601 (UTC unless it says)")
-    report.add_argument("--end", type=parse_time, metavar="TIME", help="window end (default now)")
+    report.add_argument("--end", type=parse_time, metavar="TIME",
+                        help="window end (with --start or --since; default now)")
+    report.add_argument("--at", type=parse_time, metavar="TIME",
+                        help="read the trial as it was then, as `diagnose --at` does: the run on "
+                        "at TIME, its life up to TIME (or --since/--start up to TIME)")
+    report.add_argument("--baseline", metavar="EXPERIMENT/TRIAL[/RANK]",
+                        help="add `trainwatch compare`'s answer against this trial: the two "
+                        "side by side and what changed (needs one trial: --trial)")
     report.add_argument("-o", "--output", required=True, type=Path, metavar="FILE.html")
     report.add_argument("--timeout", type=float, default=30.0, help="HTTP timeout, seconds")
 
@@ -57,7 +68,11 @@ def _open_temp(output: Path) -> tuple[int, str]:
 def run(args: argparse.Namespace) -> int:
     name = "trainwatch report: error:"
     try:
-        window = Window.of(args.since, args.start, args.end)
+        asked = Asked(args.since, args.start, args.end, args.at)
+        if args.at is not None and args.end is not None:
+            raise ValueError("--at and --end exclude each other: give one")
+        if args.since is not None or args.start is not None or args.end is not None:
+            Window.of(args.since, args.start, args.end if args.at is None else args.at)
         fd, temp = _open_temp(args.output)
     except (ValueError, OutputError) as err:
         print(f"{name} {err}", file=sys.stderr)
@@ -69,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"{err.name} is not installed: pip install 'trainwatch[report]'"
                              ) from None
         api = PrometheusAPI(prometheus_url(args.prometheus), timeout=args.timeout)
-        doc = collect.collect(api, args.experiment, args.trial, args.rank, window)
+        doc = collect.collect(api, args.experiment, args.trial, args.rank, asked,
+                              args.baseline)
         text = page.page(doc)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             fd = -1
@@ -90,5 +106,5 @@ def run(args: argparse.Namespace) -> int:
         if os.path.exists(temp):
             os.unlink(temp)
     print(f"wrote {args.output} ({os.path.getsize(args.output) / 1024:.0f} kB): "
-          f"{len(doc.reports)} rank(s), {window.describe()}")
+          f"{len(doc.reports)} rank(s), {doc.window.describe()}")
     return EXIT_OK

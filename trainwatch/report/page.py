@@ -6,11 +6,14 @@ import html
 import time
 from collections.abc import Iterable
 
-from trainwatch.diagnose import render
+from trainwatch.cliutil import ago
+from trainwatch.diagnose import compare, render
+from trainwatch.diagnose.history import HOW
 from trainwatch.diagnose.report import RankReport
+from trainwatch.diagnose.runs import RUNNING
 from trainwatch.report.collect import Document
 from trainwatch.report.plots import histogram_svg, panel_svg
-from trainwatch.report.series import Panel
+from trainwatch.report.series import RAW, Panel
 from trainwatch.report.window import utc
 
 CSS = """
@@ -35,6 +38,9 @@ svg.plot { width: 100%; height: auto; display: block; }
 pre { background: var(--card); padding: .6rem; overflow-x: auto; font-size: 12px; }
 table { border-collapse: collapse; } td, th { border-bottom: 1px solid var(--grid);
   padding: .2rem .6rem; text-align: left; vertical-align: top; } a { color: #4e8fd6; }
+p.state { font-size: 1.15rem; font-weight: 600; margin: .2rem 0; }
+.scroll { overflow-x: auto; } td.when { white-space: nowrap; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+figure.panel figcaption .source { font-weight: normal; color: var(--muted); }
 """
 
 
@@ -44,8 +50,9 @@ def e(value: object) -> str:
 
 def page(doc: Document) -> str:
     title = f"trainwatch report: {doc.experiment}" + (f"/{doc.trial}" if doc.trial else "")
-    body = [f"<h1>{e(title)}</h1>", header(doc), "<h2>Verdict</h2>",
-            *(verdict(r) for r in doc.reports), *sections(doc), alerts(doc),
+    body = [f"<h1>{e(title)}</h1>", *(state(doc, r) for r in doc.reports), header(doc),
+            "<h2>Verdict</h2>", *(verdict(r) for r in doc.reports), baseline(doc),
+            *sections(doc), alerts(doc),
             '<script type="application/json" id="diagnose-json">'
             + render.reports_json(doc.reports).replace("</", "<\\/") + "</script>"]
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -58,6 +65,29 @@ def _dl(rows: Iterable[tuple[str, str]]) -> str:
     return '<dl class="meta">' + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 
+def state(doc: Document, r: RankReport) -> str:
+    """The run's state now, first thing on the page: running, or how and when it ended."""
+    run = r.run
+    if run is None:
+        return ""
+    word = run.state(doc.stale_after, doc.now)
+    steps = r.verdict.steps if r.verdict is not None else None
+    counted = "? steps" if steps is None else f"{steps:,} step" + ("" if steps == 1 else "s")
+    ran = f"{counted} in {ago(run.seconds)}"
+    if word == RUNNING:
+        said = (f"Running: started {ago(doc.now - run.start)} ago, last push "
+                f"{ago(doc.now - run.end)} ago")
+    elif run.exit_reason is not None:
+        said = (f"Ended {ago(doc.now - run.end)} ago "
+                f"({HOW.get(run.exit_reason, run.exit_reason)}, {ran})")
+    else:
+        said = (f"Stopped pushing {ago(doc.now - run.end)} ago without a word (crashed or "
+                f"killed; {ran})")
+    who = f"{r.trial} rank {r.rank}: " if len(doc.reports) > 1 else ""
+    return (f'<p class="state" data-state="{e(word)}" data-rank="{e(r.trial)}/{e(r.rank)}">'
+            f"{e(who + said)}</p>")
+
+
 def header(doc: Document) -> str:
     reports = doc.reports
     gpus = sorted({(g.instance or "", g.gpu or "", g.uuid) for r in reports for g in r.gpus})
@@ -65,7 +95,8 @@ def header(doc: Document) -> str:
         e(f"GPU {gpu} on {inst or '?'}: {uuid} {doc.gpu_names.get(uuid, '')}".rstrip())
         for inst, gpu, uuid in gpus) or "none reported by the trial"
     read = ("now (as `trainwatch diagnose` reads it)" if doc.evaluated_at is None else
-            f"{utc(doc.evaluated_at)} (the last sample of the trial in the window)")
+            f"{utc(doc.evaluated_at)} (the last sample of the trial in the window; a run that "
+            "ended is judged over its life)")
     return _dl([
         ("Experiment", e(doc.experiment)),
         ("Trials", e(", ".join(sorted({r.trial for r in reports})))),
@@ -76,6 +107,8 @@ def header(doc: Document) -> str:
          + (e(f"; the trial's samples {utc(doc.span[0])} to {utc(doc.span[1])}")
             if doc.span else "")),
         ("Verdict read at", e(read)),
+        ("Rates", e(f"over {doc.rate_window} windows (the recording rules'); a run's first "
+                    "window is drawn as its counters' mean since it started")),
         ("Prometheus", e(doc.prometheus)),
         ("Generated", e(utc(time.time()))),
     ])
@@ -101,17 +134,22 @@ def verdict(r: RankReport) -> str:
             "</section>")
 
 
-def figure(key: str, caption: str, svg: str | None, note: str | None = None) -> str:
+def figure(key: str, caption: str, svg: str | None, note: str | None = None,
+           source: str | None = None) -> str:
+    """``source``: where recorded figures came from (series.RECORDED or RAW), if any."""
     inner = svg if svg is not None else f'<p class="empty">{e(note)}</p>'
     kind = "plot" if svg is not None else "empty"
-    return (f'<figure class="panel" data-panel="{e(key)}" data-state="{kind}">'
-            f"<figcaption>{e(caption)}</figcaption>{inner}</figure>")
+    said = (' <span class="source">(from the raw series: the recording rules do not cover this '
+            "window)</span>" if source == RAW else "")
+    return (f'<figure class="panel" data-panel="{e(key)}" data-state="{kind}"'
+            + (f' data-source="{e(source)}"' if source else "")
+            + f"><figcaption>{e(caption)}{said}</figcaption>{inner}</figure>")
 
 
 def _panel(p: Panel, span: tuple[float, float]) -> str:
     if p.empty:
-        return figure(p.spec.key, p.spec.title, None, p.note)
-    return figure(p.spec.key, p.spec.title, panel_svg(p, span))
+        return figure(p.spec.key, p.spec.title, None, p.note, p.source)
+    return figure(p.spec.key, p.spec.title, panel_svg(p, span), source=p.source)
 
 
 def sections(doc: Document) -> list[str]:
@@ -148,12 +186,69 @@ def limits(doc: Document) -> str:
 def alerts(doc: Document) -> str:
     if not doc.alerts:
         return ('<h2>Alerts</h2><p class="note" data-alerts="none">No alert about this trial, '
-                "its GPUs or its nodes fired in the window.</p>")
+                "its GPUs or its nodes was pending or fired in the window.</p>")
     rows = "".join(
-        f"<tr><td>{e(a.name)}</td><td>{e(a.about)}</td><td>{e(utc(a.first))}</td>"
-        f"<td>{e(utc(a.last))}</td><td>"
-        + (f'<a href="{e(a.runbook_url)}">runbook</a>' if a.runbook_url else "-")
-        + "</td></tr>" for a in doc.alerts)
-    return ('<h2>Alerts that fired in the window</h2><table data-alerts="fired"><tr><th>alert'
-            "</th><th>on</th><th>first seen firing</th><th>last seen firing</th><th>runbook</th>"
-            f"</tr>{rows}</table>")
+        f'<tr data-state="{"firing" if a.fired else "pending"}"><td>'
+        + (f'<a href="{e(a.runbook_url)}" title="runbook">{e(a.name)}</a>' if a.runbook_url
+           else e(a.name))
+        + f"</td><td>{'fired' if a.fired else 'pending only'}</td><td>{e(a.about)}</td>"
+        f"{_when(a.first)}{_when(a.last)}</tr>" for a in doc.alerts)
+    return ('<h2>Alerts in the window</h2><p class="note">Every alert about this trial, its GPUs '
+            "or its nodes that fired (or was pending) in the window, each linked to its "
+            "runbook; the verdict's evidence lists those pending or firing at the instant it "
+            'was read.</p><div class="scroll"><table data-alerts="fired"><tr><th>alert</th>'
+            "<th>state</th><th>on</th><th>first seen</th><th>last seen</th>"
+            f"</tr>{rows}</table></div>")
+
+
+def _per_step(side: compare.Side, phase: str) -> str:
+    return f"{render.ms(side.phase_seconds.get(phase))} ({render.pct(side.share(phase))})"
+
+
+def _share(explained: float | None) -> str:
+    """``_share(-0.001)`` -> '0%' (not '-0%')."""
+    return "-" if explained is None else f"{explained:.0%}".replace("-0%", "0%")
+
+
+def _busy(side: compare.Side) -> str:
+    if side.gpu_busy is None:
+        return "-"
+    return f"{side.gpu_busy:.1%} ({side.gpu_busy_source})"
+
+
+def _when(seconds: float) -> str:
+    """A table cell with a UTC time, its date and its time of day each kept on one line."""
+    day, clock = utc(seconds).split(" ", 1)
+    return f'<td class="when">{e(day)}<br>{e(clock)}</td>'
+
+
+def baseline(doc: Document) -> str:
+    """compare's answer against the baseline: the two side by side, then what changed."""
+    c = doc.comparison
+    if c is None:
+        return ""
+    a, b = c.a, c.b
+    rows = [("trial", a.reference, b.reference), ("state", a.state, b.state),
+            ("ran", ago(a.run.seconds), ago(b.run.seconds)),
+            ("steps", render.num(a.steps, '', 0), render.num(b.steps, '', 0)),
+            ("steps/s", render.num(a.steps_per_second), render.num(b.steps_per_second)),
+            ("samples/s", render.num(a.samples_per_second, '', 1),
+             render.num(b.samples_per_second, '', 1)),
+            ("step time", render.ms(a.step_seconds), render.ms(b.step_seconds)),
+            ("GPU busy", _busy(a), _busy(b))]
+    rows += [(p.phase, _per_step(a, p.phase), _per_step(b, p.phase))
+             for p in c.changes if p.phase != compare.UNTIMED]
+    table = "".join(f"<tr><th>{e(k)}</th><td>{e(x)}</td><td>{e(y)}</td></tr>"
+                    for k, x, y in rows)
+    changes = "".join(
+        f'<tr data-phase="{e(ch.phase)}"><td>{e(ch.phase)}</td>'
+        f'<td class="num">{ch.delta_seconds * 1000:+.1f} ms per step</td>'
+        f'<td class="num">{_share(ch.explained)}</td></tr>'
+        for ch in c.changes) if c.delta_step_seconds is not None else ""
+    ranked = ('<table data-compare="changes"><tr><th>phase</th><th>change (this trial minus '
+              f"the baseline)</th><th>share of the difference</th></tr>{changes}</table>"
+              if changes else "")
+    return ('<h2>Against the baseline</h2><div class="scroll"><table data-compare="side-by-side">'
+            f"<tr><th></th><th>this trial</th><th>baseline</th></tr>{table}</table></div>"
+            f'<p class="verdict-change"><b>What changed:</b> <span data-compare="summary">'
+            f"{e(c.summary)}</span></p>{ranked}")

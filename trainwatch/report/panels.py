@@ -1,5 +1,9 @@
 """What the report plots: one PromQL range query per line, joined to the trial's GPUs on
-``uuid`` and to its nodes on ``nodename`` (docs/design.md, joins), named as the reader sees them."""
+``uuid`` and to its nodes on ``nodename`` (docs/design.md, joins), named as the reader sees them.
+
+A line drawn from a recorded series also carries the same figure computed from the raw series
+(:mod:`trainwatch.report.rates`), which the report draws where the recorded one does not cover
+the window."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from dataclasses import dataclass
 
 from trainwatch.contract.promql import select as selector
 from trainwatch.contract.records import RecordNames
+from trainwatch.report.rates import RawRates
 from trial_instrumentation import names
 
 GIB = 2.0**30
@@ -24,6 +29,11 @@ class Line:
     legend: str
     scale: float = 1.0
     reference: bool = False  # a ceiling (total, limit): drawn dashed, never spread
+    raw: str | None = None  # the same figure from the raw series, when ``expr`` is recorded
+    # A rate of this counter (summed by trial and rank): over a run's first rate window, where
+    # the window is not full yet and the rate reads low, the line is the counter's mean slope
+    # since the run started instead.
+    counter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -46,18 +56,26 @@ def trial_panels(n: RecordNames, sel: dict[str, str | None], trial: str,
                  several_trials: bool) -> list[PanelSpec]:
     """The training loop's panels for one trial of the selection."""
     one = {**sel, "trial": trial}
+    raw = RawRates(n.window)
     who = "trial {trial} rank {rank}" if several_trials else "rank {rank}"
     suffix = f" — trial {trial}" if several_trials else ""
     by_rank = "sum by (trial, rank)"
+
+    def per_rank(record: str, counter: str) -> Line:
+        return Line(f"{by_rank} ({selector(record, **one)})", who,
+                    raw=f"{by_rank} ({raw.counter_rate(counter, **one)})",
+                    counter=f"{by_rank} ({selector(counter, **one)})")
+
     return [
         PanelSpec(f"phases-{trial}", f"Share of step time by phase{suffix}",
                   "share of step time (%)",
                   (Line(f"avg by (phase) ({selector(n.phase_share, **one)})", "{phase}",
-                        PERCENT),), stacked=True),
+                        PERCENT, raw=f"avg by (phase) ({raw.phase_share(**one)})"),),
+                  stacked=True),
         PanelSpec(f"steps-{trial}", f"Steps per second{suffix}", "steps/s",
-                  (Line(f"{by_rank} ({selector(n.steps_rate, **one)})", who),)),
+                  (per_rank(n.steps_rate, f"{names.STEPS}_total"),)),
         PanelSpec(f"samples-{trial}", f"Samples per second{suffix}", "samples/s", (
-            Line(f"{by_rank} ({selector(n.samples_rate, **one)})", who),
+            per_rank(n.samples_rate, f"{names.SAMPLES}_total"),
             Line(f"max ({selector(names.LOADER_LIMIT, **one)})", "loader limit (measured)",
                  reference=True),
             Line(f"max ({selector(names.STEP_LIMIT, **one)})", "step limit (measured)",
@@ -104,13 +122,17 @@ def node_panels(n: RecordNames, sel: dict[str, str | None]) -> list[PanelSpec]:
     join = (f"* on (instance) group_left (nodename) (trainwatch_host_info * on (nodename) "
             f"group_left () {nodes})")
 
+    raw = RawRates(n.window)
+    not_lo = 'device!="lo"'
+
     def summed(stem: str, legend: str) -> Line:
-        rate = n.device_rate(stem)
-        return Line(f"sum by (instance) ({rate}{{device!=\"lo\"}}) {join}", legend)
+        return Line(f"sum by (instance) ({selector(n.device_rate(stem), not_lo)}) {join}",
+                    legend, raw=f"sum by (instance) ({raw.device_rate(stem, not_lo)}) {join}")
 
     return [
         PanelSpec("node-cpu", "Node CPU busy", "CPU busy (%)",
-                  (Line(f"{n.cpu_utilization} {join}", "{nodename}", PERCENT),)),
+                  (Line(f"{n.cpu_utilization} {join}", "{nodename}", PERCENT,
+                        raw=f"({raw.cpu_utilization()}) {join}"),)),
         PanelSpec("node-memory", "Node memory available", "memory (GiB)", (
             Line(f"trainwatch_memory_available_bytes {join}", "{nodename} available", 1 / GIB),
             Line(f"trainwatch_memory_total_bytes {join}", "{nodename} total", 1 / GIB, True))),

@@ -78,12 +78,36 @@ def _times(seconds: Sequence[float]) -> list[float]:
     return [_when(t) for t in seconds]
 
 
+# Tick steps (seconds) to choose from, and at most this many labels: matplotlib's
+# AutoDateLocator gave up on some spans (a warning each) and crowded the labels into one another.
+TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
+              43200, 86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400)
+MAX_TICKS = 6
+
+
+def time_ticks(span: tuple[float, float]) -> tuple[list[int], str]:
+    """Tick times (Unix seconds, on round UTC multiples of one step) and their strftime format.
+
+    >>> time_ticks((1000.0, 1300.0))
+    ([1020, 1080, 1140, 1200, 1260], '%H:%M')
+    >>> time_ticks((0.0, 20.0))[1]
+    '%H:%M:%S'
+    """
+    seconds = max(1e-9, span[1] - span[0])
+    step = next((s for s in TICK_STEPS if seconds / s <= MAX_TICKS), TICK_STEPS[-1])
+    first = int(-(-span[0] // step)) * step
+    ticks = list(range(first, int(span[1]) + 1, step))
+    crosses_days = int(span[0] // 86400) != int(span[1] // 86400)
+    fmt = ("%m-%d" if step >= 86400 else "%m-%d %H:%M" if crosses_days and step >= 3600
+           else "%H:%M" if step >= 60 else "%H:%M:%S")
+    return ticks, fmt
+
+
 def _time_axis(ax: plt.Axes, span: tuple[float, float]) -> None:
-    """UTC times of day; with the day too when the span crosses days."""
+    """UTC times of day (with the day when the span crosses days), at most MAX_TICKS of them."""
     ax.xaxis_date(tz=UTC)
-    seconds = span[1] - span[0]
-    fmt = "%H:%M:%S" if seconds <= 2 * 3600 else "%H:%M" if seconds <= 86400 else "%m-%d %H:%M"
-    ax.xaxis.set_major_locator(mdates.AutoDateLocator(tz=UTC, maxticks=8))
+    ticks, fmt = time_ticks(span)
+    ax.xaxis.set_major_locator(mticker.FixedLocator(_times(ticks)))
     ax.xaxis.set_major_formatter(mdates.DateFormatter(fmt, tz=UTC))
     ax.set_xlim(_when(span[0]), _when(span[1]))
     ax.set_xlabel("time (UTC)")

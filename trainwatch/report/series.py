@@ -1,19 +1,32 @@
-"""Run the panels' range queries; many lines become their spread (min, median, max)."""
+"""Run the panels' range queries; many lines become their spread (min, median, max).
+
+A line with a raw form (:class:`trainwatch.report.panels.Line`) is read both ways, and the
+recorded series is drawn only where it covers the window as well as the raw series do: a trial
+recorded under other rules (another window, rules deployed after it ran) is drawn from what it
+pushed instead of "no data".
+"""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from trainwatch.promapi import Labels, PrometheusAPI
-from trainwatch.report.panels import PanelSpec, byte_unit
+from trainwatch.report.panels import Line, PanelSpec, byte_unit
 from trainwatch.report.window import Window
 
 # More lines than this (64 ranks, 8 nodes of 8 GPUs) are drawn as one band per panel instead:
 # overlapping lines hide one another, a band shows the spread and the median.
 MAX_LINES = 8
 Points = list[tuple[float, float]]
+Rows = list[tuple[Labels, Points]]
+RECORDED, RAW = "recorded", "raw"
+# The recorded series are drawn when they hold at least this share of the raw series' points,
+# less a few points a series (the rules start and end a series an evaluation later than the
+# raw rate does).
+COVERED, SLACK = 0.95, 3
 
 
 @dataclass
@@ -44,6 +57,8 @@ class Panel:
     band: Band | None = None
     note: str | None = None
     ylabel: str = ""
+    source: str | None = None  # RECORDED or RAW for a panel of recorded figures
+
 
     @property
     def empty(self) -> bool:
@@ -57,12 +72,79 @@ class Legend(dict[str, str]):
         return "?"
 
 
-def fetch(api: PrometheusAPI, spec: PanelSpec, window: Window,
-          hosts: dict[str, str]) -> Panel:
-    """``hosts``: exporter instance -> node name, for the ``{host}`` in legends."""
+@dataclass
+class Filling:
+    """Where a rate reads low because its window is not full: over a run's first ``seconds``
+    (the rate window) of steps, the window holds less than a window of them (or samples of
+    the run before it under the same key). ``firsts``: (trial, rank) -> its runs' first
+    samples."""
+
+    seconds: float
+    firsts: dict[tuple[str, str], list[float]]
+
+    def patch(self, api: PrometheusAPI, line: Line, window: Window, rows: Rows) -> Rows:
+        """``rows`` with each run's first window of counting drawn as its counter's mean slope
+        since it began to count, and 0 before."""
+        if line.counter is None or not rows:
+            return rows
+        counts = {(labels.get("trial", ""), labels.get("rank", "")): points for labels, points
+                  in api.query_range(line.counter, window.start, window.end, window.step)}
+        patched = []
+        for labels, points in rows:
+            key = (labels.get("trial", ""), labels.get("rank", ""))
+            firsts = sorted(self.firsts.get(key, []))
+            for first, following in zip(firsts, [*firsts[1:], math.inf]):
+                run = [(t, c) for t, c in counts.get(key, []) if first <= t < following]
+                if run:
+                    points = self._slope(points, run)
+            patched.append((labels, points))
+        return patched
+
+    def _slope(self, points: Points, run: Points) -> Points:
+        """``points`` with the run's filling window (from its last instant without a count to
+        a rate window after it) drawn from the run's counter samples ``run``."""
+        base = run[0][1]
+        zero = max((t for t, c in run if c == base), default=run[0][0])
+        until = zero + self.seconds
+        early = [(t, 0.0 if t <= zero else (c - base) / (t - zero)) for t, c in run
+                 if t < until]
+        return sorted([(t, v) for t, v in points if not run[0][0] <= t < until] + early)
+
+
+def read(api: PrometheusAPI, spec: PanelSpec, window: Window, force: str | None = None
+         ) -> tuple[list[tuple[Line, Rows]], str | None]:
+    """Each line's series, and where the panel's recorded figures came from: RECORDED when
+    every recorded line covers the window as well as its raw form (or ``force``)."""
+
+    def rows(expr: str) -> Rows:
+        return api.query_range(expr, window.start, window.end, window.step)
+
+    recorded = [(line, rows(line.expr) if force != RAW or line.raw is None else [])
+                for line in spec.lines]
+    if not any(line.raw for line in spec.lines) or force == RECORDED:
+        return recorded, RECORDED if force == RECORDED else None
+    raw = [(line, rows(line.raw) if line.raw else found) for line, found in recorded]
+    covered = force != RAW and all(
+        _count(found) >= COVERED * _count(alternative) - SLACK * len(alternative)
+        for (line, found), (_, alternative) in zip(recorded, raw) if line.raw)
+    return (recorded, RECORDED) if covered else (raw, RAW)
+
+
+def _count(rows: Rows) -> int:
+    return sum(len(points) for _, points in rows)
+
+
+def fetch(api: PrometheusAPI, spec: PanelSpec, window: Window, hosts: dict[str, str],
+          filling: Filling | None = None, force: str | None = None) -> Panel:
+    """``hosts``: exporter instance -> node name, for the ``{host}`` in legends; ``filling``:
+    the runs whose first rate window is drawn from their counters; ``force``: RECORDED or
+    RAW to read recorded lines one way only."""
     panel = Panel(spec, ylabel=spec.ylabel)
-    for line in spec.lines:
-        for labels, points in api.query_range(line.expr, window.start, window.end, window.step):
+    lines, panel.source = read(api, spec, window, force)
+    for line, found in lines:
+        if filling is not None:
+            found = filling.patch(api, line, window, found)
+        for labels, points in found:
             scaled = [(t, v * line.scale) for t, v in points]
             if spec.drop_zero and not any(v for _, v in scaled):
                 continue
