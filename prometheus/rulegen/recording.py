@@ -13,6 +13,7 @@ from typing import Any
 from prometheus.rulegen.settings import Settings
 from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
 from trainwatch.contract.records import BUSY_SOURCES, QUANTILES, RecordNames
+from trial_instrumentation import names
 
 # Host counters recorded as per-device rates: (recorded metric stem, exporter counter).
 _DEVICE_RATES = (
@@ -123,6 +124,37 @@ def _gpu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
         _record(n.trial_gpu_tensor_active,
                 for_trials(per_gpu("trainwatch_gpu_tensor_active_ratio"))),
         _record(n.trial_gpu_memory_used, for_trials(n.gpu_memory_used)),
+        *_mfu_rules(s, n),
+    ]
+
+
+def _mfu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
+    """Model FLOPs utilization (PaLM, appendix B): samples/s x the model's FLOPs per sample
+    over the peak of the rank's GPUs in the precision the rank declared. A rank without a FLOPs
+    figure, or with a GPU whose peak is unknown (or unscraped), has no series: never 0."""
+    exporter, trial = s.selector("exporter"), s.selector("trial")
+    rank_precision = (*TRIAL_LABELS, "precision")
+    flops = f"max {by(*rank_precision)} ({select(names.MODEL_FLOPS, trial)})"
+    gpus = f"max {by(*TRIAL_LABELS, 'uuid')} ({select(names.GPU_INFO, trial)})"
+    # Each trial GPU once, labelled with its rank's precision (the many side of the uuid join).
+    wanted = (f"count {by(*rank_precision, 'uuid')} (\n  {gpus}\n"
+              f"  * {on(*TRIAL_LABELS)} group_left (precision)\n  {flops}\n)")
+    peaks = (f'max {by("uuid", "precision")} (label_replace('
+             f'{select("trainwatch_gpu_peak_flops", exporter)}, "precision", "$1", "dtype", "(.+)"))')
+    peak_sum = (f"sum {by(*rank_precision)} (\n{wanted}\n* {on('uuid', 'precision')} "
+                f"group_left\n{peaks}\n)\n"
+                f"and {on(*TRIAL_LABELS)}\n"
+                f"(count {by(*TRIAL_LABELS)} ({wanted} * {on('uuid', 'precision')} group_left "
+                f"{peaks})\n == count {by(*TRIAL_LABELS)} ({gpus}))")
+    model_flops = f"{flops}\n* {on(*TRIAL_LABELS)} group_left\n{n.samples_rate}"
+    per_trial = [label for label in TRIAL_LABELS if label != "rank"]
+    return [
+        _record(n.trial_peak_flops, peak_sum),
+        _record(n.mfu, f"{model_flops}\n/ {on(*rank_precision)}\n{n.trial_peak_flops}"),
+        _record(n.trial_mfu, (
+            f"sum {by(*per_trial)} (\n  {n.mfu} * {on(*rank_precision)} {n.trial_peak_flops}\n)"
+            f"\n/ sum {by(*per_trial)} (\n  {n.trial_peak_flops} and {on(*rank_precision)} "
+            f"{n.mfu}\n)")),
     ]
 
 

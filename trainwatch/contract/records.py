@@ -59,6 +59,16 @@ class RecordNames:
         return f"trial_ranks:trainwatch_trial_scaling_efficiency:ratio_rate{self.window}"
 
     @property
+    def mfu(self) -> str:
+        """Per rank: model FLOPs utilization, samples/s x FLOPs per sample / its GPUs' peak."""
+        return f"trial:trainwatch_trial_mfu:ratio_rate{self.window}"
+
+    @property
+    def trial_mfu(self) -> str:
+        """Per trial (no rank label): the ranks' model FLOPs over their GPUs' peak."""
+        return f"trial_ranks:trainwatch_trial_mfu:ratio_rate{self.window}"
+
+    @property
     def steps_rate(self) -> str:
         return f"trial:trainwatch_trial_steps:rate{self.window}"
 
@@ -75,6 +85,8 @@ class RecordNames:
     trial_gpu_tensor_active = "trial_gpu:trainwatch_gpu_tensor_active:ratio"
     trial_gpu_memory_used = "trial_gpu:trainwatch_gpu_memory_used:ratio"
     gpu_memory_used = "gpu:trainwatch_gpu_memory_used:ratio"
+    # Per rank: the dense peak FLOP/s of its GPUs summed, in the precision the rank declared.
+    trial_peak_flops = "trial:trainwatch_gpu_peak_flops:sum"
     # Pulled trials: when each was last scraped, kept while its target's scrapes fail.
     pulled_last_scrape = "trial:trainwatch_trial_last_scrape:timestamp_seconds"
 
