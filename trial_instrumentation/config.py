@@ -11,6 +11,7 @@ import logging
 import math
 import os
 import re
+import signal
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,17 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 # NVML's UUID form: GPU-<hex and dashes>, or MIG-<...> for a MIG instance.
 _NVML_UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]+$")
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """On-demand profiler traces (:mod:`trial_instrumentation.profiling`); environment only."""
+
+    directory: str = "trainwatch-traces"  # relative: to the working directory
+    trigger: str | None = None  # a file whose change asks for a trace; None: no file
+    signal: int | None = signal.SIGUSR2  # None: no signal asks
+    steps: int = 5  # steps a request records (after the warm-up), unless it says
+    max_bytes: int = 200 * 1024 * 1024  # the compressed trace is cut to this
 
 
 @dataclass(frozen=True)
@@ -52,6 +64,7 @@ class TrialConfig:
     exit_timeout: float
     flops_per_sample: float | None = None  # the model's training FLOPs per sample
     precision: str | None = None  # the precision flops_per_sample runs in (flops.PRECISIONS)
+    profile: ProfileSettings = ProfileSettings()
 
     @property
     def enabled(self) -> bool:
@@ -193,6 +206,50 @@ def _phase_buckets(value: str | Iterable[float]) -> tuple[float, ...]:
     return validate_buckets(bounds, "the bounds") if bounds else ()
 
 
+MAX_PROFILE_STEPS = 100  # a trace of more steps is too large to open in a browser
+
+
+def profile_steps(value: str | int) -> int:
+    """Steps one profiler capture records: an integer 1..MAX_PROFILE_STEPS."""
+    steps = _int_at_least(1)(value)
+    if steps > MAX_PROFILE_STEPS:
+        raise ValueError(f"must be at most {MAX_PROFILE_STEPS}")
+    return steps
+
+
+def _signal(value: str) -> int | None:
+    """``none``, or a signal's name (``USR2``, ``SIGUSR1``) or number."""
+    text = str(value).strip().upper()
+    if text == "NONE":
+        return None
+    try:
+        if text.isdigit():
+            return int(signal.Signals(int(text)))
+        return int(signal.Signals[text if text.startswith("SIG") else f"SIG{text}"])
+    except KeyError:
+        raise ValueError("expected 'none' or a signal's name (USR2) or number") from None
+
+
+def _megabytes(value: str) -> int:
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError("must be a size in MB > 0")
+    return int(number * 1024 * 1024)
+
+
+def _profile_settings(src: _Source) -> ProfileSettings:
+    default = ProfileSettings()
+    return ProfileSettings(
+        directory=src.get(None, "profile_dir", names.ENV_PROFILE_DIR, str, default.directory)[0],
+        trigger=src.get(None, "profile_trigger", names.ENV_PROFILE_TRIGGER, str, None)[0],
+        signal=src.get(None, "profile_signal", names.ENV_PROFILE_SIGNAL, _signal,
+                       default.signal)[0],
+        steps=src.get(None, "profile_steps", names.ENV_PROFILE_STEPS, profile_steps,
+                      default.steps)[0],
+        max_bytes=src.get(None, "profile_max_mb", names.ENV_PROFILE_MAX_MB, _megabytes,
+                          default.max_bytes)[0])
+
+
 def _timing_mode(value: str) -> str:
     if value not in names.TIMING_MODES:
         raise ValueError(f"expected one of {list(names.TIMING_MODES)}")
@@ -268,4 +325,5 @@ def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
         read_timeout=src.get(read_timeout, "read_timeout", None, _positive, 5.0)[0],
         exit_timeout=src.get(exit_timeout, "exit_timeout", None, _positive, 10.0)[0],
         flops_per_sample=model_flops, precision=model_precision,
+        profile=_profile_settings(src),
     )

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from time import perf_counter
 from typing import Any, Generic, TypeVar
 
+from trial_instrumentation.profiling import NEVER, StepBoundary
 from trial_instrumentation.timing import Histogram
 
 T = TypeVar("T")
@@ -72,13 +73,15 @@ class TimedLoader(Generic[T]):
 
     def __init__(self, iterable: Iterable[T], fetch: Histogram, step: Histogram,
                  progress: Progress, samples: int | Callable[[T], int] | None = None,
-                 on_start: Callable[[], None] | None = None) -> None:
+                 on_start: Callable[[], None] | None = None,
+                 boundary: StepBoundary = NEVER) -> None:
         self._iterable = iterable
         self._fetch = fetch
         self._step = step
         self._progress = progress
         self._samples = samples
         self._on_start = on_start
+        self._boundary = boundary  # a profile request, acted on between steps
 
     def __len__(self) -> int:
         return len(self._iterable)  # type: ignore[arg-type]
@@ -97,6 +100,7 @@ class TimedLoader(Generic[T]):
         # runs once per step, after the step's own work has pushed it out of the CPU caches.
         # Each histogram tries its previous bucket before bisecting, as Phase does.
         fetch, step, progress, count = self._fetch, self._step, self._progress, self._count
+        boundary = self._boundary
         fetch_counts, fetch_bounds, fetch_edges = fetch.counts, fetch.bounds, fetch.edges
         step_counts, step_bounds, step_edges = step.counts, step.bounds, step.edges
         fetch_bucket = step_bucket = 0
@@ -114,6 +118,8 @@ class TimedLoader(Generic[T]):
             except GeneratorExit:  # left by break or an exception: close the open step
                 step.observe(perf_counter() - requested)
                 progress.samples += batch_samples
+                if boundary.armed:
+                    boundary.step_ended()
                 raise
             ended = perf_counter()
             seconds = ended - requested
@@ -123,3 +129,6 @@ class TimedLoader(Generic[T]):
             step.sum += seconds
             progress.samples += batch_samples
             requested = ended
+            if boundary.armed:  # a profiler capture: its start, steps and write are not timed
+                boundary.step_ended()
+                requested = perf_counter()

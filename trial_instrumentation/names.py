@@ -40,6 +40,14 @@ LOADER_READ_BYTES = "trainwatch_trial_loader_read_bytes"
 LOADER_RCHAR_BYTES = "trainwatch_trial_loader_rchar_bytes"
 PROCESS_MAIN = "main"
 PROCESS_WORKERS = "workers"
+# The latest on-demand profiler trace (trial_instrumentation.profiling): its file and step range,
+# the top operators' self time per step (top-k only), and kernels where CUDA was captured.
+PROFILE_INFO = "trainwatch_trial_profile_info"
+PROFILE_STEPS = "trainwatch_trial_profile_steps"
+PROFILE_SELF_SECONDS = "trainwatch_trial_profile_self_seconds"
+PROFILE_OP_SELF_SECONDS = "trainwatch_trial_profile_op_self_seconds"
+PROFILE_KERNELS_PER_STEP = "trainwatch_trial_profile_kernels_per_step"
+PROFILE_KERNEL_SECONDS_MEAN = "trainwatch_trial_profile_kernel_seconds_mean"
 
 # The six standard timings (Determined's names); any other phase name is allowed too.
 DATALOADER_NEXT = "dataloader_next"
@@ -92,11 +100,20 @@ ENV_NODENAME = "TRAINWATCH_NODENAME"
 # The GPUs the trial uses, as NVML UUIDs, comma-separated; replaces detection through torch.
 # For other frameworks (JAX, TensorFlow) or a scheduler that knows the allocation.
 ENV_GPU_UUIDS = "TRAINWATCH_GPU_UUIDS"
+# On-demand profiler traces (trial_instrumentation.profiling): where they go, what asks for one
+# besides `trainwatch profile` (a file whose change is a request; a signal, "none" for none), how
+# many steps one records and the size its compressed file is cut to.
+ENV_PROFILE_DIR = "TRAINWATCH_PROFILE_DIR"
+ENV_PROFILE_TRIGGER = "TRAINWATCH_PROFILE_TRIGGER"
+ENV_PROFILE_SIGNAL = "TRAINWATCH_PROFILE_SIGNAL"
+ENV_PROFILE_STEPS = "TRAINWATCH_PROFILE_STEPS"
+ENV_PROFILE_MAX_MB = "TRAINWATCH_PROFILE_MAX_MB"
 # Every TRAINWATCH_* variable this library reads; any other one in a trial's environment is
 # reported as unknown (with the closest of these), so a typo is not a silent no-op.
 TRIAL_ENV = (ENV_PUSHGATEWAY, ENV_EXPERIMENT, ENV_TRIAL, ENV_PUSH_INTERVAL,
              ENV_PULL_PORT, ENV_TIMING_MODE, ENV_USERNAME, ENV_PASSWORD, ENV_NODENAME,
-             ENV_GPU_UUIDS, ENV_PHASE_BUCKETS)
+             ENV_GPU_UUIDS, ENV_PHASE_BUCKETS, ENV_PROFILE_DIR, ENV_PROFILE_TRIGGER,
+             ENV_PROFILE_SIGNAL, ENV_PROFILE_STEPS, ENV_PROFILE_MAX_MB)
 # TRAINWATCH_* variables that other parts of trainwatch read (the operator CLI and the stack it
 # starts): not the library's, but not a typo either.
 OTHER_ENV = ("TRAINWATCH_PROMETHEUS", "TRAINWATCH_STATE_DIR", "TRAINWATCH_STACK",

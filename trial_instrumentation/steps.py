@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trial_instrumentation.loader import Progress
+from trial_instrumentation.profiling import NEVER, StepBoundary
 from trial_instrumentation.timing import Histogram
 
 
@@ -26,16 +27,19 @@ class StepRecorder:
     (1, 1, 8)
     """
 
-    __slots__ = ("_fetch", "_on_first_step", "_phase_histogram", "_progress", "_step")
+    __slots__ = ("_boundary", "_fetch", "_on_first_step", "_phase_histogram", "_progress",
+                 "_step")
 
     def __init__(self, fetch: Histogram, step: Histogram, progress: Progress,
                  on_first_step: Callable[[], None] | None = None,
-                 phase_histogram: Callable[[str], Histogram] | None = None) -> None:
+                 phase_histogram: Callable[[str], Histogram] | None = None,
+                 boundary: StepBoundary = NEVER) -> None:
         self._fetch = fetch
         self._step = step
         self._progress = progress
         self._on_first_step = on_first_step  # notes the GPUs once the model is on them
         self._phase_histogram = phase_histogram
+        self._boundary = boundary  # a profile request, acted on between steps
 
     def fetched(self, seconds: float) -> None:
         """One step's time waiting for its batch."""
@@ -54,6 +58,8 @@ class StepRecorder:
             on_first_step()
         self._step.observe(seconds)
         self._progress.samples += samples
+        if self._boundary.armed:
+            self._boundary.step_ended()
 
 
 class NoopStepRecorder(StepRecorder):

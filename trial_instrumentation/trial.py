@@ -17,6 +17,8 @@ from trial_instrumentation.gpus import TrainingGpus
 from trial_instrumentation.lifecycle import ExitHooks
 from trial_instrumentation.loader import TimedLoader
 from trial_instrumentation.loader_processes import LoaderProcessCollector, process_tree
+from trial_instrumentation.profile_trace import ProfileCollector
+from trial_instrumentation.profiling import NEVER, OnDemandProfiler
 from trial_instrumentation.pusher import Pusher
 from trial_instrumentation.steps import NoopStepRecorder, StepRecorder
 from trial_instrumentation.timing import Histogram, NoopPhase, Phase
@@ -74,6 +76,7 @@ class Trial:
         if cfg.flops_per_sample is not None and cfg.precision is not None:
             self._state.model_flops = (cfg.precision, cfg.flops_per_sample)
         self._phases: dict[str, Phase | NoopPhase] = {}
+        self._profiler: OnDemandProfiler | None = None
         self._bad_names: set[str] = set()
         self._resolver: Any = None
         self._pusher: Pusher | None = None
@@ -90,6 +93,12 @@ class Trial:
             # The loader's process tree (loader_processes.py): read when pushed, never here.
             self.registry.register(LoaderProcessCollector(process_tree,
                                                           cfg.grouping_key if pull else None))
+            # On-demand profiler traces (profiling.py): idle until asked.
+            self._profiler = OnDemandProfiler(cfg, lambda: sum(self._state.step.counts),
+                                              lambda summary: setattr(profiles, "latest", summary))
+            profiles = ProfileCollector(self._profiler.poll_trigger,
+                                        cfg.grouping_key if pull else None)
+            self.registry.register(profiles)
 
     @classmethod
     def from_env(cls) -> Trial:
@@ -126,7 +135,8 @@ class Trial:
         if not self.enabled:
             return iterable
         return TimedLoader(iterable, self._state.phase_histogram(names.DATALOADER_NEXT),
-                           self._state.step, self._state.progress, samples, self._gpus.note)
+                           self._state.step, self._state.progress, samples, self._gpus.note,
+                           self._profiler or NEVER)
 
     def measure_loader_limit(self, loader: Iterable[T], seconds: float = 10.0,
                              samples: int | Callable[[T], int] | None = None) -> float:
@@ -173,7 +183,15 @@ class Trial:
         if not self.enabled:
             return NoopStepRecorder()
         return StepRecorder(self._state.phase_histogram(names.DATALOADER_NEXT), self._state.step,
-                            self._state.progress, self._gpus.note, self._state.phase_histogram)
+                            self._state.progress, self._gpus.note, self._state.phase_histogram,
+                            self._profiler or NEVER)
+
+    def profile(self, steps: int | None = None) -> None:
+        """Capture a ``torch.profiler`` trace of the next ``steps`` steps (default
+        ``TRAINWATCH_PROFILE_STEPS``), as the signal and the trigger file ask for one
+        (docs/instrumentation.md, "Profiler traces on demand"); a no-op when disabled."""
+        if self._profiler is not None:
+            self._profiler.request(None if steps is None else configuration.profile_steps(steps))
 
     def start(self) -> Self:
         """Start pushing (or serving); ``with Trial(...)`` calls it."""
@@ -199,6 +217,8 @@ class Trial:
                      "(set %s or pass pushgateway=) and no pull port (%s)",
                      names.ENV_PUSHGATEWAY, names.ENV_PULL_PORT)
         self._announced = True
+        if self._profiler is not None:
+            self._profiler.install()
         self._gpus.note()
         return self
 
@@ -215,6 +235,8 @@ class Trial:
                 finish()
             except Exception:  # an integration's hook must not cost the final push
                 log.exception("trainwatch: a before-close hook failed")
+        if self._profiler is not None:  # a running capture is written, then pushed
+            self._profiler.close()
         self._exit_hooks.uninstall()
         self._state.exit_reason = reason or (names.EXIT_CLEAN if clean else names.EXIT_FAILED)
         self._gpus.note()
