@@ -7,6 +7,7 @@ and `report`.
     trainwatch trials [--experiment E] [--since 7d]
     trainwatch compare E/T[/R] E/T[/R]
     trainwatch report --experiment E [--trial T] [--since 1h] -o report.html
+    trainwatch profile --experiment E --trial T [--rank R] [--steps N --trigger FILE]
 
 Without --prometheus, diagnose, trials, compare and report read $TRAINWATCH_PROMETHEUS, else the
 Prometheus of the running `trainwatch stack`. Exit codes: trainwatch/diagnose/cli.py.
@@ -20,7 +21,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from trainwatch import gc
+from trainwatch import gc, profile
 from trainwatch.diagnose import cli as diagnose_cli
 from trainwatch.report import cli as report_cli
 from trainwatch.stack import cli as stack_cli
@@ -35,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     gc.add_parser(commands)
     report_cli.add_parser(commands)
     diagnose_cli.add_parsers(commands)
+    profile.add_parser(commands)
     return parser
 
 
@@ -60,6 +62,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return gc.run(args)
     if args.command == "report":
         return report_cli.run(args)
+    if args.command == "profile":
+        return profile.run(args)
     return diagnose_cli.run(args)
 
 
