@@ -3,6 +3,9 @@ is older than --max-age; a trial that is pushing is never touched."""
 
 from __future__ import annotations
 
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
@@ -31,7 +34,10 @@ def key(**labels: str) -> tuple[tuple[str, str], ...]:
 
 
 def test_gc_deletes_the_stale_group_and_never_the_live_trial(
-        pushgateway: Service, capsys: pytest.CaptureFixture[str]) -> None:
+        pushgateway: Service, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ages of a second, not minutes: the floor on --max-age has its own test.
+    monkeypatch.setattr(gc, "MIN_MAX_AGE", 1.0)
     dead = {"experiment": "exp", "trial": "lr-0.1", "rank": "0"}  # the live one's twin rank
     # A slash and an empty value (another client's): the delete must address exactly it.
     odd = {"experiment": "exp", "trial": "lr/0.1", "rank": ""}
@@ -137,3 +143,41 @@ def test_a_bad_age_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
 def test_durations() -> None:
     assert [duration(t) for t in ("90", "90s", "30m", "1h", "2d", "0.5s")] == \
         [90, 90, 1800, 3600, 172800, 0.5]
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("--max-age", "3s"), "--max-age 3s is below 60s: it would delete the groups of live trials"),
+    (("--max-age", "0s"), "--max-age 0s is below 60s"),
+    (("--ended-after", "0s"), "--ended-after must be above 0 s"),
+    (("--timeout", "-1"), "--timeout -1 is not above 0 seconds"),
+])
+def test_what_would_delete_live_groups_is_refused_before_any_request(
+        args: tuple[str, ...], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["gc", "--pushgateway", closed_port_url(), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trainwatch gc: error: ") and said in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("body", [b'{"status":"success","data":[1,2,3]}',
+                                  b'{"status":"success","data":{"a":1}}', b"[]"])
+def test_an_answer_that_is_no_pushgateways_is_an_error(
+        body: bytes, capsys: pytest.CaptureFixture[str]) -> None:
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        assert cli.main(["gc", "--pushgateway", f"http://127.0.0.1:{server.server_port}"]) == 2
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    assert "not a Pushgateway's answer" in err and err.count("\n") == 1

@@ -19,22 +19,27 @@ from __future__ import annotations
 
 import argparse
 import base64
+import http.client
 import json
 import os
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, duration
+from trainwatch.httpget import ResponseTooLarge, fetch
 from trainwatch.stack.lookup import NoPrometheus, stack_url
 from trial_instrumentation import names
 
 # An ended group's final push must be scraped before it goes: a few scrape intervals.
 ENDED_AFTER = 120.0
+# The shortest --max-age gc takes: six of the trials' default 10 s push intervals. A live
+# trial's group is never older than one interval plus a push's retries; an age below that
+# deleted live groups (3 s did, at the default interval), and the group came back at the next
+# push without its history.
+MIN_MAX_AGE = 60.0
 
 
 class GcError(Exception):
@@ -75,7 +80,11 @@ class Pushgateway:
         try:
             entries = json.loads(body)["data"]
         except (ValueError, KeyError, TypeError):
-            raise GcError(f"{self.url}/api/v1/metrics: not a Pushgateway's answer") from None
+            entries = None
+        if not isinstance(entries, list) or not all(
+                isinstance(e, dict) and isinstance(e.get("labels"), dict) for e in entries):
+            raise GcError(f"{self.url}/api/v1/metrics: not a Pushgateway's answer (a list of "
+                          "groups, each with its labels)")
         return [group for entry in entries if (group := _group(entry)) is not None
                 and group.labels.get("job") == job]
 
@@ -83,15 +92,20 @@ class Pushgateway:
         self._call("DELETE", group.path())
 
     def _call(self, method: str, path: str) -> bytes:
-        request = urllib.request.Request(self.url + path, method=method, headers=self.headers)
+        """The body of one request, bounded in size and time (trainwatch.httpget)."""
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return bytes(response.read())
-        except urllib.error.HTTPError as err:
-            raise GcError(f"{method} {self.url}{path}: {err.code} {err.reason}") from None
-        except (urllib.error.URLError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            raise GcError(f"cannot reach the Pushgateway at {self.url}: {reason}") from None
+            answer = fetch(self.url + path, timeout=self.timeout, method=method,
+                           headers=self.headers)
+        except ResponseTooLarge as err:
+            raise GcError(f"{method} {self.url}{path}: {err}") from None
+        except TimeoutError:
+            raise GcError(f"{method} {self.url}{path}: no complete answer within "
+                          f"{self.timeout:g} s (--timeout)") from None
+        except (OSError, http.client.HTTPException) as err:
+            raise GcError(f"cannot reach the Pushgateway at {self.url}: {err}") from None
+        if answer.status >= 400:
+            raise GcError(f"{method} {self.url}{path}: {answer.status} {answer.reason}")
+        return answer.body
 
 
 def _group(entry: Any) -> Group | None:
@@ -133,18 +147,23 @@ def add_parser(commands: Any) -> None:
     gc.add_argument("--pushgateway", metavar="URL", help=f"default: ${names.ENV_PUSHGATEWAY}, "
                     "else the running `trainwatch stack`'s")
     gc.add_argument("--max-age", type=duration, default=3600.0, metavar="DURATION",
-                    help="delete groups whose last push is older than this; keep it well above "
-                    "the trials' push interval (default 1h)")
+                    help="delete groups whose last push is older than this; at least "
+                    f"{MIN_MAX_AGE:g}s, well above the trials' push interval (default 1h)")
     gc.add_argument("--ended-after", type=duration, default=ENDED_AFTER, metavar="DURATION",
                     help="delete an ended trial's group (its final push said so) once that push "
                     "is older than this: long enough for Prometheus to scrape it (default 2m)")
     gc.add_argument("--job", default=names.JOB, help=f"Pushgateway job (default {names.JOB})")
     gc.add_argument("--dry-run", action="store_true", help="list, delete nothing")
-    gc.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout, seconds")
+    gc.add_argument("--timeout", type=duration, default=10.0, metavar="DURATION",
+                    help="each request's whole time, seconds (default 10)")
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
+    refused = _refused(args)
+    if refused:
+        print(f"trainwatch gc: error: {refused}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         url = args.pushgateway or env.get(names.ENV_PUSHGATEWAY) or stack_url(
             "pushgateway", f"pass --pushgateway URL, set {names.ENV_PUSHGATEWAY}", env)
@@ -161,6 +180,19 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
               f"last push {age:.0f} s ago)")
     print(f"{len(groups)} group(s) {verb} of job {args.job} on {gateway.url}", file=sys.stderr)
     return EXIT_OK
+
+
+def _refused(args: argparse.Namespace) -> str | None:
+    """Why the arguments would delete what they must not (or cannot work), if they would."""
+    if args.max_age < MIN_MAX_AGE:
+        return (f"--max-age {args.max_age:g}s is below {MIN_MAX_AGE:g}s: it would delete the "
+                "groups of live trials between two pushes; ended trials' groups go after "
+                "--ended-after")
+    if args.ended_after <= 0:
+        return "--ended-after must be above 0 s: Prometheus must scrape the final push first"
+    if args.timeout <= 0:
+        return f"--timeout {args.timeout:g} is not above 0 seconds"
+    return None
 
 
 def _b64(value: str) -> str:
