@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from trainwatch.contract.promql import BY_TRIAL
+from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS, by
 from trainwatch.contract.records import QUANTILES
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
@@ -83,7 +83,7 @@ def lifetimes(api: PrometheusAPI, select: Selector, window: str,
         if total:  # no finished step yet: no share to speak of
             rank(labels).shares[labels.get("phase", "")] = phase_sum / total
     for q in QUANTILES:
-        expr = (f"histogram_quantile({q}, sum by ({', '.join(names.GROUPING_LABELS)}, le) "
+        expr = (f"histogram_quantile({q}, sum {by(*TRIAL_LABELS, 'le')} "
                 f"({select(f'{names.STEP_SECONDS}_bucket', **sel)}))")
         for labels, seconds in api.query(expr):
             if not math.isnan(seconds):  # NaN: no observation yet
