@@ -1,0 +1,72 @@
+"""The latest on-demand profiler trace of each rank (``trainwatch_trial_profile_*``, pushed by
+trial_instrumentation.profiling), said in one line under `diagnose`'s verdict.
+
+>>> t = TraceSummary("/t/rank0.pt.trace.json.gz", "1204-1208", "cuda", 0.010,
+...                  [("aten::mm", 0.0041), ("aten::add_", 0.001)], 1900.0, 6e-6)
+>>> trace_line("0", t)
+'trace of rank 0, steps 1,204–1,208: aten::mm 41%, aten::add_ 10%; 1,900 kernels per step averaging 6 µs: launch-bound (/t/rank0.pt.trace.json.gz)'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from trainwatch.contract.promql import select
+from trial_instrumentation import names
+
+Key = tuple[str, str, str]
+Rows = dict[Key, list[tuple[dict[str, str], float]]]
+# Kernels shorter than this on average, many per step: the CPU's launches, not the GPU's work,
+# set the pace (CUDA graphs, torch.compile or larger batches fuse them).
+LAUNCH_BOUND_KERNEL_SECONDS = 20e-6
+LAUNCH_BOUND_KERNELS_PER_STEP = 200
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    path: str
+    steps: str  # the trial's step numbers, "1204-1208"
+    device: str  # where the operator times were measured: cpu or cuda
+    self_seconds: float | None  # every operator's self time per step
+    ops: list[tuple[str, float]] = field(default_factory=list)  # (op, seconds per step)
+    kernels_per_step: float | None = None
+    kernel_seconds_mean: float | None = None
+
+
+def gather(by_rank: Callable[[str], Rows], **sel: str | None) -> dict[Key, TraceSummary]:
+    """Each rank's latest trace, from ``by_rank(expr)`` (rows by experiment, trial, rank)."""
+    info = by_rank(select(names.PROFILE_INFO, **sel))
+    values = {metric: by_rank(select(metric, **sel)) for metric in (
+        names.PROFILE_SELF_SECONDS, names.PROFILE_OP_SELF_SECONDS,
+        names.PROFILE_KERNELS_PER_STEP, names.PROFILE_KERNEL_SECONDS_MEAN)}
+
+    def one(metric: str, key: Key) -> float | None:
+        rows = values[metric].get(key)
+        return rows[0][1] if rows else None
+
+    found = {}
+    for key, rows in info.items():
+        labels = rows[0][0]
+        ops = sorted(((lab.get("op", ""), v) for lab, v in
+                      values[names.PROFILE_OP_SELF_SECONDS].get(key, [])), key=lambda o: -o[1])
+        found[key] = TraceSummary(labels.get("path", ""), labels.get("steps", ""),
+                                  labels.get("device", ""), one(names.PROFILE_SELF_SECONDS, key),
+                                  ops, one(names.PROFILE_KERNELS_PER_STEP, key),
+                                  one(names.PROFILE_KERNEL_SECONDS_MEAN, key))
+    return found
+
+
+def trace_line(rank: str, t: TraceSummary) -> str:
+    first, _, last = t.steps.partition("-")
+    steps = "–".join(f"{int(s):,}" for s in (first, last or first) if s.isdigit())
+    line = f"trace of rank {rank}, steps {steps}: "
+    total = t.self_seconds or sum(s for _, s in t.ops)
+    line += ", ".join(f"{op} {s / total:.0%}" for op, s in t.ops) if total else "no operators"
+    if t.kernels_per_step is not None and t.kernel_seconds_mean is not None:
+        line += (f"; {t.kernels_per_step:,.0f} kernels per step averaging "
+                 f"{t.kernel_seconds_mean * 1e6:.0f} µs")
+        if (t.kernel_seconds_mean < LAUNCH_BOUND_KERNEL_SECONDS
+                and t.kernels_per_step >= LAUNCH_BOUND_KERNELS_PER_STEP):
+            line += ": launch-bound"
+    return f"{line} ({t.path})"
