@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 
 from trainwatch.cliutil import ago
+from trainwatch.diagnose import traces
 from trainwatch.diagnose.report import RankReport
 from trainwatch.diagnose.trials import TrialRow
 from trainwatch.diagnose.verdict import STALE
@@ -74,6 +75,8 @@ def report_text(r: RankReport) -> str:
             f"step {num(r.step_limit, ' samples/s', 0)}")))
     lines += ranks_text(r)
     lines += ["", *verdict_text(r)]
+    if r.trace is not None:
+        lines.append(f"  {traces.trace_line(r.rank, r.trace)}")
     return "\n".join(lines)
 
 
