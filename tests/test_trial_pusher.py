@@ -229,3 +229,22 @@ def test_the_recovery_line_says_how_long_the_outage_lasted(
         pusher.stop(timeout=1)
     gateway.close()
     assert f"Pushgateway {gateway.url} reachable again after 15.0s" in caplog.text
+
+
+def test_each_wait_between_pushes_is_jittered(server: StatusServer,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # The largest draw: every wait is the interval plus 10%. Without jitter two processes
+    # started together push in lockstep, and scrapes see one writer (issue 25, item 8).
+    # A wide jitter, so that the waits stand well clear of the interval on a loaded machine.
+    monkeypatch.setattr(pusher_module.random, "random", lambda: 1.0)
+    monkeypatch.setattr(pusher_module, "JITTER", 0.5)
+    pusher, _ = make(server.url, interval=0.2)
+    pusher.start()
+    wait_until(lambda: len(put_times(server)) >= 4, timeout=10, what="four pushes")
+    pusher.stop(timeout=5)
+    gaps = [b - a for a, b in itertools.pairwise(put_times(server)[:4])]
+    assert min(gaps) >= 0.27, gaps  # 0.3 s waits; 0.2 s without the jitter
+    monkeypatch.setattr(pusher_module, "JITTER", 0.1)
+    draws = iter((0.0, 0.25, 1.0))
+    assert [pusher_module.jittered(10.0, lambda: next(draws)) for _ in range(3)] == \
+        pytest.approx([9.0, 9.5, 11.0])

@@ -6,6 +6,7 @@ nothing raises out of it: failures are counted, logged once per outage, and retr
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +22,8 @@ log = logging.getLogger(__name__)
 RETRIES = 2  # extra attempts per push, with exponential backoff
 # The first backoff is a quarter of the push interval (so retries fit in one interval), capped.
 MAX_FIRST_BACKOFF_SECONDS = 1.0
+# Each wait between pushes is the interval +-10%, drawn afresh (see jittered()).
+JITTER = 0.1
 
 
 class Pusher:
@@ -74,7 +77,7 @@ class Pusher:
         # Push at once (the trial shows up before its first interval), then every interval.
         while True:
             self._with_retries(self._push, wait=self._stopping.wait)
-            if self._stopping.wait(self._config.push_interval):
+            if self._stopping.wait(jittered(self._config.push_interval)):
                 break
         self._with_retries(self._push, wait=_sleep)
 
@@ -114,6 +117,19 @@ class Pusher:
             log.warning("trainwatch: Pushgateway %s reachable again after %.1fs",
                         self._config.pushgateway, time.monotonic() - self._failing_since)
             self._failing_since = None
+
+
+def jittered(interval: float, draw: Callable[[], float] | None = None) -> float:
+    """``interval`` moved by up to ``JITTER`` of itself either way, drawn afresh each time.
+
+    Two processes started together under one key would otherwise push in lockstep, one always
+    just after the other, and every scrape would see the same writer (TrainwatchTrialKeyShared
+    saw one pid for 200 s); a fleet started together would push in bursts.
+
+    >>> jittered(10.0, lambda: 0.0), jittered(10.0, lambda: 0.5), jittered(10.0, lambda: 1.0)
+    (9.0, 10.0, 11.0)
+    """
+    return interval * (1 + JITTER * (2 * (draw or random.random)() - 1))
 
 
 def _sleep(seconds: float) -> bool:
