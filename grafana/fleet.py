@@ -10,7 +10,7 @@ from grafana.layout import Layout
 from grafana.panels import DATASOURCE_VAR, Column, Query, table
 from grafana.promql import GPU_LEGEND, TRIAL_INFO, Promql
 from grafana.ranks import scaling_panel, stragglers_table
-from grafana.sections import BUSY_DESCRIPTION, gpu_ratio
+from grafana.sections import BUSY_DESCRIPTION, MFU_DESCRIPTION, gpu_ratio
 from prometheus.rulegen.alerts import underutilized_trial_gpus
 from trainwatch.contract.alerts import (
     DATALOADER_BOUND,
@@ -41,18 +41,20 @@ def build(q: Promql) -> db.Dashboard:
         Query(f"sum {BY_TRIAL} ({loader_share})"),
         Query(f"avg {BY_TRIAL} ({select(n.trial_gpu_busy, EXPERIMENT)})"),
         Query(f"max {BY_TRIAL} (time() - {q.trial('push_time_seconds', EXPERIMENT)})"),
+        Query(f"max {BY_TRIAL} ({select(n.mfu, EXPERIMENT)})"),
         Query(f"max {by(*TRIAL_LABELS, 'nodename')} "
               f"({q.trial(TRIAL_INFO, EXPERIMENT)})"),
     ], description=f"Every trial with a Pushgateway group, one row per rank; click a row for "
                    f"its Trial profile. A last push older than {number(stale_after)} s "
-                   f"(TrainwatchTrialStale) means the trial crashed or hangs.",
+                   f"(TrainwatchTrialStale) means the trial crashed or hangs. {MFU_DESCRIPTION}",
         columns=[Column("Steps/s", "suffix: steps/s"),
                  Column("Data loader share", "percentunit",
                         steps=((s.threshold(DATALOADER_BOUND), "red"),)),
                  Column("GPU busy", "percentunit", base="red",
                         steps=((idle_below, "green"),)),
-                 Column("Last push", "s", steps=((stale_after, "red"),))],
-        hide=["Value #E"], links=[("Trial profile", PROFILE_LINK)]), 24, 9)
+                 Column("Last push", "s", steps=((stale_after, "red"),)),
+                 Column("MFU", "percentunit")],
+        hide=["Value #F"], links=[("Trial profile", PROFILE_LINK)]), 24, 9)
     layout.add(stragglers_table(q, EXPERIMENT), 14, 8)
     layout.add(scaling_panel(q, EXPERIMENT), 10, 8)
     layout.row("GPUs")

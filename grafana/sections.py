@@ -21,6 +21,12 @@ BUSY_DESCRIPTION = (
     "GPU busy, as the alerts and trainwatch diagnose read it (gpu:trainwatch_gpu_busy:ratio): "
     "SM activity where the GPU reports it (source sm_active, NVML GPM), else NVML utilization "
     "(source utilization, the share of time any kernel ran).")
+MFU_DESCRIPTION = (
+    "MFU (model FLOPs utilization): samples/s x the model's FLOPs per sample (the trial's "
+    "trainwatch_trial_model_flops_per_sample) over the dense peak of its GPUs in the precision "
+    "it declared (trainwatch_gpu_peak_flops: datasheet, boost clock, no sparsity). Empty where "
+    "the trial gave no FLOPs figure or a GPU's peak is unknown; 40-60% is good for large "
+    "transformers, under 20% leaves most of the hardware idle.")
 ACTIVITY_DESCRIPTION = (
     "NVML utilization is the share of time *any* kernel ran; SM activity is the share of SMs "
     "busy and tensor activity the share of time tensor cores worked (NVML GPM, Hopper and "

@@ -17,7 +17,13 @@ from grafana.promql import (
     parens,
 )
 from grafana.ranks import add_ranks_row
-from grafana.sections import BUSY_DESCRIPTION, add_host_panels, gpu_activity, gpu_ratio
+from grafana.sections import (
+    BUSY_DESCRIPTION,
+    MFU_DESCRIPTION,
+    add_host_panels,
+    gpu_activity,
+    gpu_ratio,
+)
 from trainwatch.contract.alerts import DATALOADER_BOUND, HOST_TO_DEVICE_BOUND
 from trainwatch.contract.promql import BY_TRIAL, number, select
 
@@ -73,6 +79,9 @@ def build(q: Promql) -> db.Dashboard:
     layout.add(timeseries("Samples per second", "suffix: samples/s", [
         Query(per_rank(n.samples_rate), TRIAL_LEGEND),
     ], description=f"Samples per second over {s.rate_window}."), 6, 8)
+    layout.add(timeseries("MFU", "percentunit", [
+        Query(per_rank(n.mfu), f"{TRIAL_LEGEND} {{{{precision}}}}"),
+    ], description=MFU_DESCRIPTION, max_value=1), 12, 8)
     add_ranks_row(layout, q, *MATCHERS[:2])
     layout.row("Phases")
     layout.add(timeseries("Share of step time by phase", "percentunit", [

@@ -106,16 +106,17 @@ IDLE_GPU = 1
 @contextmanager
 def live_stack(workdir: Path, *, rate_window: str, for_: str,
                stale_after: float | None = None, window: str | None = None,
-               alertmanager: Service | None = None) -> Iterator[LiveStack]:
+               alertmanager: Service | None = None,
+               exporter_args: tuple[str, ...] = ()) -> Iterator[LiveStack]:
     """Start everything (1 s scrape and evaluation); stop it all, trials first, on exit.
     ``stale_after`` (seconds) shortens TrainwatchTrialStale's threshold, ``window`` the alerts'
     own windows (TrainwatchTrialKeyShared's); with ``alertmanager``, Prometheus sends its
-    alerts there."""
+    alerts there; ``exporter_args`` go to the exporter (``--gpu.peak-flops``...)."""
     rules = workdir / "rules"
     generate_rules.write_rules(rules, for_=for_, rate_window=rate_window, stale_after=stale_after,
                                window=window)
     with start_pushgateway(workdir) as pgw, \
-            start_trainwatch_exporter(workdir, fake_gpus=FAKE_GPUS,
+            start_trainwatch_exporter(workdir, *exporter_args, fake_gpus=FAKE_GPUS,
                                       idle_gpus=(IDLE_GPU,)) as exporter:
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},

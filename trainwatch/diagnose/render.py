@@ -69,6 +69,8 @@ def report_text(r: RankReport) -> str:
     else:
         lines.append("  GPUs: none reported by the trial")
     lines.append(f"  node CPU busy: {pct(r.node_cpu)}")
+    if r.mfu is not None:
+        lines.append(f"  {r.mfu.line()}")
     if r.loader_limit is not None or r.step_limit is not None:
         lines.append("  measured limits: " + (r.limits_advice or (
             f"loader {num(r.loader_limit, ' samples/s', 0)}, "

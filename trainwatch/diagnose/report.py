@@ -15,6 +15,7 @@ from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS
 from trainwatch.contract.promql import select as selector
 from trainwatch.contract.records import QUANTILES
+from trainwatch.diagnose import mfu as mfus
 from trainwatch.diagnose import traces
 from trainwatch.diagnose import verdict as verdicts
 from trainwatch.diagnose.deployed import Deployment
@@ -106,6 +107,8 @@ class RankReport:
     run: Run | None = None
     # The rank's latest on-demand profiler trace (trainwatch profile), summarised.
     trace: traces.TraceSummary | None = None
+    # Model FLOPs utilization (the MFU recording rule), or which of its parts is missing.
+    mfu: mfus.Mfu | None = None
 
 
 def by_rank(api: PrometheusAPI, expr: str) -> dict[tuple[str, str, str], list[tuple[Labels,
@@ -182,6 +185,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
                         f"group_left() max by (nodename) ({on_host}))")
     age = by_rank(api, push_age(**sel))
     profiles = traces.gather(lambda expr: by_rank(api, expr), **sel)
+    utilizations = mfus.gather(lambda expr: by_rank(api, expr), n, **sel)
     stale_after = deployment.threshold(TRIAL_STALE)
     ended = ended_ranks(api, **sel)
     stale = {key for key, rows in age.items() if rows[0][1] > stale_after} | set(ended)
@@ -215,6 +219,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
         r.limits_advice = verdicts.limits_advice(r.loader_limit, r.step_limit)
         r.ranks, r.scaling = spreads.get(key), scalings.get(key[:2])
         r.trace = profiles.get(key)
+        r.mfu = utilizations.get(key)
         r.alerts = _alerts(firing, key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
         gpu = (first_value(gpu_avg[key]), first_value(sm_avg[key]),
                first_value(tensor_avg[key]), *_busy(busy_avg[key]))

@@ -1,0 +1,66 @@
+"""MFU end to end: a real trial that declares its FLOPs per sample, pushing to a real
+Pushgateway, the fake-NVML exporter with a --gpu.peak-flops override, and the recording rules
+in a real Prometheus."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.fake_nvml import fake_uuid
+from tests.live_stack import live_stack
+from trainwatch.contract.records import RecordNames
+
+PEAK, FLOPS = 2e12, 1e9  # the override (bf16) and the trial's FLOPs per sample
+WINDOW = "10s"
+# A trial of 10-sample steps of ~50 ms on fake GPU 0, declaring bf16 and FLOPS.
+TRIAL = f"""
+import sys, time
+from trial_instrumentation import Trial
+with Trial("live-mfu", "mfu", pushgateway=sys.argv[1], push_interval=0.5,
+           gpu_uuids="{fake_uuid(0)}", flops_per_sample={FLOPS!r}, precision="bf16") as trial:
+    for _ in trial.loader(iter(int, 1), samples=10):
+        with trial.phase("train_batch"):
+            time.sleep(0.05)
+"""
+
+
+def value(rows: list[dict[str, object]]) -> float:
+    [row] = rows
+    return float(row["value"][1])  # type: ignore[index]
+
+
+def test_prometheus_mfu_is_samples_per_second_times_flops_over_the_peak(tmp_path: Path) -> None:
+    names = RecordNames(WINDOW)
+    with live_stack(tmp_path, rate_window=WINDOW, for_="5s",
+                    exporter_args=(f"--gpu.peak-flops=bf16={PEAK!r}",)) as live:
+        prom = live.prometheus
+        live.start_process("mfu", [sys.executable, "-c", TRIAL, live.pushgateway.url])
+        # A whole window of MFU over a whole window of steady samples/s (no ramp-up in it).
+        prom.wait_for_series(f'count_over_time({names.mfu}{{trial="mfu", precision="bf16"}}'
+                             f"[{WINDOW}]) >= 9", 60)
+        time.sleep(10)
+        mfu = value(prom.query(f'avg_over_time({names.mfu}{{trial="mfu"}}[{WINDOW}])'))
+        samples = value(prom.query(f'avg_over_time({names.samples_rate}{{trial="mfu"}}'
+                                   f"[{WINDOW}])"))
+        assert samples > 50, live.trial_log("mfu")
+        assert mfu == pytest.approx(samples * FLOPS / PEAK, rel=0.02)
+        peak = value(prom.query(f'{names.trial_peak_flops}{{trial="mfu"}}'))
+        assert peak == PEAK  # the override, not the H100's 989.4e12 from the table
+        # One rank: the trial's MFU is that rank's (both recorded in one evaluation).
+        now = prom.query(f'{names.mfu} or {names.trial_mfu}')
+        assert len(now) == 2 and float(now[0]["value"][1]) == float(now[1]["value"][1])
+        said = diagnose(prom.url)
+        assert "MFU " in said and "% of 2 TFLOPS bf16 dense on 1 × H100 80GB HBM3" in said, said
+
+
+def diagnose(prometheus: str) -> str:
+    trainwatch = Path(sys.executable).parent / "trainwatch"
+    done = subprocess.run([str(trainwatch), "diagnose", "--experiment", "live-mfu", "--trial",
+                           "mfu", "--prometheus", prometheus], capture_output=True, text=True,
+                          timeout=60, check=False)
+    return done.stdout + done.stderr
