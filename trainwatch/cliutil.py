@@ -34,3 +34,19 @@ def ago(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} minutes"
     return f"{seconds / 3600:.1f} hours"
+
+
+def add_prometheus(sub: argparse.ArgumentParser, timeout: float = 10.0) -> None:
+    """``--prometheus`` and ``--timeout``, as every command that reads Prometheus takes them."""
+    sub.add_argument("--prometheus", metavar="URL",
+                     help="Prometheus base URL, e.g. http://prometheus:9090 (default: "
+                     "$TRAINWATCH_PROMETHEUS, else the running `trainwatch stack`'s)")
+    sub.add_argument("--timeout", type=float, default=timeout,
+                     help=f"HTTP timeout for each request, seconds (default {timeout:g})")
+
+
+def add_trial(sub: argparse.ArgumentParser) -> None:
+    """``--experiment``, ``--trial`` and ``--rank``: which trial a command is about."""
+    sub.add_argument("--experiment", required=True)
+    sub.add_argument("--trial", help="default: every trial of the experiment")
+    sub.add_argument("--rank", help="default: every rank")

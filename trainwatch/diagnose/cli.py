@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any
 
-from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, duration
+from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, duration
 from trainwatch.diagnose import compare, render
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.history import gather_runs
@@ -38,18 +38,13 @@ def add_parsers(commands: Any) -> None:
                                  "and ended")
     versus = commands.add_parser("compare", help="two trials side by side, and what changed")
     for sub in (diagnose, trials, versus):
-        sub.add_argument("--prometheus", metavar="URL",
-                         help="Prometheus base URL, e.g. http://prometheus:9090 (default: "
-                         "$TRAINWATCH_PROMETHEUS, else the running `trainwatch stack`'s)")
+        add_prometheus(sub)
         sub.add_argument("--format", choices=("text", "json"), default="text")
-        sub.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout, seconds")
     for sub in (diagnose, versus):
         sub.add_argument("--since", type=duration, metavar="DURATION",
                          help="how far back to look for the trial (default: Prometheus's "
                          "retention)")
-    diagnose.add_argument("--experiment", required=True)
-    diagnose.add_argument("--trial", help="default: every trial of the experiment")
-    diagnose.add_argument("--rank", help="default: every rank")
+    add_trial(diagnose)
     diagnose.add_argument("--at", type=parse_time, metavar="TIME",
                           help="read the trial as it was then: Unix seconds or ISO 8601 (UTC "
                           "unless it says); default: now if it runs, else its last push")

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, duration
+from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, duration
 from trainwatch.diagnose.report import UnknownTrial
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 from trainwatch.report.window import Asked, Window, parse_time
@@ -24,12 +24,8 @@ def add_parser(commands: Any) -> None:
         "trial or one that ended within Prometheus's retention. With no time given, the "
         "window is the trial's life (its latest run's first sample to its last, or to now "
         "while it runs).")
-    report.add_argument("--prometheus", metavar="URL",
-                        help="Prometheus base URL (default: $TRAINWATCH_PROMETHEUS, else the "
-                        "running `trainwatch stack`'s)")
-    report.add_argument("--experiment", required=True)
-    report.add_argument("--trial", help="default: every trial of the experiment")
-    report.add_argument("--rank", help="default: every rank")
+    add_prometheus(report, timeout=30.0)
+    add_trial(report)
     report.add_argument("--since", type=duration, metavar="DURATION",
                         help="the window: this long back from --end, --at or now (default: the "
                         "trial's life)")
@@ -44,7 +40,6 @@ def add_parser(commands: Any) -> None:
                         help="add `trainwatch compare`'s answer against this trial: the two "
                         "side by side and what changed (needs one trial: --trial)")
     report.add_argument("-o", "--output", required=True, type=Path, metavar="FILE.html")
-    report.add_argument("--timeout", type=float, default=30.0, help="HTTP timeout, seconds")
 
 
 class OutputError(OSError):
