@@ -83,3 +83,29 @@ def test_the_table_is_dense_and_in_flops() -> None:
                 assert peaks["fp32"] < peaks[dtype] < 5e15, (name, dtype)
         if "bf16" in peaks and "tf32" in peaks:
             assert peaks["bf16"] == pytest.approx(2 * peaks["tf32"], rel=0.02), name
+
+
+def _real_nvml_present() -> bool:
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return False
+    pynvml.nvmlShutdown()
+    return True
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _real_nvml_present(), reason="no NVML (no NVIDIA driver) on this machine")
+def test_real_nvml_publishes_the_table_figures_for_a_listed_product() -> None:
+    import pynvml
+
+    registry = registry_for(pynvml, PeakTable())  # type: ignore[arg-type]
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    name, uuid = pynvml.nvmlDeviceGetName(handle), pynvml.nvmlDeviceGetUUID(handle)
+    found = {s.labels["dtype"]: s.value for family in registry.collect() for s in family.samples
+             if s.name == PEAK and s.labels["uuid"] == uuid}
+    # The product name NVML reports is the table's key; an unlisted board publishes nothing.
+    assert found == PEAK_FLOPS.get(name, {}), f"NVML product name {name!r}"

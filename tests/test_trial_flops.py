@@ -84,3 +84,35 @@ def test_no_figure_no_series() -> None:
 def test_bad_flops_settings_fail_at_creation(kwargs: dict[str, object], says: str) -> None:
     with pytest.raises(ValueError, match=says):
         Trial("e", "t", pull_port=0, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_bf16_matmul_loop_on_a_real_gpu_stays_under_its_datasheet_peak() -> None:
+    """Counted FLOPs x measured samples/s over the datasheet's dense bf16 peak: a figure over
+    1 means the table or the counter is wrong, one under 0.2 that a large bf16 matmul is not
+    reaching the tensor cores."""
+    import time
+
+    from exporter.peak_flops import PEAK_FLOPS
+
+    name = torch.cuda.get_device_name()
+    if "bf16" not in PEAK_FLOPS.get(name, {}):
+        pytest.skip(f"no bf16 peak in the table for {name!r}")
+    width, batch_size, steps = 8192, 8192, 20
+    model = mlp((width, width, width, width)).cuda()
+    batch = torch.randn(batch_size, width, device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        counted = measure_flops_per_sample(model, batch)
+        assert counted == pytest.approx(3 * 3 * 2 * width * width - 2 * width * width, rel=0.01)
+        for _ in range(3):  # warm-up
+            model(batch).sum().backward()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(steps):
+            model(batch).sum().backward()
+        torch.cuda.synchronize()
+    samples_per_second = steps * batch_size / (time.perf_counter() - start)
+    mfu = samples_per_second * counted / PEAK_FLOPS[name]["bf16"]
+    print(f"{name}: MFU {mfu:.1%} of {PEAK_FLOPS[name]['bf16'] / 1e12:.0f} TFLOPS bf16")
+    assert 0.2 < mfu < 1.0
