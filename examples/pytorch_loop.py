@@ -31,13 +31,14 @@ log = logging.getLogger("pytorch_loop")
 
 class SlowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     """Random classification data, fetched a whole batch per ``__getitem__`` (a list of
-    indices from a BatchSampler), so ``delay`` is paid once per batch."""
+    indices from a BatchSampler), so ``delay`` (seconds slept) and ``cpu`` (CPU seconds burned,
+    as decoding does) are paid once per batch."""
 
-    def __init__(self, samples: int, delay: float, seed: int = 0) -> None:
+    def __init__(self, samples: int, delay: float, seed: int = 0, cpu: float = 0.0) -> None:
         generator = torch.Generator().manual_seed(seed)
         self.x = torch.randn(samples, FEATURES, generator=generator)
         self.y = torch.randint(0, CLASSES, (samples,), generator=generator)
-        self.delay = delay
+        self.delay, self.cpu = delay, cpu
 
     def __len__(self) -> int:
         return len(self.x)
@@ -45,6 +46,9 @@ class SlowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     def __getitem__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         if self.delay > 0:
             time.sleep(self.delay)
+        burned = time.process_time() + self.cpu
+        while time.process_time() < burned:
+            pass
         return self.x[indices], self.y[indices]
 
 
@@ -62,6 +66,8 @@ def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__,
                         "epoch); the exit is a clean one, as at the end of the data")
     parser.add_argument("--loader-delay", type=float, default=0.0,
                         help="seconds slept per batch in the Dataset (a slow loader)")
+    parser.add_argument("--loader-cpu", type=float, default=0.0,
+                        help="CPU seconds burned per batch in the Dataset (a decoding loader)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
     parser.add_argument("--experiment", help="default: $TRAINWATCH_EXPERIMENT")
@@ -147,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     trial = make_trial(args)  # bad settings fail here, before any data is loaded
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dataset = SlowDataset(args.steps * args.batch_size, args.loader_delay)
+    dataset = SlowDataset(args.steps * args.batch_size, args.loader_delay, cpu=args.loader_cpu)
     with trial:
         loss = train(trial, epochs_until(make_loader(args, dataset), args.max_seconds), device)
     budget = f"{args.max_seconds:g} s" if args.max_seconds else f"{args.steps} steps"

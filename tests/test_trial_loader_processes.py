@@ -172,3 +172,24 @@ def test_a_real_dataloader_across_epochs_in_a_served_trial() -> None:
     assert max(s[WORKERS] for s in seen) == 2
     cpu = [s[CPU + "workers"] for s in seen]
     assert cpu == sorted(cpu) and cpu[-1] > 0, cpu  # never back, though workers came and went
+
+
+def test_the_cpu_a_worker_waited_for_is_counted_and_kept_after_it_exits() -> None:
+    registry = registry_of(LoaderProcessCollector(process_tree))
+    wait = "trainwatch_trial_loader_cpu_wait_seconds_total"
+    generate_latest(registry)
+    before = registry.get_sample_value(wait)
+    assert before is not None  # Linux keeps schedstat
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=burn, args=(BURN,)) for _ in range(3)]  # 3 on 2 cores
+    for worker in workers:
+        worker.start()
+    time.sleep(0.2)
+    generate_latest(registry)
+    during = registry.get_sample_value(wait)
+    for worker in workers:
+        worker.join()
+    generate_latest(registry)
+    after = registry.get_sample_value(wait)
+    # Three CPU-bound workers on two cores: at least one waits for a CPU at any moment.
+    assert after >= during > before, (before, during, after)

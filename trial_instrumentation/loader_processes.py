@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 # multiprocessing's helper processes are children too, but they load no data.
 HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 READ_BYTES_DOC = "Bytes the trial's process tree read from block devices (/proc/<pid>/io read_bytes)."
+WAIT_DOC = ("Seconds the DataLoader workers were ready to run but waited for a CPU "
+            "(run-queue delay, /proc/<pid>/schedstat): CPU they wanted and did not get.")
 RCHAR_DOC = ("Bytes the trial's process tree read through any read call: page cache and network "
              "file systems too (/proc/<pid>/io rchar).")
 
@@ -41,6 +43,7 @@ class TreeSample:
     workers: int
     read_bytes: float | None
     rchar: float | None
+    workers_wait: float | None = None  # seconds the workers were runnable, waiting for a CPU
 
 
 def _cpu(times: Any, *, own: bool = True) -> float:
@@ -57,6 +60,11 @@ class ProcessTree:
         self._io = hasattr(self._root, "io_counters")  # absent on macOS
         self._task_children = os.path.exists(f"/proc/{pid}/task/{pid}/children")
         self._helpers: dict[int, bool] = {}
+        # Run-queue delay per live worker (/proc/<pid>/schedstat, not passed on to the parent
+        # when a worker is reaped), and that of workers gone: the counter keeps their last.
+        self._schedstat = os.path.exists(f"/proc/{pid}/schedstat")
+        self._waits: dict[int, float] = {}
+        self._waits_gone = 0.0
         if not self._io:
             log.warning("trainwatch: this platform has no per-process I/O counters; the trial's "
                         "loader read series are left out")
@@ -65,7 +73,7 @@ class ProcessTree:
         """Raises psutil's errors or OSError only where the trial process itself is unreadable."""
         root = self._root.cpu_times()
         io = self._read_io(self._root)
-        workers_cpu, workers = _cpu(root, own=False), 0
+        workers_cpu, workers, waits = _cpu(root, own=False), 0, {}
         children = self._children()
         if len(self._helpers) > 4 * len(children) + 16:  # forget processes long gone
             self._helpers = {}
@@ -74,11 +82,24 @@ class ProcessTree:
                 workers_cpu += _cpu(child.cpu_times())
                 if io is not None:
                     io = self._add_io(io, child)
-                workers += not self._is_helper(child, direct)
-            except (self._ps.NoSuchProcess, self._ps.AccessDenied):
+                if not self._is_helper(child, direct):
+                    waits[child.pid] = self._wait(child.pid)
+                    workers += 1
+            except (self._ps.NoSuchProcess, self._ps.AccessDenied, FileNotFoundError):
                 continue  # gone since listed (its figures are in its parent's now), or not ours
+        self._waits_gone += sum(v for pid, v in self._waits.items() if pid not in waits)
+        self._waits = waits
+        wait = self._waits_gone + sum(waits.values()) if self._schedstat else None
         return TreeSample(root.user + root.system, workers_cpu, workers,
-                          None if io is None else io[0], None if io is None else io[1])
+                          None if io is None else io[0], None if io is None else io[1], wait)
+
+    def _wait(self, pid: int) -> float:
+        """Seconds ``pid`` spent runnable on a run queue, waiting for a CPU (schedstat's 2nd
+        field, nanoseconds); 0 where the kernel keeps no schedstat."""
+        if not self._schedstat:
+            return 0.0
+        with open(f"/proc/{pid}/schedstat") as file:
+            return int(file.read().split()[1]) / 1e9
 
     def _children(self) -> list[tuple[Any, bool]]:
         """The descendants, each with whether it is the trial's own child: from
@@ -181,6 +202,10 @@ class LoaderProcessCollector(Collector):
                                     "(the trial process's descendants).", labels=self._keys)
         workers.add_metric(self._values, sample.workers)
         yield workers
+        if sample.workers_wait is not None:
+            wait = CounterMetricFamily(names.LOADER_CPU_WAIT_SECONDS, WAIT_DOC, labels=self._keys)
+            wait.add_metric(self._values, self._up("wait", sample.workers_wait))
+            yield wait
         for name, doc, value in ((names.LOADER_READ_BYTES, READ_BYTES_DOC, sample.read_bytes),
                                  (names.LOADER_RCHAR_BYTES, RCHAR_DOC, sample.rchar)):
             if value is not None and not math.isnan(value):  # NaN: no such field here

@@ -36,6 +36,8 @@ STEP_LIMIT = "trainwatch_trial_step_limit_samples_per_second"
 # and the process tree's reads (/proc/<pid>/io read_bytes: block devices; rchar: any read).
 LOADER_CPU_SECONDS = "trainwatch_trial_loader_cpu_seconds"
 LOADER_WORKERS = "trainwatch_trial_loader_workers"
+# Run-queue delay of the workers: CPU they wanted and waited for (a saturated node).
+LOADER_CPU_WAIT_SECONDS = "trainwatch_trial_loader_cpu_wait_seconds"
 LOADER_READ_BYTES = "trainwatch_trial_loader_read_bytes"
 LOADER_RCHAR_BYTES = "trainwatch_trial_loader_rchar_bytes"
 PROCESS_MAIN = "main"

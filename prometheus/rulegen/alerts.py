@@ -38,6 +38,7 @@ from trainwatch.contract.alerts import (
     TRIAL_PUSH_FAILING,
     TRIAL_STALE,
 )
+from trainwatch.contract.checks import LOADER_CAUSE_THRESHOLDS
 from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, number, on, select
 from trainwatch.contract.records import RecordNames
 from trial_instrumentation import names
@@ -72,12 +73,16 @@ class _Group:
 
     def add(self, name: str, expr: str, summary: str, description: str, remedy: str,
             measured: _Shown | None = None, uses_busy: bool = False,
-            uses_window: bool = False) -> None:
+            uses_window: bool = False, causes: tuple[str, ...] = ()) -> None:
         """``measured`` is how the value shows (``_AS_PERCENT``...); None for a yes/no alert,
         whose value is only the fact that it fired, and which takes no threshold.
         ``uses_busy``: the alert has a gate, whose level (thresholds.yaml ``busy``) it exposes
-        in a ``busy`` annotation for ``trainwatch diagnose``."""
+        in a ``busy`` annotation for ``trainwatch diagnose``; ``causes``, the names of the
+        thresholds (thresholds.yaml ``causes``) it exposes as ``cause_<name>`` annotations."""
         setting = self.s.alert(name)
+        if set(setting.causes) != set(causes):
+            raise SettingsError(f"{self.s.source}: alerts.{name}.causes must name exactly "
+                                f"{sorted(causes)}, got {sorted(setting.causes)}")
         if measured is None and setting.threshold is not None:
             raise SettingsError(f"{self.s.source}: alerts.{name}.threshold is not used by this "
                                 "yes/no alert; remove it")
@@ -97,6 +102,8 @@ class _Group:
             annotations["measured"] = f"{measured.value} (threshold {shown})"
         if uses_busy:
             annotations["busy"] = number(self.s.busy(name))
+        annotations.update({f"cause_{key}": number(value)
+                            for key, value in setting.causes.items()})
         self.rules.append({"alert": name, "expr": expr, "for": setting.for_,
                            "labels": {"severity": setting.severity},
                            "annotations": annotations})
@@ -118,7 +125,7 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
           "Training waits for the data loader.",
           f"{_TRIAL} spends {_AS_PERCENT.value} of its step time in "
           f"dataloader_next (threshold {_pct(t)}).", remedies.DATALOADER,
-          measured=_AS_PERCENT)
+          measured=_AS_PERCENT, causes=LOADER_CAUSE_THRESHOLDS)
     t = s.threshold(HOST_TO_DEVICE_BOUND)
     g.add(HOST_TO_DEVICE_BOUND,
           _while_live(s, f"sum {by(*TRIAL_LABELS)} "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,9 @@ class AlertSetting:
     severity: str
     busy: float | None = None
     window: str | None = None
+    # Thresholds that tell an alert's causes apart (contract.checks.LOADER_CAUSE_THRESHOLDS),
+    # exposed as `cause_<name>` annotations for `trainwatch diagnose`.
+    causes: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,7 @@ def _mapping(value: object, where: str) -> Mapping[str, Any]:
 
 
 def _alert(doc: Mapping[str, Any], where: str) -> AlertSetting:
-    unknown = set(doc) - {"threshold", "busy", "for", "severity", "window"}
+    unknown = set(doc) - {"threshold", "busy", "for", "severity", "window", "causes"}
     if unknown:
         raise SettingsError(f"{where}: unknown key(s) {sorted(unknown)}")
     threshold, busy = doc.get("threshold"), doc.get("busy")
@@ -150,11 +153,16 @@ def _alert(doc: Mapping[str, Any], where: str) -> AlertSetting:
     severity = doc.get("severity")
     if severity not in SEVERITIES:
         raise SettingsError(f"{where}.severity: {severity!r} is not one of {SEVERITIES}")
+    causes = _mapping(doc.get("causes", {}), f"{where}.causes")
+    for key, value in causes.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SettingsError(f"{where}.causes.{key}: {value!r} is not a number")
     return AlertSetting(threshold=None if threshold is None else float(threshold),
                         for_=check_duration(doc["for"], f"{where}.for"), severity=severity,
                         busy=None if busy is None else float(busy),
                         window=None if "window" not in doc
-                        else check_duration(doc["window"], f"{where}.window"))
+                        else check_duration(doc["window"], f"{where}.window"),
+                        causes={key: float(value) for key, value in causes.items()})
 
 
 def parse_settings(doc: object, source: str) -> Settings:

@@ -26,3 +26,13 @@ CHECKS = (
 # A gated check holds only while this measurement is at least its alert's `busy` level (the
 # alert's own gate): launch-bound needs a GPU that *looks* busy, idle tensor cores busy SMs.
 GATES = {"launch_bound": "gpu_utilization", "tensor_cores_idle": "gpu_sm_active"}
+
+# The thresholds that tell the data loader's causes apart (trainwatch/diagnose/loader_cause.py):
+# thresholds.yaml `alerts.TrainwatchDataloaderBound.causes`, carried to `trainwatch diagnose` as
+# that alert's `cause_<name>` annotations. Node CPU saturation is TrainwatchCPUSaturated's own.
+LOADER_CAUSE_THRESHOLDS = (
+    "worker_busy",  # CPU one worker wants (ran + waited for on a run queue), s/s: it computes
+    "disk_busy",  # a local disk's busy fraction (rate of its I/O time)
+    "network_busy",  # a NIC's received bytes/s over its link speed
+    "rchar_over_read",  # bytes read over bytes the block devices read: reads from elsewhere
+)

@@ -11,6 +11,36 @@ DATALOADER = (
     "storage, put a caching data layer in front of remote data, and load asynchronously so "
     "the next batch is ready before the step ends.")
 
+# Why the loader is slow (trainwatch/diagnose/loader_cause.py): one remedy per cause, each
+# only its own. TOO_FEW_WORKERS is filled in with the trial's own figures.
+LOADER_TOO_FEW_WORKERS = (
+    "Raise DataLoader num_workers from {workers} to ~{suggested} (the node has {idle} idle "
+    "cores and every worker is busy computing), with persistent_workers=True so workers are "
+    "not started again every epoch.")
+
+LOADER_DECODE_BOUND = (
+    "Spend less CPU per sample, since the node has no idle core for more workers: store the "
+    "data in a columnar format that needs no decoding in Python (Arrow), pre-augment it "
+    "offline, or run the augmentations on the GPU (torchvision.transforms.v2 on CUDA tensors, "
+    "NVIDIA DALI).")
+
+LOADER_STORAGE_BOUND = (
+    "The local disk is the limit: copy the data set to a local NVMe drive (or into RAM if it "
+    "fits) and read it in larger sequential chunks (shards of tens to hundreds of MB: "
+    "WebDataset tar shards, Arrow/Parquet files) instead of many small random reads.")
+
+LOADER_REMOTE_STORAGE = (
+    "The data comes over the network and the link is nearly full: put a caching layer in "
+    "front of the remote storage (e.g. Alluxio, or a local copy made once per node), "
+    "prefetch the next shards ahead of use, and pack small files into larger shards so "
+    "fewer, bigger reads cross the network.")
+
+LOADER_LATENCY_BOUND = (
+    "The workers mostly wait on something outside the node's CPUs and disks (a remote "
+    "service, small network reads, a sleep): keep more requests in flight with more workers "
+    "and a larger prefetch_factor, and load asynchronously (overlap requests inside a worker "
+    "with threads or asyncio).")
+
 MEMORY_COPIES = (
     "Make host<->device copies cheap: use pinned memory (DataLoader pin_memory=True) with "
     ".to(device, non_blocking=True), create tensors on the device (torch.zeros(..., "

@@ -42,6 +42,8 @@ class AlertRule:
     remedy: str
     runbook_url: str | None = None
     busy: float | None = None  # the gate's level, for alerts that have one
+    # Thresholds that tell its causes apart (`cause_<name>` annotations; contract.checks).
+    causes: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,4 +134,10 @@ def _alert_rule(name: str, rule: Mapping[str, Any] | None, where: str) -> AlertR
     except ValueError:
         raise DeploymentError(f"{where}: alert {name} has a non-numeric `busy` annotation "
                               f"({busy!r}); deploy the current prometheus/rules") from None
-    return AlertRule(name, threshold, str(remedy), annotations.get("runbook_url"), gate)
+    try:
+        causes = {key.removeprefix("cause_"): float(str(value))
+                  for key, value in annotations.items() if key.startswith("cause_")}
+    except ValueError:
+        raise DeploymentError(f"{where}: alert {name} has a non-numeric `cause_` annotation; "
+                              "deploy the current prometheus/rules") from None
+    return AlertRule(name, threshold, str(remedy), annotations.get("runbook_url"), gate, causes)

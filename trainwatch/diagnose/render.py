@@ -130,6 +130,8 @@ def verdict_text(r: RankReport) -> list[str]:
         lines.append(f"  measured: {v.metric}")
     if v.last_profile:
         lines.append(f"  last profile: {v.last_profile}")
+    if r.loader_cause is not None:
+        lines.append(f"  cause: {r.loader_cause.title}: {r.loader_cause.evidence}")
     lines.append(f"  what to change: {v.remedy}")
     if v.cleanup:
         lines.append(f"  clean up once it is gone: {v.cleanup}")

@@ -15,8 +15,8 @@ from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS
 from trainwatch.contract.promql import select as selector
 from trainwatch.contract.records import QUANTILES
+from trainwatch.diagnose import loader_cause, traces
 from trainwatch.diagnose import mfu as mfus
-from trainwatch.diagnose import traces
 from trainwatch.diagnose import verdict as verdicts
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.lifetime import Lifetime, lifetimes, young_ranks
@@ -107,6 +107,8 @@ class RankReport:
     run: Run | None = None
     # The rank's latest on-demand profiler trace (trainwatch profile), summarised.
     trace: traces.TraceSummary | None = None
+    # A data-loader-bound rank: which of the loader's causes, with its figures (loader_cause).
+    loader_cause: loader_cause.LoaderCause | None = None
     # Model FLOPs utilization (the MFU recording rule), or which of its parts is missing.
     mfu: mfus.Mfu | None = None
 
@@ -186,6 +188,9 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     age = by_rank(api, push_age(**sel))
     profiles = traces.gather(lambda expr: by_rank(api, expr), **sel)
     utilizations = mfus.gather(lambda expr: by_rank(api, expr), n, **sel)
+    loader_evidence = loader_cause.gather(lambda expr: by_rank(api, expr), n.window,
+                                          {key: first_value(rows) for key, rows in cpu.items()},
+                                          **sel)
     stale_after = deployment.threshold(TRIAL_STALE)
     ended = ended_ranks(api, **sel)
     stale = {key for key, rows in age.items() if rows[0][1] > stale_after} | set(ended)
@@ -239,6 +244,9 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
                                               deployment.alerts), life.steps)
         else:
             r.verdict = decide(Measurements(shares, r.node_cpu, *gpu), deployment.alerts)
+        if key not in stale:
+            r.verdict, r.loader_cause = loader_cause.explain(r.verdict, loader_evidence.get(key),
+                                                             deployment.alerts)
         reports.append(r)
     return reports
 

@@ -1,0 +1,157 @@
+"""Why the loader is slow, decided over recorded figures: each of the five causes with its own
+evidence and only its own remedy; the thresholds come from thresholds.yaml through the deployed
+alert's annotations. (This 2-core shared machine has no NVMe, no NIC that reports a speed and
+no idle core to spare reliably: storage, remote storage and decode are decided here over
+figures as a real node would record them; tests/test_loader_cause_live.py runs real loops.)"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from prometheus.rulegen import render_files
+from prometheus.rulegen.settings import (
+    DEFAULT_THRESHOLDS,
+    SettingsError,
+    load_settings,
+    parse_settings,
+)
+from trainwatch.contract import remedies
+from trainwatch.contract.alerts import CPU_SATURATED, DATALOADER_BOUND
+from trainwatch.contract.checks import LOADER_CAUSE_THRESHOLDS
+from trainwatch.diagnose.deployed import AlertRule, Deployment
+from trainwatch.diagnose.loader_cause import (
+    DECODE_BOUND,
+    LATENCY_BOUND,
+    REMOTE_STORAGE,
+    STORAGE_BOUND,
+    TOO_FEW_WORKERS,
+    LoaderEvidence,
+    decide,
+    explain,
+)
+from trainwatch.diagnose.verdict import Verdict
+
+CAUSES = {"worker_busy": 0.5, "disk_busy": 0.6, "network_busy": 0.6, "rchar_over_read": 4.0}
+SATURATED = 0.9
+LOADER_REMEDIES = {TOO_FEW_WORKERS: remedies.LOADER_TOO_FEW_WORKERS,
+                   DECODE_BOUND: remedies.LOADER_DECODE_BOUND,
+                   STORAGE_BOUND: remedies.LOADER_STORAGE_BOUND,
+                   REMOTE_STORAGE: remedies.LOADER_REMOTE_STORAGE,
+                   LATENCY_BOUND: remedies.LOADER_LATENCY_BOUND}
+MB = 1e6
+# Recorded figures, as a 16-core node records them over the rate window.
+WAITING = {"workers": 8.0, "workers_cpu": 0.4, "workers_wait": 0.0, "main_cpu": 0.9,
+           "cpu_count": 16.0}
+CASES = {
+    # 2 workers each computing a full core, 12 of 16 cores idle.
+    TOO_FEW_WORKERS: LoaderEvidence(workers=2, workers_cpu=1.96, workers_wait=0.02, main_cpu=1.0,
+                                    node_cpu=0.25, cpu_count=16, disk_busy=0.02),
+    # 16 workers on 16 saturated cores: each runs 0.55 s/s and waits 0.4 s/s for a CPU.
+    DECODE_BOUND: LoaderEvidence(workers=16, workers_cpu=8.8, workers_wait=6.4, main_cpu=1.0,
+                                 node_cpu=0.97, cpu_count=16, disk_busy=0.05),
+    # Workers wait; the NVMe the data sits on is busy 95% with the trial's own reads.
+    STORAGE_BOUND: LoaderEvidence(**WAITING, node_cpu=0.2, disk_busy=0.95,
+                                  read_bytes=900 * MB, rchar=910 * MB, network_busy=0.01),
+    # Workers wait, disks idle, 1.1 GB/s read of which nothing from disks, the 10 GbE link
+    # receiving at 92% of its speed: an NFS or object store mount.
+    REMOTE_STORAGE: LoaderEvidence(**WAITING, node_cpu=0.2, disk_busy=0.01,
+                                   read_bytes=0.5 * MB, rchar=1150 * MB, network_busy=0.92),
+    # Workers wait (a remote service, a sleep), nothing on the node busy.
+    LATENCY_BOUND: LoaderEvidence(**WAITING, node_cpu=0.1, disk_busy=0.01,
+                                  read_bytes=0.0, rchar=2 * MB, network_busy=0.01),
+}
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+def test_each_cause_names_its_evidence_and_only_its_own_remedy(kind: str) -> None:
+    cause = decide(CASES[kind], CAUSES, SATURATED)
+    assert cause is not None and cause.kind == kind, cause
+    others = [text for k, text in LOADER_REMEDIES.items() if k != kind]
+    assert not [text for text in others if text.split("{")[0] in cause.remedy]
+    assert remedies.DATALOADER not in cause.remedy
+    assert "CPU-seconds/s" in cause.evidence
+
+
+def test_too_few_workers_says_from_how_many_to_how_many_and_the_idle_cores() -> None:
+    cause = decide(CASES[TOO_FEW_WORKERS], CAUSES, SATURATED)
+    assert cause is not None
+    assert cause.remedy.startswith("Raise DataLoader num_workers from 2 to ~14 (the node has "
+                                   "12 idle cores")
+    assert "node CPU 25% busy of 16 cores, 12.0 idle" in cause.evidence
+
+
+def test_decode_bound_shows_the_cpu_the_workers_waited_for() -> None:
+    cause = decide(CASES[DECODE_BOUND], CAUSES, SATURATED)
+    assert cause is not None
+    assert "0.55 run, 0.40 waited for a CPU" in cause.evidence
+    assert "node CPU 97% busy" in cause.evidence
+
+
+def test_remote_storage_needs_the_link_near_its_speed_else_it_is_latency() -> None:
+    figures = CASES[REMOTE_STORAGE]
+    unknown_speed = LoaderEvidence(**{**figures.__dict__, "network_busy": None})  # a VM's NIC
+    assert decide(unknown_speed, CAUSES, SATURATED).kind == LATENCY_BOUND  # type: ignore[union-attr]
+    cached = LoaderEvidence(**{**figures.__dict__, "rchar": 1.0 * MB, "read_bytes": 0.9 * MB})
+    assert decide(cached, CAUSES, SATURATED).kind == LATENCY_BOUND  # type: ignore[union-attr]
+
+
+def test_a_busy_disk_that_the_trial_does_not_read_is_not_its_cause() -> None:
+    other_job = LoaderEvidence(**{**CASES[STORAGE_BOUND].__dict__, "read_bytes": 0.0})
+    assert decide(other_job, CAUSES, SATURATED).kind == LATENCY_BOUND  # type: ignore[union-attr]
+
+
+def test_no_workers_the_trial_process_is_judged() -> None:
+    computing = LoaderEvidence(workers=0, workers_cpu=0.0, main_cpu=0.99, node_cpu=0.3,
+                               cpu_count=8)
+    cause = decide(computing, CAUSES, SATURATED)
+    assert cause is not None and cause.kind == TOO_FEW_WORKERS
+    assert "from 0 to ~5" in cause.remedy and "the trial process wanting" in cause.evidence
+
+
+def test_without_the_trials_loader_figures_or_the_thresholds_there_is_no_sub_verdict() -> None:
+    assert decide(LoaderEvidence(node_cpu=0.5, cpu_count=4), CAUSES, SATURATED) is None
+    assert decide(CASES[STORAGE_BOUND], {"worker_busy": 0.8}, SATURATED) is None
+
+
+def rules() -> dict[str, AlertRule]:
+    return {DATALOADER_BOUND: AlertRule(DATALOADER_BOUND, 0.3, remedies.DATALOADER, "rb",
+                                        causes=CAUSES),
+            CPU_SATURATED: AlertRule(CPU_SATURATED, SATURATED, remedies.BUSY_CPU)}
+
+
+def test_explain_replaces_the_list_of_every_loader_fix_with_the_causes_own() -> None:
+    verdict = Verdict("dataloader", "Data loader", True, 0.9, ">", 0.3, DATALOADER_BOUND,
+                      remedies.DATALOADER, "rb")
+    explained, cause = explain(verdict, CASES[STORAGE_BOUND], rules())
+    assert cause is not None and explained.remedy == remedies.LOADER_STORAGE_BOUND
+    assert (explained.kind, explained.measured, explained.alert) == ("dataloader", 0.9,
+                                                                    DATALOADER_BOUND)
+    other = Verdict("busy_cpu", "Node CPUs saturated", True, 0.95, ">", 0.9, CPU_SATURATED,
+                    remedies.BUSY_CPU, None)
+    assert explain(other, CASES[STORAGE_BOUND], rules()) == (other, None)
+    assert explain(verdict, None, rules()) == (verdict, None)
+
+
+def test_the_thresholds_travel_from_thresholds_yaml_to_diagnose() -> None:
+    settings = load_settings()
+    shipped = settings.alert(DATALOADER_BOUND).causes
+    assert set(shipped) == set(LOADER_CAUSE_THRESHOLDS)
+    rendered = [rule for text in render_files(settings).values()
+                for g in yaml.safe_load(text)["groups"] for rule in g["rules"]]
+    loaded = [{"type": "alerting" if "alert" in r else "recording",
+               "name": r.get("alert") or r.get("record"), "annotations": r.get("annotations"),
+               "query": r.get("expr")} for r in rendered]
+    deployed = Deployment.from_rules(loaded)
+    assert deployed.alerts[DATALOADER_BOUND].causes == shipped
+    assert deployed.alerts[CPU_SATURATED].causes == {}
+
+
+def test_a_misspelt_or_missing_cause_threshold_is_refused() -> None:
+    parsed = yaml.safe_load(DEFAULT_THRESHOLDS.read_text())
+    parsed["alerts"][DATALOADER_BOUND]["causes"]["disk_bsy"] = 0.5
+    with pytest.raises(SettingsError, match="causes must name exactly"):
+        render_files(parse_settings(parsed, "t.yaml"))
+    parsed["alerts"][DATALOADER_BOUND]["causes"]["disk_busy"] = "high"
+    with pytest.raises(SettingsError, match="not a number"):
+        parse_settings(parsed, "t.yaml")

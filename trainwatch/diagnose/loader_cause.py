@@ -1,0 +1,187 @@
+"""Why the loader is slow: the sub-verdict of a data-loader-bound rank, one of five causes, each
+with the figures that decided it and only its own remedy.
+
+The figures, each over the rate window: the trial's worker processes and their CPU seconds and
+reads (pushed by ``trial_instrumentation.loader_processes``), and its node's CPU, disks and
+NICs (the exporter, joined on ``nodename``). The thresholds are the deployed
+``TrainwatchDataloaderBound`` alert's ``cause_*`` annotations (thresholds.yaml) and
+``TrainwatchCPUSaturated``'s threshold.
+
+    workers compute (CPU-busy)  node has idle cores      -> too few workers
+                                node saturated           -> decode-bound
+    workers wait                a local disk busy        -> storage-bound
+                                rchar >> read_bytes and
+                                a NIC near its speed     -> remote storage
+                                none of these            -> latency-bound
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from trainwatch.contract import remedies
+from trainwatch.contract.alerts import CPU_SATURATED, DATALOADER_BOUND
+from trainwatch.contract.checks import LOADER_CAUSE_THRESHOLDS
+from trainwatch.contract.promql import BY_TRIAL
+from trainwatch.contract.promql import select as selector
+from trainwatch.diagnose.deployed import AlertRule
+from trainwatch.diagnose.verdict import Verdict
+from trainwatch.promapi import Labels
+from trial_instrumentation import names
+
+HOST_INFO = "trainwatch_host_info"
+TOO_FEW_WORKERS, DECODE_BOUND, STORAGE_BOUND = "too_few_workers", "decode_bound", "storage_bound"
+REMOTE_STORAGE, LATENCY_BOUND = "remote_storage", "latency_bound"
+DATALOADER = "dataloader"  # the verdict this explains (contract.checks.CHECKS' kind)
+Key = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class LoaderEvidence:
+    """A rank's loader figures over the rate window; None where no series answered."""
+
+    workers: float | None = None  # most worker processes seen
+    workers_cpu: float | None = None  # CPU seconds per second of all workers together
+    main_cpu: float | None = None  # of the trial process itself
+    node_cpu: float | None = None  # the node's busy CPU ratio
+    cpu_count: float | None = None
+    disk_busy: float | None = None  # the node's busiest disk: busy fraction
+    read_bytes: float | None = None  # bytes/s the trial's block-device reads
+    rchar: float | None = None  # bytes/s the trial's reads of any kind
+    network_busy: float | None = None  # the node's busiest NIC: received bytes/s over speed
+    workers_wait: float | None = None  # seconds per second the workers waited for a CPU
+
+    @property
+    def per_worker_cpu(self) -> float | None:
+        """CPU one worker wanted, in seconds per second: what it ran plus what it waited for
+        on a run queue (a worker that computes on a saturated node runs little, waits much);
+        with no workers, the trial process loads and its CPU is the figure."""
+        if self.workers is None:
+            return None
+        if self.workers == 0:
+            return self.main_cpu
+        if self.workers_cpu is None:
+            return None
+        return (self.workers_cpu + (self.workers_wait or 0.0)) / self.workers
+
+
+@dataclass(frozen=True)
+class LoaderCause:
+    kind: str
+    title: str
+    evidence: str  # the figures that decided it
+    remedy: str
+
+
+def _pct(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.0%}"
+
+
+def decide(e: LoaderEvidence, causes: Mapping[str, float],
+           cpu_saturated: float) -> LoaderCause | None:
+    """The cause, or None where the trial pushed no loader figures (an older library, no /proc)
+    or the thresholds are not deployed.
+
+    >>> t = {"worker_busy": 0.5, "disk_busy": 0.6, "network_busy": 0.6, "rchar_over_read": 4}
+    >>> decide(LoaderEvidence(1, 0.97, 0.3, 0.5, 2), t, 0.9).remedy.split(" (")[0]
+    'Raise DataLoader num_workers from 1 to ~2'
+    >>> decide(LoaderEvidence(2, 0.02, 0.1, 0.2, 2, 0.01, 0, 1e4), t, 0.9).kind
+    'latency_bound'
+    """
+    per_worker = e.per_worker_cpu
+    if per_worker is None or e.workers is None or set(LOADER_CAUSE_THRESHOLDS) - set(causes):
+        return None
+    workers = int(e.workers)
+    wanted = ("" if e.workers_wait is None or not workers else
+              f" ({(e.workers_cpu or 0) / workers:.2f} run, {e.workers_wait / workers:.2f} "
+              "waited for a CPU)")
+    who = f"{workers} worker{'s' if workers != 1 else ''}" if workers else "the trial process"
+    busy = (f"{who} wanting {per_worker:.2f} CPU-seconds/s each{wanted}, threshold "
+            f"{causes['worker_busy']:g}")
+    cores = "?" if e.cpu_count is None else f"{e.cpu_count:g}"
+    node = f"node CPU {_pct(e.node_cpu)} busy of {cores} cores"
+    if per_worker >= causes["worker_busy"]:
+        idle = (None if e.node_cpu is None or e.cpu_count is None
+                else (1 - e.node_cpu) * e.cpu_count)
+        if idle is not None and idle >= 1 and (e.node_cpu or 0) < cpu_saturated:
+            spare = math.floor(idle)
+            remedy = remedies.LOADER_TOO_FEW_WORKERS.format(
+                workers=workers, suggested=workers + spare, idle=spare)
+            return LoaderCause(TOO_FEW_WORKERS, "too few workers",
+                               f"{busy}; {node}, {idle:.1f} idle", remedy)
+        return LoaderCause(DECODE_BOUND, "decoding on saturated CPUs",
+                           f"{busy}; {node} (saturated at {cpu_saturated:.0%})",
+                           remedies.LOADER_DECODE_BOUND)
+    waiting = f"mostly waiting: {busy}"
+    disk = f"busiest local disk {_pct(e.disk_busy)} busy (threshold {causes['disk_busy']:.0%})"
+    reads = f"the trial reads {_rate(e.rchar)}, {_rate(e.read_bytes)} of it from block devices"
+    if (e.disk_busy is not None and e.disk_busy >= causes["disk_busy"]
+            and e.read_bytes is not None and e.read_bytes > 0):  # busy with the trial's reads
+        return LoaderCause(STORAGE_BOUND, "local storage", f"{waiting}; {disk}; {reads}",
+                           remedies.LOADER_STORAGE_BOUND)
+    ratio = None if not e.read_bytes or e.rchar is None else e.rchar / e.read_bytes
+    from_elsewhere = e.rchar is not None and e.rchar > 0 and (
+        ratio is None or ratio >= causes["rchar_over_read"])
+    nic = (f"busiest NIC receiving at {_pct(e.network_busy)} of its link speed "
+           f"(threshold {causes['network_busy']:.0%})")
+    if from_elsewhere and e.network_busy is not None and e.network_busy >= causes["network_busy"]:
+        return LoaderCause(REMOTE_STORAGE, "remote storage", f"{waiting}; {disk}; {reads}; {nic}",
+                           remedies.LOADER_REMOTE_STORAGE)
+    return LoaderCause(LATENCY_BOUND, "latency (workers wait, nothing on the node is busy)",
+                       f"{waiting}; {node}; {disk}; {nic}", remedies.LOADER_LATENCY_BOUND)
+
+
+def _rate(value: float | None) -> str:
+    return "unknown" if value is None else f"{value / 1e6:.1f} MB/s"
+
+
+def gather(query: Callable[[str], Mapping[Key, list[tuple[Labels, float]]]], window: str,
+           node_cpu: Mapping[Key, float | None], **sel: str | None) -> dict[Key, LoaderEvidence]:
+    """Every rank's evidence: a few queries (``query`` answers one by rank) for all ranks."""
+
+    def rate(metric: str, **labels: str) -> str:
+        return f"sum {BY_TRIAL} (rate({selector(metric, **sel, **labels)}[{window}]))"
+
+    def on_node(per_node: str) -> str:
+        """The trial's node's figure: ``per_node`` is by instance, joined through host_info."""
+        return (f"max {BY_TRIAL} ({selector(names.TRIAL_INFO, **sel)} * on(nodename) "
+                f"group_left() max by (nodename) (({per_node}) * on(instance) "
+                f"group_left(nodename) {HOST_INFO}))")
+
+    cpu = f"{names.LOADER_CPU_SECONDS}_total"
+    queries = {
+        "workers": f"max {BY_TRIAL} (max_over_time("
+                   f"{selector(names.LOADER_WORKERS, **sel)}[{window}]))",
+        "workers_cpu": rate(cpu, process=names.PROCESS_WORKERS),
+        "workers_wait": rate(f"{names.LOADER_CPU_WAIT_SECONDS}_total"),
+        "main_cpu": rate(cpu, process=names.PROCESS_MAIN),
+        "read_bytes": rate(f"{names.LOADER_READ_BYTES}_total"),
+        "rchar": rate(f"{names.LOADER_RCHAR_BYTES}_total"),
+        "cpu_count": on_node("max by (instance) (trainwatch_cpu_count)"),
+        "disk_busy": on_node(f"max by (instance) (rate(trainwatch_disk_io_time_seconds_total"
+                             f"[{window}]))"),
+        "network_busy": on_node(f"max by (instance) (rate(trainwatch_network_receive_bytes_total"
+                                f"[{window}]) / trainwatch_network_speed_bytes)"),
+    }
+    found = {name: query(expr) for name, expr in queries.items()}
+    keys = {key for rows in found.values() for key, got in rows.items() if got}
+    return {key: LoaderEvidence(node_cpu=node_cpu.get(key), **{
+        name: rows[key][0][1] if rows.get(key) else None for name, rows in found.items()})
+        for key in keys}
+
+
+def explain(verdict: Verdict, evidence: LoaderEvidence | None,
+            alerts: Mapping[str, AlertRule]) -> tuple[Verdict, LoaderCause | None]:
+    """A data-loader verdict with its cause's remedy in place of the list of every loader fix,
+    and the cause; any other verdict (or no evidence, or rules without the cause thresholds)
+    unchanged, with None."""
+    loader, cpu = alerts.get(DATALOADER_BOUND), alerts.get(CPU_SATURATED)
+    if verdict.kind != DATALOADER or evidence is None or loader is None or cpu is None:
+        return verdict, None
+    cause = decide(evidence, loader.causes, cpu.threshold)
+    if cause is None:
+        return verdict, None
+    return dataclasses.replace(verdict, remedy=cause.remedy), cause
