@@ -15,6 +15,7 @@ from exporter.config import ConfigError
 from exporter.gpu import GpuCollector
 from exporter.nvml import NvmlSession
 from exporter.peak_flops import DTYPES, PEAK_FLOPS, PeakTable, parse_overrides
+from tests.test_exporter_e2e import nvml_answers
 
 PEAK = "trainwatch_gpu_peak_flops"
 
@@ -85,19 +86,8 @@ def test_the_table_is_dense_and_in_flops() -> None:
             assert peaks["bf16"] == pytest.approx(2 * peaks["tf32"], rel=0.02), name
 
 
-def _real_nvml_present() -> bool:
-    import pynvml
-
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return False
-    pynvml.nvmlShutdown()
-    return True
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _real_nvml_present(), reason="no NVML (no NVIDIA driver) on this machine")
+@pytest.mark.skipif(not nvml_answers(), reason="no NVML (no NVIDIA driver) on this machine")
 def test_real_nvml_publishes_the_table_figures_for_a_listed_product() -> None:
     import pynvml
 
