@@ -130,6 +130,10 @@ def test_an_ended_trial_is_diagnosed_over_its_life_after_gc_retired_its_group(
     assert f" ago (clean, {SLOW_STEPS} steps in " in verdict["title"]
     assert ": over its life, Data loader: " in verdict["title"], verdict
     assert verdict["steps"] == SLOW_STEPS and verdict["cleanup"] is None
+    # After a clean end, what to change is its life's finding, with that alert's runbook.
+    assert verdict["alert"] == "TrainwatchDataloaderBound" and report["exit_code"] == 1
+    assert "num_workers" in verdict["remedy"] and verdict["runbook_url"].endswith(
+        "#trainwatchdataloaderbound")
     assert report["phases"][0]["phase"] == names.DATALOADER_NEXT
     # Over its life: the final count over the time from its start to its last push.
     life = run["pushed"] - run["started"]

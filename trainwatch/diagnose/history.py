@@ -21,7 +21,7 @@ from trainwatch.contract.promql import select
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.report import RankReport, UnknownTrial, gather
 from trainwatch.diagnose.runs import RankKey, Run, find_runs, latest_per_rank, retention
-from trainwatch.diagnose.verdict import STALE
+from trainwatch.diagnose.verdict import STALE, Measurements, decide
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
 
@@ -65,7 +65,8 @@ def gather_runs(api: PrometheusAPI, deployment: Deployment, experiment: str,
         for report in gather(pinned, deployment, experiment, trial, rank, only=by_key,
                              starts=starts):
             run = by_key[(report.experiment, report.trial, report.rank)]
-            reports.append(_over_life(pinned, report, run, now) if _ended(report) else
+            reports.append(_over_life(pinned, deployment, report, run, now)
+                           if _ended(report) else
                            dataclasses.replace(report, run=run))
     return sorted(reports, key=lambda r: (r.experiment, r.trial, r.rank))
 
@@ -74,8 +75,12 @@ def _ended(report: RankReport) -> bool:
     return report.verdict is not None and report.verdict.kind == STALE
 
 
-def _over_life(api: PrometheusAPI, report: RankReport, run: Run, now: float) -> RankReport:
-    """An ended or stopped run's report: ages from now, rates over its whole life."""
+def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, run: Run,
+               now: float) -> RankReport:
+    """An ended or stopped run's report: ages from now, rates over its whole life. A run that
+    ended cleanly or was terminated gets its life's profile as the verdict's finding: what to
+    change, with that check's alert and runbook (a failed or killed one keeps what it needs
+    first: its log)."""
     sel = dict(zip(names.GROUPING_LABELS, run.key))
     totals = {name: _value(api, select(f"{name}_total", **sel))
               for name in (names.STEPS, names.SAMPLES)}
@@ -101,8 +106,14 @@ def _over_life(api: PrometheusAPI, report: RankReport, run: Run, now: float) -> 
                  f"{_count(count)} in {ago(life)}): {said}")
     # An ended group is gc's to retire (or already gone): no clean-up line to give.
     cleanup = verdict.cleanup if run.exit_reason is None and run.current else None
-    return dataclasses.replace(report, verdict=dataclasses.replace(
-        verdict, title=title, measured=age, steps=count, cleanup=cleanup))
+    verdict = dataclasses.replace(verdict, title=title, measured=age, steps=count,
+                                  cleanup=cleanup)
+    if run.exit_reason in (names.EXIT_CLEAN, names.EXIT_TERMINATED) and report.phases:
+        profile = decide(Measurements(dict(report.phases)), deployment.alerts)
+        verdict = dataclasses.replace(verdict, bottleneck=profile.bottleneck,
+                                      alert=profile.alert, remedy=profile.remedy,
+                                      runbook_url=profile.runbook_url, metric=profile.metric)
+    return dataclasses.replace(report, verdict=verdict)
 
 
 def _count(steps: int | None) -> str:
