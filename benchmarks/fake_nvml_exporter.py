@@ -6,7 +6,10 @@ Runs ``exporter.cli.main`` unchanged, with ``benchmarks.fake_nvml.FakeNvml`` inj
 boundary: ``TRAINWATCH_FAKE_GPUS`` GPUs (default 2), GPU ``N`` having the stable UUID
 ``GPU-00000000-0000-0000-0000-00000000000N`` (N in hex, from 0) and the deterministic readings
 of ``FakeGpu.deterministic(N)``, except that the GPUs listed in ``TRAINWATCH_FAKE_IDLE_GPUS``
-read 5% utilization (and at most 5% on every GPM activity metric). Run it from the repository root (or with it on PYTHONPATH).
+read 5% utilization (and at most 5% on every GPM activity metric). Every NIC reports a link speed
+of ``TRAINWATCH_FAKE_NIC_MEGABITS`` (default 10000: 10 GbE; 0 reads the machine's own
+/sys/class/net), as a training node's NICs do where a VM's answer none. Run it from the
+repository root (or with it on PYTHONPATH).
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import sys
 from dataclasses import replace
 
 from benchmarks.fake_nvml import FakeNvml
+from benchmarks.fake_sysfs import nic_speeds
 from exporter.cli import main
 
 FAKE_GPUS_ENV = "TRAINWATCH_FAKE_GPUS"
 # Comma-separated indices of GPUs that read as idle (5% utilization) instead of busy.
 IDLE_GPUS_ENV = "TRAINWATCH_FAKE_IDLE_GPUS"
 IDLE_PERCENT = 5
+NIC_MEGABITS_ENV = "TRAINWATCH_FAKE_NIC_MEGABITS"
 
 
 def fake_nvml_from_env() -> FakeNvml:
@@ -38,5 +43,15 @@ def fake_nvml_from_env() -> FakeNvml:
     return nvml
 
 
+def run(argv: list[str]) -> int:
+    megabits = os.environ.get(NIC_MEGABITS_ENV, "10000")
+    if not megabits.isdigit():
+        raise SystemExit(f"{NIC_MEGABITS_ENV} must be a whole number of Mbit/s, not {megabits!r}")
+    if int(megabits) == 0:
+        return main(argv, nvml=fake_nvml_from_env())
+    with nic_speeds(int(megabits)):
+        return main(argv, nvml=fake_nvml_from_env())
+
+
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:], nvml=fake_nvml_from_env()))
+    raise SystemExit(run(sys.argv[1:]))

@@ -7,6 +7,7 @@ from grafana_foundation_sdk.builders import dashboard as db
 from grafana import verdict
 from grafana.board import dashboard, query_variable
 from grafana.layout import Layout
+from grafana.loader_row import add_loader_row
 from grafana.panels import Panel, Query, stat, table, timeseries
 from grafana.promql import (
     GPU_LEGEND,
@@ -95,6 +96,7 @@ def build(q: Promql) -> db.Dashboard:
                               DATALOADER_BOUND), 12, 8)
     layout.add(_share_against(q, "Host↔device copy share", s.selector("host_to_device_phases"),
                               HOST_TO_DEVICE_BOUND), 12, 8)
+    add_loader_row(layout, q, *MATCHERS)
     layout.row("The trial's GPUs")
     rank_gpu = f"{GPU_LEGEND} · rank {{{{rank}}}}"
     layout.add(gpu_ratio(q, "GPU busy", select(n.trial_gpu_busy, *MATCHERS),

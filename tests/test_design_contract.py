@@ -17,12 +17,12 @@ from prometheus_client.parser import text_string_to_metric_families
 import trial_instrumentation as ti
 from benchmarks.cpu import spin
 from benchmarks.fake_nvml import FakeNvml
+from benchmarks.fake_sysfs import nic_speeds
 from benchmarks.stack import REPO, Service, http_get
 from exporter import metrics
 from exporter.collectors import build_registry
 from exporter.config import merge
 from tests.exporter_server import serving
-from tests.fake_sysfs import nic_speeds
 
 DESIGN = REPO / "docs" / "design.md"
 RULES = REPO / "prometheus" / "rules"

@@ -11,11 +11,11 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.fake_nvml import FakeNvml
+from benchmarks.fake_sysfs import nic_speeds
 from exporter import metrics
 from exporter.collectors import build_registry
 from exporter.config import merge
 from exporter.exposition import render
-from tests.fake_sysfs import nic_speeds
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

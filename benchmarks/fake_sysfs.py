@@ -1,6 +1,6 @@
 """A stand-in for /sys/class/net where this machine's NICs report no link speed (a VM's virtio
-NIC answers -1), so tests that expect every exporter metric served see
-``trainwatch_network_speed_bytes`` too."""
+NIC answers -1), so that tests and the fake-GPU exporter (benchmarks/fake_nvml_exporter.py)
+serve ``trainwatch_network_speed_bytes`` as a node with real NICs does."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
-import pytest
 
 from exporter import host
 
@@ -20,9 +19,13 @@ MEGABITS = 10_000  # a 10 GbE link
 @contextlib.contextmanager
 def nic_speeds(megabits: int = MEGABITS) -> Iterator[Path]:
     """Every NIC psutil lists gets a ``speed`` file; HostCollectors built inside read it."""
-    with tempfile.TemporaryDirectory() as root, pytest.MonkeyPatch.context() as patch:
+    saved = host.SYSFS_NET
+    with tempfile.TemporaryDirectory() as root:
         for nic in psutil.net_io_counters(pernic=True):
             (Path(root) / nic).mkdir()
             (Path(root) / nic / "speed").write_text(f"{megabits}\n")
-        patch.setattr(host, "SYSFS_NET", Path(root))
-        yield Path(root)
+        host.SYSFS_NET = Path(root)
+        try:
+            yield Path(root)
+        finally:
+            host.SYSFS_NET = saved
