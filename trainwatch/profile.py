@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, EXIT_USAGE
+from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, EXIT_USAGE, add_prometheus
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 from trainwatch.stack.lookup import prometheus_url
 from trial_instrumentation import names
@@ -61,9 +61,7 @@ def add_parser(commands: Any) -> None:
                      f"the trial's {names.ENV_PROFILE_TRIGGER} file instead of signalling")
     sub.add_argument("--signal", default="USR2", help="the trial's "
                      f"{names.ENV_PROFILE_SIGNAL} (default USR2)")
-    sub.add_argument("--prometheus", metavar="URL", help="Prometheus base URL (default: "
-                     "$TRAINWATCH_PROMETHEUS, else the running `trainwatch stack`'s)")
-    sub.add_argument("--timeout", type=float, default=10.0, help="HTTP timeout, seconds")
+    add_prometheus(sub)
 
 
 def running_ranks(api: PrometheusAPI, experiment: str, trial: str,
