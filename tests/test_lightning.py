@@ -148,3 +148,24 @@ def test_ddp_ranks_push_their_own_groups(pushgateway: Service) -> None:
         for phase in ti.STANDARD_PHASES:
             assert pushed_value(pushgateway, PHASE_COUNT, experiment="ddp", rank=rank,
                                 phase=phase) == steps, (rank, phase)
+
+
+@pytest.mark.parametrize(("trainer_precision", "published"),
+                         [("bf16-mixed", "bf16"), ("32-true", "fp32")])
+def test_flops_per_sample_takes_its_precision_from_the_trainer(
+        trainer_precision: str, published: str) -> None:
+    module = example()
+    callback = TrainwatchCallback("e", "flops", pull_port=0, flops_per_sample=1.5e6)
+    seen: list[float | None] = []
+
+    class Probe(pl.Callback):  # type: ignore[misc]
+        def on_train_batch_start(self, trainer: Any, *args: Any) -> None:
+            assert callback.trial is not None
+            seen.append(callback.trial.registry.get_sample_value(names.MODEL_FLOPS, {
+                "experiment": "e", "trial": "flops", "rank": "0", "precision": published}))
+
+    trainer = pl.Trainer(accelerator="cpu", max_steps=1, callbacks=[callback, Probe()],
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, precision=trainer_precision)
+    trainer.fit(module.Classifier(), module.make_loader(module.parse_args(["--steps", "1"])))
+    assert seen == [1.5e6]

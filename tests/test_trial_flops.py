@@ -116,3 +116,20 @@ def test_a_bf16_matmul_loop_on_a_real_gpu_stays_under_its_datasheet_peak() -> No
     mfu = samples_per_second * counted / PEAK_FLOPS[name]["bf16"]
     print(f"{name}: MFU {mfu:.1%} of {PEAK_FLOPS[name]['bf16'] / 1e12:.0f} TFLOPS bf16")
     assert 0.2 < mfu < 1.0
+
+
+def test_the_frameworks_precision_settings_name_the_peak_to_compare_with() -> None:
+    from types import SimpleNamespace
+
+    from trial_instrumentation.flops import lightning_precision, transformers_precision
+    from trial_instrumentation.framework import callback_settings, with_precision
+
+    assert [lightning_precision(p) for p in ("bf16-mixed", "16-mixed", "32-true", "64-true")] \
+        == ["bf16", "fp16", "fp32", None]
+    assert [transformers_precision(SimpleNamespace(**{flag: True}))
+            for flag in ("bf16", "fp16", "tf32", "none")] == ["bf16", "fp16", "tf32", "fp32"]
+    # A callback given FLOPs and no precision waits for the framework's; a given one wins.
+    settings = callback_settings("e", "t", None, {"flops_per_sample": 1e9}, "the Trainer")
+    assert with_precision(settings, "bf16")["precision"] == "bf16"
+    assert with_precision({**settings, "precision": "fp8"}, "bf16")["precision"] == "fp8"
+    assert "precision" not in with_precision({"experiment": "e"}, "bf16")

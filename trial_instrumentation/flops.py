@@ -28,6 +28,30 @@ from typing import Any
 PRECISIONS = ("fp8", "bf16", "fp16", "tf32", "fp32")
 
 
+# Lightning's Trainer(precision=...) as Trainer.precision says it -> the matmuls' precision.
+_LIGHTNING = {"bf16-mixed": "bf16", "bf16-true": "bf16", "16-mixed": "fp16", "16-true": "fp16",
+              "32-true": "fp32", "transformer-engine": "fp8",
+              "transformer-engine-float16": "fp8"}
+
+
+def lightning_precision(trainer_precision: object) -> str | None:
+    """``Trainer.precision`` ("bf16-mixed", "16-mixed", "32-true"...) as a precision of
+    :data:`PRECISIONS`; None for one without a peak (``64-true``).
+
+    >>> lightning_precision("bf16-mixed"), lightning_precision("64-true")
+    ('bf16', None)
+    """
+    return _LIGHTNING.get(str(trainer_precision))
+
+
+def transformers_precision(args: Any) -> str:
+    """The Hugging Face ``TrainingArguments``' precision: bf16, fp16, tf32 or fp32."""
+    for flag in ("bf16", "fp16", "tf32"):
+        if getattr(args, flag, False):
+            return flag
+    return "fp32"
+
+
 def precision(value: str) -> str:
     """``value`` if it names a precision of :data:`PRECISIONS`, else ValueError."""
     if value not in PRECISIONS:

@@ -30,8 +30,17 @@ def callback_settings(experiment: str | None, trial: str | None, pushgateway: st
     if given:
         raise ValueError(f"TrainwatchCallback takes {given} from {ranks_from}; leave them out")
     settings = dict(experiment=experiment, trial=trial, pushgateway=pushgateway, **trial_args)
-    configuration.resolve(**settings, rank=0, world_size=1)
+    # FLOPs without a precision: the framework's own precision setting gives it at setup.
+    configuration.resolve(**with_precision(settings, "fp32"), rank=0, world_size=1)
     return settings
+
+
+def with_precision(settings: dict[str, Any], framework_precision: str | None) -> dict[str, Any]:
+    """``settings`` with the framework's precision where the user gave ``flops_per_sample`` and
+    no ``precision``."""
+    if settings.get("flops_per_sample") is None or settings.get("precision") is not None:
+        return settings
+    return {**settings, "precision": framework_precision}
 
 
 class StepClock:

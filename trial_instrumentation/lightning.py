@@ -44,8 +44,8 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError("trial_instrumentation.lightning needs Lightning: "
                       "pip install 'trainwatch[lightning]'") from exc
 
-from trial_instrumentation import names
-from trial_instrumentation.framework import Samples, StepClock, callback_settings
+from trial_instrumentation import flops, names
+from trial_instrumentation.framework import Samples, StepClock, callback_settings, with_precision
 from trial_instrumentation.trial import Trial
 
 log = logging.getLogger(__name__)
@@ -178,7 +178,8 @@ class TrainwatchCallback(Callback):
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage != "fit" or self.trial is not None:
             return
-        self.trial = Trial(**self._args, rank=trainer.global_rank,
+        settings = with_precision(self._args, flops.lightning_precision(trainer.precision))
+        self.trial = Trial(**settings, rank=trainer.global_rank,
                            world_size=trainer.world_size, local_rank=trainer.local_rank)
         self.trial.start()
         if not self.trial.enabled:

@@ -45,8 +45,8 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError("trial_instrumentation.transformers needs transformers: "
                       "pip install 'trainwatch[transformers]'") from exc
 
-from trial_instrumentation import names
-from trial_instrumentation.framework import Samples, StepClock, callback_settings
+from trial_instrumentation import flops, names
+from trial_instrumentation.framework import Samples, StepClock, callback_settings, with_precision
 from trial_instrumentation.trial import Trial
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,8 @@ class TrainwatchCallback(TrainerCallback):  # type: ignore[misc]
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._finish(clean=False)  # a previous train() that raised
-        self.trial = trial = Trial(**self._args, rank=args.process_index,
+        settings = with_precision(self._args, flops.transformers_precision(args))
+        self.trial = trial = Trial(**settings, rank=args.process_index,
                                    world_size=args.world_size,
                                    local_rank=args.local_process_index
                                    if args.world_size > 1 else None)
