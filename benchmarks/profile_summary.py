@@ -35,7 +35,7 @@ def summary(work: Callable[[], Any], steps: int, folder: str) -> traces.TraceSum
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     trial.close()
-    rows: traces.Rows = {}
+    rows: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in trial.registry.collect():
         for sample in family.samples:
             rows.setdefault(sample.name, []).append((sample.labels, sample.value))
