@@ -120,9 +120,9 @@ def test_trials_lists_both_with_their_loader_share(stack: LiveStack) -> None:
     assert rows.keys() == {"slow", "healthy"}
     assert all(r["live"] and r["steps_per_second"] > 0 for r in rows.values())
     assert rows["slow"]["dataloader_share"] > 0.9 > rows["healthy"]["dataloader_share"]
-    assert rows["slow"]["gpu_utilization"] == pytest.approx(IDLE_PERCENT / 100)
-    assert rows["healthy"]["gpu_utilization"] == pytest.approx(0.5)
+    assert rows["slow"]["gpu_busy"] == pytest.approx(IDLE_PERCENT / 100)  # no GPM: utilization
+    assert rows["healthy"]["gpu_busy"] == pytest.approx(0.6)  # GPM: SM activity, not NVML 50%
     text = trainwatch(stack, "trials").stdout.splitlines()
     assert text[0].split() == ["EXPERIMENT", "TRIAL", "RANK", "NODE", "PID", "STARTED", "LAST",
-                               "PUSH", "STATE", "STEPS", "STEPS/S", "LOADER", "GPU", "CAUSE"]
+                               "PUSH", "STATE", "STEPS", "STEPS/S", "LOADER", "GPU", "BUSY", "CAUSE"]
     assert [line.split()[1] for line in text[1:]] == ["healthy", "slow"]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from trainwatch.cliutil import ago
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import select
+from trainwatch.contract.records import BUSY_SOURCES
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.history import unknown_message
 from trainwatch.diagnose.report import UnknownTrial
@@ -127,12 +128,12 @@ def side_of(api: PrometheusAPI, deployment: Deployment, ref: tuple[str, str, str
     side.loader_limit = value(select(names.LOADER_LIMIT, **sel))
     side.step_limit = value(select(names.STEP_LIMIT, **sel))
     window = f"[{max(1, round(min(life, now - run.start)))}s]"
-    n = deployment.names
-    for record, source in ((n.trial_gpu_sm_active, "SM activity (NVML GPM)"),
-                           (n.trial_gpu_utilization, "NVML utilization")):
-        busy = value(f"avg_over_time({select(record, **sel)}{window})")
-        if busy is not None:
-            side.gpu_busy, side.gpu_busy_source = busy, source
+    # "GPU busy" as the one recording rule defines it, with the source it came from.
+    busy = f"avg_over_time({select(deployment.names.trial_gpu_busy, **sel)}{window})"
+    for labels, found in pinned.query(f"avg by (source) ({busy})"):
+        if not math.isnan(found):
+            side.gpu_busy = found
+            side.gpu_busy_source = BUSY_SOURCES.get(labels.get("source", ""), "?")
             break
     return side
 

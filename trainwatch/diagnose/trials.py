@@ -37,7 +37,7 @@ class TrialRow:
     nodename: str | None
     steps_per_second: float | None  # running: over the rate window; else over its life
     dataloader_share: float | None
-    gpu_utilization: float | None
+    gpu_busy: float | None  # the GPU-busy rule: SM activity where GPM reports it, else NVML
     push_age_seconds: float | None
     live: bool
     state: str = RUNNING
@@ -78,7 +78,7 @@ def list_trials(api: PrometheusAPI, deployment: Deployment, experiment: str | No
 def _cause(deployment: Deployment, shares: dict[str, float], gpu: float | None) -> str | None:
     if not shares:
         return None
-    return decide(Measurements(shares, gpu_utilization=gpu), deployment.alerts).kind
+    return decide(Measurements(shares, gpu_busy_recorded=gpu), deployment.alerts).kind
 
 
 def _current(api: PrometheusAPI, deployment: Deployment, experiment: str | None,
@@ -88,7 +88,7 @@ def _current(api: PrometheusAPI, deployment: Deployment, experiment: str | None,
     info = by_rank(api, selector(names.TRIAL_INFO, **sel))
     steps = by_rank(api, selector(n.steps_rate, **sel))
     shares = by_rank(api, selector(n.phase_share, **sel))
-    gpu = by_rank(api, f"avg {BY_TRIAL} ({selector(n.trial_gpu_utilization, **sel)})")
+    gpu = by_rank(api, f"avg {BY_TRIAL} ({selector(n.trial_gpu_busy, **sel)})")
     # A trial younger than the rate window: its own samples, not a rate that reads low.
     young = young_ranks(api, selector, n.window, **sel) | restarted
     lives = lifetimes(api, selector, n.window, **sel) if young else {}
@@ -111,7 +111,7 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, run: Run) -> TrialRow
     life = lifetimes(api, selector, "1s", **sel).get(run.key)
     shares = life.shares if life else {}
     steps = _value(api, selector(f"{names.STEPS}_total", **sel))
-    gpu = _value(api, f"avg_over_time({selector(deployment.names.trial_gpu_utilization, **sel)}"
+    gpu = _value(api, f"avg_over_time({selector(deployment.names.trial_gpu_busy, **sel)}"
                       f"[{max(1, round(run.seconds))}s])")
     rate = steps / run.seconds if steps is not None and run.seconds > 0 else None
     return TrialRow(*run.key, run.nodename, rate, shares.get(names.DATALOADER_NEXT), gpu, None,
