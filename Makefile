@@ -19,6 +19,7 @@ DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter prome
 ARGS ?=
 
 .PHONY: run stop status demo test tools helm-tools venv bench lint generate rules dashboards chart-files clean \
+	rule-mutation promql-tools \
 	image image-base image-tools image-test-tools image-name compose-schema browser-tools
 
 run: tools venv
@@ -35,7 +36,7 @@ status: venv
 demo: tools venv
 	$(PY) -m trainwatch.demo $(ARGS)
 
-test: tools helm-tools browser-tools image-test-tools compose-schema venv
+test: tools helm-tools promql-tools browser-tools image-test-tools compose-schema venv
 	$(PY) -m pytest $(ARGS)
 
 # Real Prometheus, promtool, Pushgateway, node_exporter and Alertmanager for `make run`, the
@@ -186,6 +187,25 @@ mutation: tools venv $(VENV)/.mutation-installed
 $(VENV)/.mutation-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install -q -e '.[mutation]'
 	touch $@
+
+# Mutation testing of the rendered rules (mutation/rules.py): each rule of prometheus/rules
+# mutated one PromQL node at a time (or its for:), two mutants at a time, must fail `promtool
+# test rules` on prometheus/tests; writes docs/rule-mutation-report.md. Not part of `make test`
+# (the report says how long the last run took).
+rule-mutation: tools venv promql-tools
+	$(PY) -m mutation.rules
+
+# Prometheus's own PromQL grammar (the Lezer parser of its web UI), from npm; run with node.
+PROMQL_NPM_PACKAGE := @prometheus-io/lezer-promql@0.315.0
+PROMQL_PARSER := .tools/promql/node_modules/@prometheus-io/lezer-promql/package.json
+
+promql-tools: $(PROMQL_PARSER)
+
+$(PROMQL_PARSER):
+	@command -v npm >/dev/null 2>&1 || { $(APT) update -qq && \
+	  $(APT) install -y -qq --no-install-recommends npm; }
+	rm -rf .tools/promql && mkdir -p .tools/promql
+	npm install --silent --no-audit --no-fund --prefix .tools/promql $(PROMQL_NPM_PACKAGE)
 
 # Regenerate the committed rule files, dashboards and the chart's copies of both (tests fail
 # when any of them drifts from prometheus/thresholds.yaml). Order matters: dashboards read the
