@@ -64,16 +64,25 @@ def test_collector_failing_says_how_often_the_exporter_logs(
         (REPO / "prometheus" / "rules" / "exporter.yml").read_text())["groups"]
         for r in g["rules"] if "alert" in r}
     description = rules["TrainwatchCollectorFailing"]["annotations"]["description"]
-    assert "logs the error once, when it starts or changes (on every scrape at " \
-        "--log.level=debug), and a line when the collector recovers" in description
+    assert "logs the error when it starts or changes, at most one warning a minute per " \
+        "collector (the others at debug, counted in " \
+        "trainwatch_scrape_collector_warnings_suppressed_total), and a line when the collector " \
+        "recovers" in " ".join(description.split())
     caplog.set_level(logging.DEBUG, "exporter")
     broken = Broken()
     registry = CollectorRegistry()
-    registry.register(ScrapeCollector({"gpu": broken}, "test"))  # type: ignore[dict-item]
+    now = [0.0]
+    scrape = ScrapeCollector({"gpu": broken}, "test", clock=lambda: now[0])  # type: ignore[dict-item]
+    registry.register(scrape)
     for _ in range(5):
         assert registry.get_sample_value("trainwatch_scrape_collector_success",
                                          {"collector": "gpu"}) == 0
-    broken.message = "NVML: GPU is lost"  # a new error: logged once more
+    broken.message = "NVML: unknown error"  # changed within the minute: debug, counted
+    registry.get_sample_value("trainwatch_scrape_collector_success", {"collector": "gpu"})
+    assert registry.get_sample_value("trainwatch_scrape_collector_warnings_suppressed_total",
+                                     {"collector": "gpu"}) == 1
+    now[0] = 61.0
+    broken.message = "NVML: GPU is lost"  # a new error a minute on: a warning again
     for _ in range(3):
         registry.get_sample_value("trainwatch_scrape_collector_success", {"collector": "gpu"})
     broken.message = ""
@@ -84,7 +93,7 @@ def test_collector_failing_says_how_often_the_exporter_logs(
     assert by_level[logging.WARNING] == [
         "collector gpu failed: NVML: driver/library version mismatch",
         "collector gpu failed: NVML: GPU is lost"]
-    assert len(by_level[logging.DEBUG]) == 6  # the repeats, at debug only
+    assert len(by_level[logging.DEBUG]) == 8  # 7 repeats (each read scrapes) and the change
     assert by_level[logging.INFO] == ["collector gpu recovered"]
 
 

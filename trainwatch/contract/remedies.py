@@ -156,8 +156,10 @@ EXPORTER_DOWN = (
     "GPU and host alerts cannot fire there.")
 
 COLLECTOR_FAILING = (
-    "The exporter logs the error once, when it starts or changes (on every scrape at "
-    "--log.level=debug), and a line when the collector recovers. For the gpu collector it is "
+    "The exporter logs the error when it starts or changes, at most one warning a minute per "
+    "collector (the others at debug, counted in "
+    "trainwatch_scrape_collector_warnings_suppressed_total), and a line when the collector "
+    "recovers. For the gpu collector it is "
     "usually NVML: a driver/library version mismatch after a driver upgrade (reload the driver or "
     "reboot) or a driver unloaded on a node that had GPUs.")
 
