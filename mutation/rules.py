@@ -10,8 +10,9 @@
 Each rule in prometheus/rules/*.yml is parsed (mutation/promql.py) and mutated one node at a
 time, plus its ``for:`` removed, halved and doubled. A mutant runs in a scratch copy
 (.mutation/rules/) of the rule files with that one rule's text changed, against every cases file
-in prometheus/tests that loads the mutated file (for an alert, only the test groups naming it);
-it is killed when a file that passes unmutated fails. Writes docs/rule-mutation-report.md and
+in prometheus/tests that loads the mutated file, keeping only the checks of the rules the mutant
+can reach (itself and the rules that read it); it is killed when a file that passes unmutated
+fails. Writes docs/rule-mutation-report.md and
 exits 1 when under 95% of the non-equivalent mutants are killed or a survivor is neither killed
 nor explained in mutation/rule_equivalents.toml.
 """
