@@ -231,7 +231,7 @@ def test_at_an_instant_of_its_run_an_ended_trial_is_read_as_it_was_then(
                         "--at", f"{middle:.3f}")
     [then] = doc["reports"]
     assert then["verdict"]["kind"] == "dataloader" and code == 1, then["verdict"]
-    assert then["run"]["pid"] == run["pid"] and 0 < then["verdict"]["measured"] < 1
+    assert then["run"]["pid"] == run["pid"] and then["verdict"]["measured"] > 0.3  # its share
 
 
 def test_a_window_of_ones_own_replaces_the_rate_window(stack: LiveStack) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,8 @@ from trial_instrumentation import names
 log = logging.getLogger(__name__)
 # multiprocessing's helper processes are children too, but they load no data.
 HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+# The process tree is read at most this often, however often the trial pushes.
+MIN_SAMPLE_SECONDS = 1.0
 READ_BYTES_DOC = "Bytes the trial's process tree read from block devices (/proc/<pid>/io read_bytes)."
 WAIT_DOC = ("Seconds the DataLoader workers were ready to run but waited for a CPU "
             "(run-queue delay, /proc/<pid>/schedstat): CPU they wanted and did not get.")
@@ -179,13 +182,16 @@ class LoaderProcessCollector(Collector):
     """
 
     def __init__(self, tree: Callable[[], ProcessTree],
-                 const_labels: Mapping[str, str] | None = None) -> None:
+                 const_labels: Mapping[str, str] | None = None,
+                 min_interval: float | None = None) -> None:
         self._make_tree = tree  # built on the first collect: psutil is imported off the hot path
         self._tree: ProcessTree | None = None
         self._broken = False
         self._keys = list(const_labels or {})
         self._values = list((const_labels or {}).values())
         self._high: dict[str, float] = {}  # counters never go down, whatever a race read
+        self._last: tuple[float, TreeSample] | None = None  # (monotonic time, sample)
+        self._min_interval = min_interval  # None: MIN_SAMPLE_SECONDS, read at each collect
 
     def collect(self) -> Iterator[Metric]:
         sample = self._sample()
@@ -214,12 +220,21 @@ class LoaderProcessCollector(Collector):
                 yield counter
 
     def _sample(self) -> TreeSample | None:
+        """The process tree's figures, read at most once per ``MIN_SAMPLE_SECONDS``: a trial
+        pushing every few milliseconds (tests, a misconfiguration) would otherwise walk /proc
+        for every thread at each push."""
         if self._broken:
             return None
+        now = time.monotonic()
+        least = MIN_SAMPLE_SECONDS if self._min_interval is None else self._min_interval
+        if self._last is not None and now - self._last[0] < least:
+            return self._last[1]
         try:
             if self._tree is None:
                 self._tree = self._make_tree()
-            return self._tree.sample()
+            sample = self._tree.sample()
+            self._last = (now, sample)
+            return sample
         # Broad on purpose: an exception out of collect() would fail the whole push.
         except Exception as err:  # noqa: BLE001 - psutil's errors, no /proc, anything else
             self._broken = True
