@@ -103,11 +103,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("grafana_live")
     settings = generate.load_settings().with_overrides(rate_window=RATE_WINDOW)
     dashboards = {name: json.loads(text) for name, text in generate.render(settings).items()}
-    with live_stack(workdir, rate_window=RATE_WINDOW, for_=FOR) as live:
+    # A peak for the fake GPUs and a FLOPs figure for the trial: the MFU panels have data.
+    with live_stack(workdir, rate_window=RATE_WINDOW, for_=FOR,
+                    exporter_args=("--gpu.peak-flops=fp32=1e12",)) as live:
         # Long enough to outlast the queries; stopped as soon as they are done.
         trial = live.start_trial(EXPERIMENT, TRIAL, "--steps", "3000", "--loader-delay", "0.05",
                                  "--batch-size", "8", "--workers", "1",
-                                 env={"RANK": RANK, "TRAINWATCH_GPU_UUIDS": TRIAL_GPUS})
+                                 env={"RANK": RANK, "TRAINWATCH_GPU_UUIDS": TRIAL_GPUS,
+                                      "TRAINWATCH_FLOPS_PER_SAMPLE": "1e6",
+                                      "TRAINWATCH_PRECISION": "fp32"})
         # A 2-rank gloo DDP trial whose rank 1 straggles: the ranks row and the Fleet's
         # straggler table have a straggler to show.
         live.start_trial(EXPERIMENT, DDP_TRIAL, "--steps", "3000", "--loader-delay", "0.05",

@@ -295,11 +295,13 @@ def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
     if (user is None) != (secret is None):
         raise ValueError(f"basic auth needs both a username and a password "
                          f"({names.ENV_USERNAME}, {names.ENV_PASSWORD})")
-    model_flops, _ = src.get(flops_per_sample, "flops_per_sample", None, flops.flops_per_sample,
-                             None)
-    model_precision, _ = src.get(precision, "precision", None, flops.precision, None)
+    model_flops, _ = src.get(flops_per_sample, "flops_per_sample", names.ENV_FLOPS_PER_SAMPLE,
+                             flops.flops_per_sample, None)
+    model_precision, _ = src.get(precision, "precision", names.ENV_PRECISION, flops.precision,
+                                 None)
     if model_flops is not None and model_precision is None:
-        raise ValueError(f"argument precision= is required with flops_per_sample= (one of "
+        raise ValueError(f"argument precision= is required with flops_per_sample= (or "
+                         f"{names.ENV_PRECISION}; one of "
                          f"{', '.join(flops.PRECISIONS)}): the peak it is compared with "
                          "depends on it")
     step_buckets = (names.DEFAULT_BUCKETS if buckets is None

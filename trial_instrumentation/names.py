@@ -102,6 +102,10 @@ ENV_NODENAME = "TRAINWATCH_NODENAME"
 # The GPUs the trial uses, as NVML UUIDs, comma-separated; replaces detection through torch.
 # For other frameworks (JAX, TensorFlow) or a scheduler that knows the allocation.
 ENV_GPU_UUIDS = "TRAINWATCH_GPU_UUIDS"
+# The model's training FLOPs per sample and the precision it trains in (trial_instrumentation
+# .flops): set in a job's spec where the script does not pass flops_per_sample=/precision=.
+ENV_FLOPS_PER_SAMPLE = "TRAINWATCH_FLOPS_PER_SAMPLE"
+ENV_PRECISION = "TRAINWATCH_PRECISION"
 # On-demand profiler traces (trial_instrumentation.profiling): where they go, what asks for one
 # besides `trainwatch profile` (a file whose change is a request; a signal, "none" for none), how
 # many steps one records and the size its compressed file is cut to.
@@ -114,8 +118,9 @@ ENV_PROFILE_MAX_MB = "TRAINWATCH_PROFILE_MAX_MB"
 # reported as unknown (with the closest of these), so a typo is not a silent no-op.
 TRIAL_ENV = (ENV_PUSHGATEWAY, ENV_EXPERIMENT, ENV_TRIAL, ENV_PUSH_INTERVAL,
              ENV_PULL_PORT, ENV_TIMING_MODE, ENV_USERNAME, ENV_PASSWORD, ENV_NODENAME,
-             ENV_GPU_UUIDS, ENV_PHASE_BUCKETS, ENV_PROFILE_DIR, ENV_PROFILE_TRIGGER,
-             ENV_PROFILE_SIGNAL, ENV_PROFILE_STEPS, ENV_PROFILE_MAX_MB)
+             ENV_GPU_UUIDS, ENV_FLOPS_PER_SAMPLE, ENV_PRECISION, ENV_PHASE_BUCKETS,
+             ENV_PROFILE_DIR, ENV_PROFILE_TRIGGER, ENV_PROFILE_SIGNAL, ENV_PROFILE_STEPS,
+             ENV_PROFILE_MAX_MB)
 # TRAINWATCH_* variables that other parts of trainwatch read (the operator CLI and the stack it
 # starts): not the library's, but not a typo either.
 OTHER_ENV = ("TRAINWATCH_PROMETHEUS", "TRAINWATCH_STATE_DIR", "TRAINWATCH_STACK",
