@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import urllib.parse
 from typing import Any
 
@@ -80,6 +81,11 @@ class PrometheusAPI:
         """An instant query's vector as (labels, value) pairs."""
         data = self._instant(expr)
         return [(dict(s["metric"]), float(s["value"][1])) for s in data.get("result", [])]
+
+    def value(self, expr: str) -> float | None:
+        """The largest value of ``expr``'s vector; None when it is empty (or NaN)."""
+        values = [v for _, v in self.query(f"max({expr})") if not math.isnan(v)]
+        return values[0] if values else None
 
     def samples(self, expr: str) -> list[tuple[Labels, list[tuple[float, float]]]]:
         """A range selector's raw samples (``m{...}[5m]`` at an instant) as (labels, [(time,

@@ -109,10 +109,7 @@ def side_of(api: PrometheusAPI, deployment: Deployment, ref: tuple[str, str, str
     side = Side(label, run, run.state(deployment.threshold(TRIAL_STALE), now))
     sel = dict(zip(names.GROUPING_LABELS, run.key))
 
-    def value(expr: str) -> float | None:
-        values = [v for _, v in pinned.query(f"max({expr})") if not math.isnan(v)]
-        return values[0] if values else None
-
+    value = pinned.value
     steps = value(select(f"{names.STEPS}_total", **sel))
     samples = value(select(f"{names.SAMPLES}_total", **sel))
     step_sum = value(select(f"{names.STEP_SECONDS}_sum", **sel))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import time
 from collections import defaultdict
 
@@ -82,7 +81,7 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
     change, with that check's alert and runbook (a failed or killed one keeps what it needs
     first: its log)."""
     sel = dict(zip(names.GROUPING_LABELS, run.key))
-    totals = {name: _value(api, select(f"{name}_total", **sel))
+    totals = {name: api.value(select(f"{name}_total", **sel))
               for name in (names.STEPS, names.SAMPLES)}
     life = run.seconds
     steps, samples = totals[names.STEPS], totals[names.SAMPLES]
@@ -118,11 +117,6 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
 
 def _count(steps: int | None) -> str:
     return "? steps" if steps is None else f"{steps:,} step" + ("" if steps == 1 else "s")
-
-
-def _value(api: PrometheusAPI, expr: str) -> float | None:
-    values = [v for _, v in api.query(f"max({expr})") if not math.isnan(v)]
-    return values[0] if values else None
 
 
 def unknown_message(api: PrometheusAPI, since: float, experiment: str, trial: str | None,

@@ -153,18 +153,13 @@ def _at_last(api: PrometheusAPI, labels: Labels, first: float, last: float,
     """The run, with what its last sample says: its start, last push and exit reason."""
     pinned = api.pinned(last)
     sel: dict[str, str | None] = {k: labels.get(k, "") for k in names.GROUPING_LABELS}
-    started = _one(pinned, select(names.START_TIME, **sel))
-    pushed = _one(pinned, select("push_time_seconds", **sel))
+    started = pinned.value(select(names.START_TIME, **sel))
+    pushed = pinned.value(select("push_time_seconds", **sel))
     reasons = [lbl.get("reason", "") for lbl, _ in pinned.query(select(names.EXIT, **sel))]
     return Run(labels.get("experiment", ""), labels.get("trial", ""), labels.get("rank", ""),
                labels.get("pid", ""), labels.get("nodename", ""), labels.get("world_size", ""),
                first, last, started=started, pushed=pushed,
                exit_reason=reasons[0] if reasons else None, current=current)
-
-
-def _one(api: PrometheusAPI, expr: str) -> float | None:
-    values = [v for _, v in api.query(f"max({expr})") if not math.isnan(v)]
-    return values[0] if values else None
 
 
 def latest_per_rank(runs: Iterable[Run], at: float | None = None) -> list[Run]:

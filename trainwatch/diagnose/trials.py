@@ -3,7 +3,6 @@ dashboard's table for the running ones; the history back ``--since``."""
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -110,15 +109,11 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, run: Run) -> TrialRow
     sel = dict(zip(names.GROUPING_LABELS, run.key))
     life = lifetimes(api, selector, "1s", **sel).get(run.key)
     shares = life.shares if life else {}
-    steps = _value(api, selector(f"{names.STEPS}_total", **sel))
-    gpu = _value(api, f"avg_over_time({selector(deployment.names.trial_gpu_busy, **sel)}"
+    steps = api.value(selector(f"{names.STEPS}_total", **sel))
+    gpu = api.value(f"avg_over_time({selector(deployment.names.trial_gpu_busy, **sel)}"
                       f"[{max(1, round(run.seconds))}s])")
     rate = steps / run.seconds if steps is not None and run.seconds > 0 else None
     return TrialRow(*run.key, run.nodename, rate, shares.get(names.DATALOADER_NEXT), gpu, None,
                     live=False, steps=None if steps is None else int(steps),
                     cause=_cause(deployment, shares, gpu))
 
-
-def _value(api: PrometheusAPI, expr: str) -> float | None:
-    values = [v for _, v in api.query(f"max({expr})") if not math.isnan(v)]
-    return values[0] if values else None
