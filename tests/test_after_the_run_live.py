@@ -47,12 +47,13 @@ RAISES = textwrap.dedent("""
 """)
 
 
-def run_to_end(live: LiveStack, *trials: tuple[str, ...]) -> None:
-    """Start each ``(trial, *args)`` at once; wait for all to exit cleanly."""
+def run_to_end(live: LiveStack, *trials: tuple[str, ...]) -> dict[str, int]:
+    """Start each ``(trial, *args)`` at once; wait for all to exit cleanly; their pids."""
     procs = {trial: live.start_trial(EXPERIMENT, trial, *COMMON, *args)
              for trial, *args in trials}
     for trial, proc in procs.items():
         assert proc.wait(timeout=120) == 0, live.trial_log(trial)
+    return {trial: proc.pid for trial, proc in procs.items()}
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +72,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         prom = live.prometheus
         # The first run's final push scraped before the second run replaces the group.
         prom.wait_for_series(f'{names.EXIT}{{trial="again"}}', 30)
-        run_to_end(live, ("again", "--steps", str(AGAIN_STEPS)))
+        again = run_to_end(live, ("again", "--steps", str(AGAIN_STEPS)))["again"]
+        # The second run's final push scraped: its own process, carrying the exit marker.
+        prom.wait_for_series(f'{names.TRIAL_INFO}{{trial="again", pid="{again}"}} and on '
+                             f'(experiment, trial, rank) {names.EXIT}{{trial="again"}}', 30)
         assert raises.wait(timeout=60) == 1, live.trial_log("raises")
         prom.wait_for_series(f'{names.STEPS}_total{{trial="killed"}} > 20', 120)
         killed.kill()
