@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from grafana.panels import Mapping
 from grafana.promql import Promql
 from trainwatch.contract import remedies
-from trainwatch.contract.checks import CHECKS, GATES
+from trainwatch.contract.alerts import GPU_UNDERUTILIZED
+from trainwatch.contract.checks import CHECKS, GATES, LOW_MFU
 from trainwatch.contract.promql import BY_TRIAL, number, select
+from trial_instrumentation import names
 
 
 @dataclass(frozen=True)
@@ -73,11 +75,19 @@ def verdicts(q: Promql, matchers: Sequence[str]) -> list[Verdict]:
             condition = f"({condition}) and ({measured[GATES[kind]]} >= {number(s.busy(alert))})"
         outcomes.append(Verdict(code, title, color, condition, remedy))
     code = len(outcomes)
+    # A busy GPU (the checks above did not find it underused) whose MFU is under mfu_low, once
+    # the rank has counted samples for a whole rate window (the MFU rate reads low before).
+    low_mfu = (f"(max {BY_TRIAL} ({select(n.mfu, *matchers)}) "
+               f"< {number(s.mfu_low(GPU_UNDERUTILIZED))})\n"
+               f"and ({measured['gpu_busy']} >= {number(s.threshold(GPU_UNDERUTILIZED))})\n"
+               f"and max {BY_TRIAL} ({select(f'{names.SAMPLES}_total', *matchers)} "
+               f"offset {s.rate_window})")
     return [
         *outcomes,
-        Verdict(code + 1, "GPU-bound", "green", measured["gpu_busy"], remedies.BUSY_GPU),
+        Verdict(code + 1, LOW_MFU[1], "dark-purple", low_mfu, remedies.LOW_MFU),
+        Verdict(code + 2, "GPU-bound", "green", measured["gpu_busy"], remedies.BUSY_GPU),
         # Any trial that reports phases at all gets a verdict, GPU metrics or not.
-        Verdict(code + 2, "No GPU metrics", "blue", f"sum {BY_TRIAL} "
+        Verdict(code + 3, "No GPU metrics", "blue", f"sum {BY_TRIAL} "
                 f"({select(n.phase_share, *matchers)})", remedies.NO_GPU_METRICS),
     ]
 

@@ -231,8 +231,17 @@ VERDICT_RANKS: dict[str, tuple[dict[str, float], str, float | None,
     "7": ({"train_batch": 0.9}, "n2", 0.99, (0.8, 0.01)),  # fp32: tensor cores idle
     "8": ({"train_batch": 0.9}, "n2", 0.7, (0.2, 0.1)),  # underused by SM activity
     "9": ({"train_batch": 0.9}, "n2", 0.9, None),  # GPU-bound by NVML utilization (no GPM)
+    "10": ({"train_batch": 0.9}, "n2", 0.9, None),  # busy, MFU under mfu_low (20%)
+    "11": ({"train_batch": 0.9}, "n2", 0.99, (0.8, 0.6)),  # busy SMs, MFU under mfu_low
+    "12": ({"train_batch": 0.9}, "n2", 0.9, None),  # busy, MFU at mfu_low: GPU-bound
+    "13": ({"train_batch": 0.9}, "n2", 0.3, None),  # MFU low but GPU underused: underused
+    "14": ({"train_batch": 0.9}, "n2", 0.9, None),  # MFU low, younger than the rate window
 }
 NODE_CPU = {"n1": 0.95, "n2": 0.5}
+# Ranks with an MFU (trial:trainwatch_trial_mfu:ratio_rate5m) and whether they counted samples
+# a whole rate window ago (a younger rank's MFU rate reads low: never claimed).
+VERDICT_MFU = {"9": (0.45, True), "10": (0.12, True), "11": (0.1, True), "12": (0.2, True),
+               "13": (0.05, True), "14": (0.05, False)}
 
 
 def test_bottleneck_panel_and_trainwatch_diagnose_name_the_same_bottleneck(
@@ -274,14 +283,23 @@ def test_bottleneck_panel_and_trainwatch_diagnose_name_the_same_bottleneck(
         if busy is not None:
             busy_labels = f'{trial}, uuid="GPU-{rank}", source="{source}"'
             series.append((f"trial_gpu:trainwatch_gpu_busy:ratio{{{busy_labels}}}", busy))
+        mfu, full_window = VERDICT_MFU.get(rank, (None, False))
+        if mfu is not None:
+            series.append((f'trial:trainwatch_trial_mfu:ratio_rate5m{{{trial}, precision="bf16"}}',
+                           mfu))
+        if full_window:
+            series.append((f'trainwatch_trial_samples_total{{job="trainwatch_trial", {trial}}}', 1))
     alerts = {name: AlertRule(name, settings.threshold(name), "",
-                              busy=settings.alert(name).busy) for name in (
+                              busy=settings.alert(name).busy,
+                              mfu_low=settings.alert(name).mfu_low) for name in (
         "TrainwatchDataloaderBound", "TrainwatchHostToDeviceBound", "TrainwatchCPUSaturated",
         "TrainwatchGPUUnderutilized", "TrainwatchGPULaunchBound", "TrainwatchGPUTensorCoresIdle")}
     expected = []
     for rank, (shares, node, gpu, gpm) in VERDICT_RANKS.items():
         sm, tensor = gpm or (None, None)
-        verdict = decide(Measurements(shares, NODE_CPU[node], gpu, sm, tensor), alerts)
+        mfu, full_window = VERDICT_MFU.get(rank, (None, False))
+        verdict = decide(Measurements(shares, NODE_CPU[node], gpu, sm, tensor,
+                                      mfu=mfu if full_window else None), alerts)
         code = next(c for c, text in words.items() if text == verdict.title)
         expected.append({"labels": f'{{experiment="e", trial="t", rank="{rank}", '
                                    f'nodename="{node}"}}', "value": code})

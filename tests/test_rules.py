@@ -171,6 +171,14 @@ def test_every_trial_alert_holds_only_while_the_trials_group_is_present_and_fres
     (lambda d: d.update({"rate_window": "0m"}), "rate_window: '0m' is not a positive"),
     (lambda d: d["alerts"]["TrainwatchCPUSaturated"].update({"threshold": "high"}),
      "alerts.TrainwatchCPUSaturated.threshold: 'high' is not a number"),
+    (lambda d: d["alerts"]["TrainwatchGPUUnderutilized"].update({"mfu_low": 20}),
+     "alerts.TrainwatchGPUUnderutilized.mfu_low: 20 is not an MFU between 0 and 1"),
+    (lambda d: d["alerts"]["TrainwatchGPUUnderutilized"].update({"mfu_low": "low"}),
+     "alerts.TrainwatchGPUUnderutilized.mfu_low: 'low' is not a number"),
+    (lambda d: d["alerts"]["TrainwatchCPUSaturated"].update({"mfu_low": 0.2}),
+     "alerts.TrainwatchCPUSaturated.mfu_low is not used"),
+    (lambda d: d["alerts"]["TrainwatchGPUUnderutilized"].pop("mfu_low"),
+     "alerts.TrainwatchGPUUnderutilized.mfu_low is missing"),
 ])
 def test_bad_thresholds_fail_with_the_file_and_key(tmp_path: Path, edit: Any, message: str) -> None:
     doc = yaml.safe_load((PROM_DIR / "thresholds.yaml").read_text())

@@ -73,12 +73,15 @@ class _Group:
 
     def add(self, name: str, expr: str, summary: str, description: str, remedy: str,
             measured: _Shown | None = None, uses_busy: bool = False,
-            uses_window: bool = False, causes: tuple[str, ...] = ()) -> None:
+            uses_window: bool = False, causes: tuple[str, ...] = (),
+            uses_mfu_low: bool = False) -> None:
         """``measured`` is how the value shows (``_AS_PERCENT``...); None for a yes/no alert,
         whose value is only the fact that it fired, and which takes no threshold.
         ``uses_busy``: the alert has a gate, whose level (thresholds.yaml ``busy``) it exposes
         in a ``busy`` annotation for ``trainwatch diagnose``; ``causes``, the names of the
-        thresholds (thresholds.yaml ``causes``) it exposes as ``cause_<name>`` annotations."""
+        thresholds (thresholds.yaml ``causes``) it exposes as ``cause_<name>`` annotations;
+        ``uses_mfu_low``: it carries thresholds.yaml ``mfu_low`` (the verdict "GPU busy, MFU
+        low", which no alert fires on) in a ``mfu_low`` annotation."""
         setting = self.s.alert(name)
         if set(setting.causes) != set(causes):
             raise SettingsError(f"{self.s.source}: alerts.{name}.causes must name exactly "
@@ -88,6 +91,9 @@ class _Group:
                                 "yes/no alert; remove it")
         if not uses_busy and setting.busy is not None:
             raise SettingsError(f"{self.s.source}: alerts.{name}.busy is not used by this "
+                                "alert; remove it")
+        if not uses_mfu_low and setting.mfu_low is not None:
+            raise SettingsError(f"{self.s.source}: alerts.{name}.mfu_low is not used by this "
                                 "alert; remove it")
         if not uses_window and setting.window is not None:
             raise SettingsError(f"{self.s.source}: alerts.{name}.window is not used by this "
@@ -102,6 +108,8 @@ class _Group:
             annotations["measured"] = f"{measured.value} (threshold {shown})"
         if uses_busy:
             annotations["busy"] = number(self.s.busy(name))
+        if uses_mfu_low:
+            annotations["mfu_low"] = number(self.s.mfu_low(name))
         annotations.update({f"cause_{key}": number(value)
                             for key, value in setting.causes.items()})
         self.rules.append({"alert": name, "expr": expr, "for": setting.for_,
@@ -278,7 +286,7 @@ def gpu_alerts(s: Settings) -> list[dict[str, Any]]:
           f"{_GPU}, used by trial {_TRIAL_ID}, was busy {_AS_PERCENT.value} over "
           f"{s.rate_window} by {{{{ $labels.source }}}} (threshold {_pct(t)}; sm_active: SM "
           "activity where GPM reports it, else NVML utilization).", remedies.UNDERUTILIZED_GPU,
-          measured=_AS_PERCENT)
+          measured=_AS_PERCENT, uses_mfu_low=True)
     t = s.threshold(GPU_MEMORY_NEARLY_FULL)
     g.add(GPU_MEMORY_NEARLY_FULL, f"{n.gpu_memory_used} > {number(t)}",
           "A GPU's memory is nearly full.",

@@ -48,6 +48,10 @@ class AlertSetting:
     # Thresholds that tell an alert's causes apart (contract.checks.LOADER_CAUSE_THRESHOLDS),
     # exposed as `cause_<name>` annotations for `trainwatch diagnose`.
     causes: Mapping[str, float] = field(default_factory=dict)
+    # The MFU under which a GPU busy by this alert's measure gets the verdict "GPU busy, MFU
+    # low" (TrainwatchGPUUnderutilized only; no alert fires on it: a `mfu_low` annotation for
+    # `trainwatch diagnose`).
+    mfu_low: float | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,12 @@ class Settings:
         value = self.alert(name).busy
         if value is None:
             raise SettingsError(f"{self.source}: alerts.{name}.busy is missing")
+        return value
+
+    def mfu_low(self, name: str) -> float:
+        value = self.alert(name).mfu_low
+        if value is None:
+            raise SettingsError(f"{self.source}: alerts.{name}.mfu_low is missing")
         return value
 
     def window(self, name: str) -> str:
@@ -141,13 +151,15 @@ def _mapping(value: object, where: str) -> Mapping[str, Any]:
 
 
 def _alert(doc: Mapping[str, Any], where: str) -> AlertSetting:
-    unknown = set(doc) - {"threshold", "busy", "for", "severity", "window", "causes"}
+    unknown = set(doc) - {"threshold", "busy", "for", "severity", "window", "causes", "mfu_low"}
     if unknown:
         raise SettingsError(f"{where}: unknown key(s) {sorted(unknown)}")
-    threshold, busy = doc.get("threshold"), doc.get("busy")
-    for key, value in (("threshold", threshold), ("busy", busy)):
+    threshold, busy, mfu_low = doc.get("threshold"), doc.get("busy"), doc.get("mfu_low")
+    for key, value in (("threshold", threshold), ("busy", busy), ("mfu_low", mfu_low)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise SettingsError(f"{where}.{key}: {value!r} is not a number")
+    if mfu_low is not None and not 0 < mfu_low < 1:
+        raise SettingsError(f"{where}.mfu_low: {mfu_low!r} is not an MFU between 0 and 1")
     if "for" not in doc:
         raise SettingsError(f"{where}.for is missing")
     severity = doc.get("severity")
@@ -162,7 +174,8 @@ def _alert(doc: Mapping[str, Any], where: str) -> AlertSetting:
                         busy=None if busy is None else float(busy),
                         window=None if "window" not in doc
                         else check_duration(doc["window"], f"{where}.window"),
-                        causes={key: float(value) for key, value in causes.items()})
+                        causes={key: float(value) for key, value in causes.items()},
+                        mfu_low=None if mfu_low is None else float(mfu_low))
 
 
 def parse_settings(doc: object, source: str) -> Settings:

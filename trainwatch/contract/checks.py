@@ -23,6 +23,11 @@ CHECKS = (
     ("underused_gpu", "GPU underused", GPU_UNDERUTILIZED, "gpu_busy", False),
     ("tensor_cores_idle", "Tensor cores idle", GPU_TENSOR_CORES_IDLE, "gpu_tensor_active", False),
 )
+# After every check above, where none holds and the GPU is busy (the GPU-busy rule at least
+# TrainwatchGPUUnderutilized's threshold): a rank whose model FLOPs utilization is under that
+# alert's `mfu_low` (thresholds.yaml) gets this verdict instead of "GPU-bound". No alert fires
+# on it, and a rank without an MFU (no FLOPs figure, no peak) never gets it.
+LOW_MFU = ("low_mfu", "GPU busy, MFU low")
 # A gated check holds only while this measurement is at least its alert's `busy` level (the
 # alert's own gate): launch-bound needs a GPU that *looks* busy, idle tensor cores busy SMs.
 GATES = {"launch_bound": "gpu_utilization", "tensor_cores_idle": "gpu_sm_active"}

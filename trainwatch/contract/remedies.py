@@ -88,6 +88,17 @@ TENSOR_CORES_IDLE = (
     "torch.autocast(\"cuda\", dtype=torch.bfloat16) (fp16 needs a GradScaler), or at least allow "
     "TF32 (torch.backends.cuda.matmul.allow_tf32 = True).")
 
+# "GPU busy, MFU low" (contract.checks.LOW_MFU): no alert, a verdict of `trainwatch diagnose`.
+LOW_MFU = (
+    "The GPU is busy, but on inefficient kernels: little of its peak arithmetic reaches the "
+    "model. Run the matmuls on tensor cores in a lower precision (torch.autocast with "
+    "bfloat16; for an fp32 model at least torch.backends.cuda.matmul.allow_tf32 = True), raise "
+    "the batch size so each kernel has more work, use fused and flash kernels "
+    "(F.scaled_dot_product_attention, fused optimizers such as AdamW(fused=True)) and "
+    "torch.compile the model, channels-last for convolutions. Then record a kernel trace with "
+    "`trainwatch profile` and look for many tiny kernels or time outside the matmuls. Check "
+    "the FLOPs figure and precision the trial declared too: an undercounted model reads low.")
+
 STRAGGLER = (
     "Find what differs on the slow rank: its node's CPU and data loader share (another job or "
     "too few cores for its workers: the Node dashboard), its GPU's throttle reasons and SM "

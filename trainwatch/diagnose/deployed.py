@@ -44,6 +44,9 @@ class AlertRule:
     busy: float | None = None  # the gate's level, for alerts that have one
     # Thresholds that tell its causes apart (`cause_<name>` annotations; contract.checks).
     causes: Mapping[str, float] = field(default_factory=dict)
+    # TrainwatchGPUUnderutilized's `mfu_low` annotation: the MFU under which a busy GPU gets
+    # the verdict "GPU busy, MFU low"; None where the rules predate it (the check is skipped).
+    mfu_low: float | None = None
 
 
 @dataclass(frozen=True)
@@ -140,4 +143,11 @@ def _alert_rule(name: str, rule: Mapping[str, Any] | None, where: str) -> AlertR
     except ValueError:
         raise DeploymentError(f"{where}: alert {name} has a non-numeric `cause_` annotation; "
                               "deploy the current prometheus/rules") from None
-    return AlertRule(name, threshold, str(remedy), annotations.get("runbook_url"), gate, causes)
+    raw_mfu = annotations.get("mfu_low")
+    try:
+        mfu_low = None if raw_mfu is None else float(str(raw_mfu))
+    except ValueError:
+        raise DeploymentError(f"{where}: alert {name} has a non-numeric `mfu_low` annotation "
+                              f"({raw_mfu!r}); deploy the current prometheus/rules") from None
+    return AlertRule(name, threshold, str(remedy), annotations.get("runbook_url"), gate, causes,
+                     mfu_low)

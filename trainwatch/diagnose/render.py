@@ -162,11 +162,11 @@ def reports_json(reports: Sequence[RankReport]) -> str:
 def trials_text(rows: Sequence[TrialRow]) -> str:
     """One line per run; STEPS/S is over the rate window while it runs, else over its life."""
     header = ("EXPERIMENT", "TRIAL", "RANK", "NODE", "PID", "STARTED", "LAST PUSH", "STATE",
-              "STEPS", "STEPS/S", "LOADER", "GPU BUSY", "CAUSE")
+              "STEPS", "STEPS/S", "LOADER", "GPU BUSY", "MFU", "CAUSE")
     table = [header] + [
         (r.experiment, r.trial, r.rank, r.nodename or "-", r.pid or "-", _when(r.started),
          _age(r.push_age_seconds), r.state, "-" if r.steps is None else f"{r.steps:,}",
-         num(r.steps_per_second), pct(r.dataloader_share), pct(r.gpu_busy),
+         num(r.steps_per_second), pct(r.dataloader_share), pct(r.gpu_busy), pct(r.mfu),
          r.cause or "-") for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()

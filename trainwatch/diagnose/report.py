@@ -242,8 +242,10 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
             life = _from_lifetime(r, lives.get(key, Lifetime()))
             r.verdict = verdicts.early(decide(Measurements(dict(r.phases), r.node_cpu, *gpu),
                                               deployment.alerts), life.steps)
-        else:
-            r.verdict = decide(Measurements(shares, r.node_cpu, *gpu), deployment.alerts)
+        else:  # MFU only here: a rate over a window the young rank's life does not fill
+            mfu = r.mfu.value if r.mfu is not None else None
+            r.verdict = decide(Measurements(shares, r.node_cpu, *gpu, mfu=mfu),
+                               deployment.alerts)
         if key not in stale:
             r.verdict, r.loader_cause = loader_cause.explain(r.verdict, loader_evidence.get(key),
                                                              deployment.alerts)

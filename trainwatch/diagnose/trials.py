@@ -45,6 +45,7 @@ class TrialRow:
     ended: float | None = None  # its last push (or last sample); None while running
     steps: int | None = None
     cause: str | None = None
+    mfu: float | None = None  # the MFU rule; None where unknown or the rank is younger than it
 
 
 def list_trials(api: PrometheusAPI, deployment: Deployment, experiment: str | None = None,
@@ -74,10 +75,11 @@ def list_trials(api: PrometheusAPI, deployment: Deployment, experiment: str | No
                                        r.started or 0))
 
 
-def _cause(deployment: Deployment, shares: dict[str, float], gpu: float | None) -> str | None:
+def _cause(deployment: Deployment, shares: dict[str, float], gpu: float | None,
+           mfu: float | None = None) -> str | None:
     if not shares:
         return None
-    return decide(Measurements(shares, gpu_busy_recorded=gpu), deployment.alerts).kind
+    return decide(Measurements(shares, gpu_busy_recorded=gpu, mfu=mfu), deployment.alerts).kind
 
 
 def _current(api: PrometheusAPI, deployment: Deployment, experiment: str | None,
@@ -88,6 +90,7 @@ def _current(api: PrometheusAPI, deployment: Deployment, experiment: str | None,
     steps = by_rank(api, selector(n.steps_rate, **sel))
     shares = by_rank(api, selector(n.phase_share, **sel))
     gpu = by_rank(api, f"avg {BY_TRIAL} ({selector(n.trial_gpu_busy, **sel)})")
+    mfu = by_rank(api, f"max {BY_TRIAL} ({selector(n.mfu, **sel)})")
     # A trial younger than the rate window: its own samples, not a rate that reads low.
     young = young_ranks(api, selector, n.window, **sel) | restarted
     lives = lifetimes(api, selector, n.window, **sel) if young else {}
@@ -95,12 +98,15 @@ def _current(api: PrometheusAPI, deployment: Deployment, experiment: str | None,
     for key, [(labels, _), *_] in info.items():
         rate = first_value(steps[key])
         phases = {lbl.get("phase", ""): v for lbl, v in shares[key]}
+        # A young rank's MFU is a rate over a window its life does not fill: it reads low.
+        utilization = None if key in young else first_value(mfu[key])
         if key in young and key in lives:
             rate, phases = lives[key].steps_per_second, lives[key].shares
         util = first_value(gpu[key])
         rows[key] = TrialRow(*key, labels.get("nodename"), rate,
                              phases.get(names.DATALOADER_NEXT), util, None, live=True,
-                             cause=_cause(deployment, phases, util))
+                             cause=_cause(deployment, phases, util, utilization),
+                             mfu=utilization)
     return rows
 
 
@@ -112,8 +118,13 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, run: Run) -> TrialRow
     steps = api.value(selector(f"{names.STEPS}_total", **sel))
     gpu = api.value(f"avg_over_time({selector(deployment.names.trial_gpu_busy, **sel)}"
                       f"[{max(1, round(run.seconds))}s])")
+    # MFU over its life, once the life fills a rate window (before, the rate reads low).
+    window = parse_duration(deployment.names.window)
+    mfu = (api.value(f"avg_over_time({selector(deployment.names.mfu, **sel)}"
+                     f"[{max(1, round(run.seconds - window))}s])")
+           if run.seconds > window else None)
     rate = steps / run.seconds if steps is not None and run.seconds > 0 else None
     return TrialRow(*run.key, run.nodename, rate, shares.get(names.DATALOADER_NEXT), gpu, None,
                     live=False, steps=None if steps is None else int(steps),
-                    cause=_cause(deployment, shares, gpu))
+                    cause=_cause(deployment, shares, gpu, mfu), mfu=mfu)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, EXIT_USAGE, ago
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import GPU_UNDERUTILIZED, TRIAL_FAILED
-from trainwatch.contract.checks import CHECKS, GATES
+from trainwatch.contract.checks import CHECKS, GATES, LOW_MFU
 from trainwatch.contract.records import BUSY_SOURCES
 from trainwatch.diagnose.deployed import AlertRule
 from trial_instrumentation import names
@@ -34,6 +34,9 @@ class Measurements:
     # The GPU-busy rule's value and its source label (records.BUSY_SOURCES), where deployed.
     gpu_busy_recorded: float | None = None
     gpu_busy_source: str | None = None
+    # Model FLOPs utilization (the MFU recording rule), over a whole rate window; None where
+    # unknown (no FLOPs figure or peak) or the rank is younger than the window (it reads low).
+    mfu: float | None = None
 
     @property
     def gpu_busy(self) -> float | None:
@@ -83,6 +86,7 @@ class Verdict:
 
 
 NO_TIMINGS, NO_GPU_METRICS, GPU_BOUND = "no_timings", "no_gpu_metrics", "gpu_bound"
+LOW_MFU_KIND, LOW_MFU_TITLE = LOW_MFU
 STALE = "stale"
 # What each measurement is, for the reader of the verdict.
 METRICS = {
@@ -134,6 +138,10 @@ def decide(m: Measurements, alerts: Mapping[str, AlertRule]) -> Verdict:
         >>> decide(Measurements({"train_batch": 1.0}, gpu_utilization=0.97, gpu_sm_active=0.2),
         ...        rules).metric
         'SM activity (NVML GPM)'
+        >>> low = AlertRule(GPU_UNDERUTILIZED, 0.5, "x", mfu_low=0.2)
+        >>> decide(Measurements({"train_batch": 1.0}, gpu_sm_active=0.9, mfu=0.08),
+        ...        {**rules, GPU_UNDERUTILIZED: low}).title
+        'GPU busy, MFU low'
     """
     if not m.phase_shares:
         return Verdict(NO_TIMINGS, "No timings yet", False, None, None, None, None,
@@ -150,6 +158,13 @@ def decide(m: Measurements, alerts: Mapping[str, AlertRule]) -> Verdict:
         return Verdict(NO_GPU_METRICS, "No GPU metrics", False, None, None, None, None,
                        remedies.NO_GPU_METRICS, None)
     rule = alerts[GPU_UNDERUTILIZED]
+    busy = f"GPU busy {m.gpu_busy:.1%} by {metric_of(m, 'gpu_busy')}"
+    if (rule.mfu_low is not None and m.mfu is not None and m.mfu < rule.mfu_low
+            and m.gpu_busy >= rule.threshold):
+        return Verdict(LOW_MFU_KIND, LOW_MFU_TITLE, True, m.mfu, "<", rule.mfu_low, None,
+                       remedies.LOW_MFU, None,
+                       metric=f"model FLOPs utilization (MFU), while {busy} "
+                              f"(at least {rule.threshold:.0%})")
     return Verdict(GPU_BOUND, "GPU-bound", False, m.gpu_busy, ">=", rule.threshold,
                    None, remedies.BUSY_GPU, None, metric=metric_of(m, "gpu_busy"))
 
