@@ -34,7 +34,6 @@ from trainwatch.contract.records import RecordNames
 from trainwatch.diagnose import cli as diagnose_cli
 from trainwatch.diagnose import verdict as verdict_module
 from trainwatch.diagnose.deployed import REQUIRED_ALERTS, AlertRule, Deployment, DeploymentError
-from trainwatch.diagnose.ranks import TrialScaling, _cause
 from trainwatch.diagnose.render import reports_json, reports_text
 from trainwatch.diagnose.report import Gpu, RankReport, selector
 from trainwatch.diagnose.verdict import (
@@ -453,13 +452,3 @@ def test_the_runbook_quotes_the_clean_up_line_diagnose_prints() -> None:
     section = runbook.split("## TrainwatchTrialStale", 1)[1].split("\n## ", 1)[0]
     assert f"`{line}`" in section
 
-
-def test_scaling_cause_is_the_straggler_then_the_loader_then_the_exchange() -> None:
-    low = TrialScaling(0.4, 0.7)
-    assert _cause(low, (("3", "node-c", 1.8),), 0.9, 0.3, "r").cause == "straggler"
-    assert "rank 3 on node node-c" in (_cause(low, (("3", "node-c", 1.8),), 0.9, 0.3, "r").why
-                                       or "")
-    assert _cause(low, (), 0.5, 0.3, "r").cause == "loader"
-    exchange = _cause(low, (), 0.1, 0.3, "the remedy")
-    assert (exchange.cause, exchange.remedy) == ("exchange", "the remedy")
-    assert _cause(low, (), None, 0.3, "r").cause == "exchange"

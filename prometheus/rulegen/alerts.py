@@ -38,7 +38,7 @@ from trainwatch.contract.alerts import (
     TRIAL_PUSH_FAILING,
     TRIAL_STALE,
 )
-from trainwatch.contract.checks import LOADER_CAUSE_THRESHOLDS
+from trainwatch.contract.checks import EXCHANGE_CAUSE_THRESHOLDS, LOADER_CAUSE_THRESHOLDS
 from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, number, on, select
 from trainwatch.contract.records import RecordNames
 from trial_instrumentation import names
@@ -249,7 +249,7 @@ def _scaling_alert(g: _Group, n: RecordNames) -> None:
           f"{_AS_PERCENT.value} of its ranks times its measured single-rank step limit over "
           f"{g.s.rate_window} (threshold {_pct(t)}): a straggler, the loader or the exchange "
           "between ranks holds it back (trainwatch diagnose says which).", remedies.SCALING,
-          measured=_AS_PERCENT)
+          measured=_AS_PERCENT, causes=EXCHANGE_CAUSE_THRESHOLDS)
 
 
 def underutilized_trial_gpus(s: Settings, *trial_matchers: str) -> str:

@@ -41,3 +41,11 @@ LOADER_CAUSE_THRESHOLDS = (
     "network_busy",  # a NIC's received bytes/s over its link speed
     "rchar_over_read",  # bytes read over bytes the block devices read: reads from elsewhere
 )
+
+# The thresholds that tell a slow multi-rank exchange's causes apart
+# (trainwatch/diagnose/exchange.py): thresholds.yaml `alerts.TrainwatchScalingInefficient.causes`,
+# carried as that alert's `cause_<name>` annotations. A straggler is TrainwatchRankStraggler's
+# own threshold, the loader TrainwatchDataloaderBound's.
+EXCHANGE_CAUSE_THRESHOLDS = (
+    "network_busy",  # a NIC of the trial's nodes: sent or received bytes/s over its link speed
+)

@@ -114,6 +114,17 @@ SCALING = (
     "fastest network interface (NCCL_SOCKET_IFNAME, InfiniBand where there is one). If the "
     "loader is the limit instead, test with synthetic data to confirm it.")
 
+# A slow multi-rank exchange whose nodes' links run near their speed
+# (trainwatch/diagnose/exchange.py): only the fixes that move fewer bytes or use a faster link.
+EXCHANGE_NETWORK_BOUND = (
+    "The network is the limit: the trial's nodes send or receive near their links' speed. Move "
+    "fewer bytes per sample: a larger batch per GPU (and gradient accumulation, DDP no_sync, "
+    "so gradients are exchanged once every few steps), compressed gradients (DDP comm hooks: "
+    "fp16/bf16 or PowerSGD) and larger gradient buckets (DDP bucket_cap_mb) so the all-reduce "
+    "overlaps backward in fewer, fuller messages; or use a faster interconnect: put NCCL on "
+    "the fastest interface (NCCL_SOCKET_IFNAME, InfiniBand/RoCE with NCCL_IB_HCA) and keep "
+    "the ranks of one trial on the GPUs of as few machines as possible.")
+
 ROW_REMAP_PENDING = (
     "Reset the GPU when its jobs end (drain the node, then nvidia-smi -r or reboot): a memory "
     "row failed and its remap to a spare takes effect only at the next reset; until then "

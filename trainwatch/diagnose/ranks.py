@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import DATALOADER_BOUND, RANK_STRAGGLER, SCALING_INEFFICIENT
 from trainwatch.contract.promql import matchers as trial_matchers
 from trainwatch.contract.promql import select
+from trainwatch.diagnose import exchange
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
@@ -35,19 +37,23 @@ class RankSpread:
 class TrialScaling:
     """A multi-rank trial's scaling efficiency (samples/s over ranks x its measured
     single-rank step limit) and, when under the deployed threshold, what holds it back:
-    ``cause`` is "straggler", "loader" or "exchange", ``why`` says it in words."""
+    ``cause`` is "straggler", "loader", "network" or "exchange" (trainwatch.diagnose.exchange),
+    ``why`` says it in words, ``evidence`` gives the figures."""
 
     efficiency: float
     threshold: float | None
-    cause: str | None = None
+    cause: str | None = None  # exchange.STRAGGLER, LOADER, NETWORK or EXCHANGE
     why: str | None = None
     remedy: str | None = None
+    evidence: str | None = None  # the figures that decided ``cause``
 
 
 def trial_scalings(api: PrometheusAPI, deployment: Deployment, experiment: str,
-                   trial: str | None, spreads: dict[tuple[str, str, str], RankSpread]
+                   trial: str | None, spreads: dict[tuple[str, str, str], RankSpread],
+                   nodes: Mapping[tuple[str, str, str], str | None] | None = None
                    ) -> dict[tuple[str, str], TrialScaling]:
-    """(experiment, trial) -> its scaling, for multi-rank trials that measured their limit."""
+    """(experiment, trial) -> its scaling, for multi-rank trials that measured their limit;
+    ``nodes`` maps each rank to its node (for the network figures of a slow exchange)."""
     n, matchers = deployment.names, trial_matchers(experiment=experiment, trial=trial)
     ranks = {_key(labels)[:2]: value for labels, value in api.query(
         f"count {_PER_TRIAL} ({names.TRIAL_INFO}{{{matchers}}})")}
@@ -57,6 +63,7 @@ def trial_scalings(api: PrometheusAPI, deployment: Deployment, experiment: str,
     rule = deployment.alerts.get(SCALING_INEFFICIENT)
     threshold = rule.threshold if rule is not None else None
     stragglers = {key[:2]: s.stragglers for key, s in spreads.items() if s.stragglers}
+    on_nodes = exchange.trial_nodes(nodes or {})
     result = {}
     for labels, value in api.query(f"{n.scaling_efficiency}{{{matchers}}}"):
         key = _key(labels)[:2]
@@ -64,29 +71,18 @@ def trial_scalings(api: PrometheusAPI, deployment: Deployment, experiment: str,
             continue
         scaling = TrialScaling(value, threshold)
         if threshold is not None and value < threshold:
-            scaling = _cause(scaling, stragglers.get(key, ()), loader.get(key),
-                             deployment.threshold(DATALOADER_BOUND),
-                             rule.remedy if rule is not None else remedies.SCALING)
+            slow = stragglers.get(key, ())
+            excess = (exchange.phase_excess(api, n.window, (*key, slow[0][0])) if slow
+                      else None)
+            nics = [] if slow else exchange.nic_uses(api, n.window, on_nodes.get(key, set()))
+            found = exchange.decide(slow, excess, loader.get(key),
+                                    deployment.threshold(DATALOADER_BOUND), nics,
+                                    rule.causes.get("network_busy") if rule is not None else None,
+                                    rule.remedy if rule is not None else remedies.SCALING)
+            scaling = TrialScaling(value, threshold, found.cause, found.why, found.remedy,
+                                   found.evidence)
         result[key] = scaling
     return result
-
-
-def _cause(s: TrialScaling, stragglers: tuple[tuple[str, str | None, float], ...],
-           loader_share: float | None, loader_threshold: float, remedy: str) -> TrialScaling:
-    if stragglers:
-        rank, node, ratio = stragglers[0]
-        return TrialScaling(s.efficiency, s.threshold, "straggler",
-                            f"a straggler: rank {rank} on node {node or '?'} takes {ratio:.2f}x "
-                            "the median rank's own step time and every rank waits for it",
-                            None)
-    if loader_share is not None and loader_share > loader_threshold:
-        return TrialScaling(s.efficiency, s.threshold, "loader",
-                            f"the loader: the median rank waits {loader_share:.0%} of its step "
-                            "in dataloader_next", remedies.DATALOADER)
-    return TrialScaling(s.efficiency, s.threshold, "exchange",
-                        "the exchange between ranks: no straggler and no slow loader, so the "
-                        "time goes to the all-reduce (inside train_batch when it overlaps "
-                        "backward) and waiting for ranks", remedy)
 
 
 def rank_spreads(api: PrometheusAPI, deployment: Deployment, experiment: str,

@@ -107,6 +107,8 @@ def scaling_text(r: RankReport) -> list[str]:
     lines = [line]
     if c.why:
         lines.append(f"  SCALING held back by {c.why}")
+    if c.evidence:
+        lines.append(f"  evidence: {c.evidence}")
     if c.remedy:
         lines.append(f"  what to change for scaling: {c.remedy}")
     return lines

@@ -202,9 +202,9 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     firing = api.alerts()
     instances = {labels.get("nodename"): labels.get("instance")
                  for labels, _ in api.query(HOST_INFO)}
-    spreads = rank_spreads(api, deployment, experiment, trial,
-                           {_rank_key(i): i.get("nodename") for i in infos})
-    scalings = trial_scalings(api, deployment, experiment, trial, spreads)
+    nodes = {_rank_key(i): i.get("nodename") for i in infos}
+    spreads = rank_spreads(api, deployment, experiment, trial, nodes)
+    scalings = trial_scalings(api, deployment, experiment, trial, spreads, nodes)
     reports = []
     for info in chosen:
         key = _rank_key(info)

@@ -1,0 +1,172 @@
+"""Why a multi-rank trial's exchange is slow: a straggler (named, with the phase its extra time
+goes to), the loader, the network (a NIC of the trial's nodes near its link speed), or neither;
+an unknown link speed never claims the network. Decided over figures, then end to end over
+recorded series backfilled into a real Prometheus (this machine has no multi-node trial and no
+NIC that reports a speed)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from benchmarks.stack import Prometheus, promtool, start_prometheus
+from tests.test_diagnose import loaded_rules
+from trainwatch.contract import remedies
+from trainwatch.contract.alerts import SCALING_INEFFICIENT
+from trainwatch.diagnose.deployed import Deployment
+from trainwatch.diagnose.exchange import (
+    EXCHANGE,
+    LOADER,
+    NETWORK,
+    STRAGGLER,
+    NicUse,
+    PhaseExcess,
+    decide,
+)
+from trainwatch.diagnose.ranks import rank_spreads, trial_scalings
+from trainwatch.promapi import PrometheusAPI
+
+GBE10 = 1.25e9  # a 10 GbE link, bytes/s
+BUSY_LINK = NicUse("node-a", "eth0", "transmit", 1.1e9, GBE10)  # 88%
+IDLE_LINK = NicUse("node-a", "eth0", "receive", 0.1e9, GBE10)  # 8%
+NO_SPEED = NicUse("node-a", "lo", "receive", 3e9, None)  # loopback: no speed
+SLOW_RANK = ("1", "node-b", 1.8)
+
+
+def test_a_straggler_is_named_with_its_node_and_where_its_extra_time_goes() -> None:
+    excess = PhaseExcess("dataloader_next", 0.150, 0.040)
+    found = decide([SLOW_RANK], excess, 0.1, 0.3, [BUSY_LINK], 0.6, "general")
+    assert found.cause == STRAGGLER and found.remedy is None  # the rank's report gives it
+    assert "rank 1 on node node-b takes 1.80x" in found.why
+    assert found.evidence == ("rank 1: its extra time is in dataloader_next: 150 ms a step "
+                              "against the other ranks' median 40 ms")
+
+
+def test_a_link_near_its_speed_is_the_network_with_only_its_own_remedy() -> None:
+    found = decide([], None, 0.1, 0.3, [IDLE_LINK, BUSY_LINK], 0.6, remedies.SCALING)
+    assert found.cause == NETWORK and found.remedy == remedies.EXCHANGE_NETWORK_BOUND
+    assert found.evidence == ("node node-a eth0 transmits 1100.0 MB/s, 88% of its 1,250 MB/s "
+                              "link (threshold 60%)")
+    for fix in ("gradient accumulation", "bucket_cap_mb", "PowerSGD", "larger batch per GPU",
+                "NCCL_SOCKET_IFNAME"):
+        assert fix in found.remedy  # type: ignore[operator]
+    # Just under the threshold: not the network.
+    under = NicUse("node-a", "eth0", "transmit", 0.59 * GBE10, GBE10)
+    assert decide([], None, 0.1, 0.3, [under], 0.6, "general").cause == EXCHANGE
+    at = NicUse("node-a", "eth0", "transmit", 0.6 * GBE10, GBE10)
+    assert decide([], None, 0.1, 0.3, [at], 0.6, "general").cause == NETWORK
+
+
+def test_neither_a_straggler_nor_a_full_link_is_the_exchange_with_the_link_figures() -> None:
+    found = decide([], None, 0.1, 0.3, [IDLE_LINK], 0.6, "general")
+    assert (found.cause, found.remedy) == (EXCHANGE, "general")
+    assert "busiest link: node node-a eth0 receives 100.0 MB/s, 8% of its" in found.evidence
+    assert "(under the 60% threshold)" in found.evidence
+
+
+def test_an_unknown_link_speed_never_claims_the_network() -> None:
+    found = decide([], None, 0.1, 0.3, [NO_SPEED], 0.6, "general")
+    assert found.cause == EXCHANGE and found.remedy == "general"
+    assert found.evidence.startswith("no link speed known")
+    assert "node node-a lo receives 3000.0 MB/s, link speed unknown" in found.evidence
+    assert decide([], None, 0.1, 0.3, [], 0.6, "general").cause == EXCHANGE
+    # Rules that predate the threshold: never the network either.
+    assert decide([], None, 0.1, 0.3, [BUSY_LINK], None, "general").cause == EXCHANGE
+
+
+def test_a_straggler_comes_first_then_the_loader_then_the_network() -> None:
+    assert decide([SLOW_RANK], None, 0.5, 0.3, [BUSY_LINK], 0.6, "general").cause == STRAGGLER
+    found = decide([], None, 0.5, 0.3, [BUSY_LINK], 0.6, "general")
+    assert (found.cause, found.remedy) == (LOADER, remedies.DATALOADER)
+    assert "dataloader_next share 50% (threshold 30%)" in found.evidence
+    assert decide([], None, 0.3, 0.3, [BUSY_LINK], 0.6, "general").cause == NETWORK
+
+
+# --- end to end: recorded series in a real Prometheus, read by `diagnose`'s own queries ---
+
+NODES = {"straggler": ("node-a", "node-b"), "network": ("node-c", "node-d"),
+         "neither": ("node-e", "node-f"), "unknown": ("node-g", "node-h")}
+STEP = 15  # seconds between samples
+SPAN = 20 * 60  # seconds of samples, ending a minute ago
+
+
+def _series(now: float) -> list[str]:
+    """OpenMetrics lines: four 2-rank trials under the scaling threshold (efficiency 0.4), each
+    on its own two nodes; one has a straggler, one a NIC at 88% of its speed, one a NIC at 8%,
+    one NICs with no speed at 1.2 GB/s."""
+    rules: dict[str, float] = {}  # metric{labels} -> value at time t (seconds since the first sample)
+    for trial, nodes in NODES.items():
+        t = f'experiment="x", trial="{trial}"'
+        for rank, node in enumerate(nodes):
+            r = f'{t}, rank="{rank}"'
+            rules[f'trainwatch_trial_info{{{r}, nodename="{node}", pid="1{rank}"}}'] = 1.0
+            slow = trial == "straggler" and rank == 1
+            rules[f'trial:trainwatch_trial_step_seconds:own_mean_rate5m{{{r}}}'] = \
+                0.36 if slow else 0.2
+            rules[f'trial_phase:trainwatch_trial_phase_seconds:share_rate5m{{{r}, '
+                  f'phase="dataloader_next"}}'] = 0.1
+            # Phase seconds per step (2 steps/s): the straggler's loader takes 150 ms, others' 40.
+            for phase, per_step in (("dataloader_next", 0.15 if slow else 0.04),
+                                    ("train_batch", 0.16),
+                                    ("wait_for_ranks", 0.0 if slow else 0.16)):
+                rules[f'trainwatch_trial_phase_seconds_sum{{{r}, phase="{phase}"}}'] = \
+                    -2 * per_step  # a rate (negative: per second, see below)
+            rules[f'trainwatch_trial_step_seconds_count{{{r}}}'] = -2.0
+            instance = f"{node}:9400"
+            rules[f'trainwatch_host_info{{instance="{instance}", nodename="{node}"}}'] = 1.0
+            rx = {"network": 1.1e9, "neither": 0.1e9, "unknown": 1.2e9}.get(trial, 0.05e9)
+            rules[f'trainwatch_network_transmit_bytes_total{{instance="{instance}", '
+                  f'device="eth0"}}'] = -rx
+            rules[f'trainwatch_network_receive_bytes_total{{instance="{instance}", '
+                  f'device="eth0"}}'] = -rx / 2
+            if trial != "unknown":
+                rules[f'trainwatch_network_speed_bytes{{instance="{instance}", '
+                      f'device="eth0"}}'] = GBE10
+        rules[f'trial_ranks:trainwatch_trial_scaling_efficiency:ratio_rate5m{{{t}}}'] = 0.4
+    start = int(now) - SPAN - 60
+    lines = []
+    for series, value in rules.items():
+        for i in range(SPAN // STEP + 1):
+            # A negative value is a counter's rate per second: its value is rate x time.
+            sample = -value * i * STEP if value < 0 else value
+            lines.append(f"{series.replace(', ', ',')} {sample:.6g} {start + i * STEP}")
+    return [*lines, "# EOF"]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, float]]:
+    workdir = tmp_path_factory.mktemp("exchange")
+    now = time.time()
+    source = workdir / "series.om"
+    source.write_text("\n".join(_series(now)) + "\n")
+    promtool("tsdb", "create-blocks-from", "openmetrics", source, workdir / "tsdb")
+    with start_prometheus(workdir, {"global": {"scrape_interval": "1m"}}) as prom:
+        yield prom, now - 60
+
+
+def _scalings(recorded: tuple[Prometheus, float]) -> dict[str, tuple[str | None, str | None]]:
+    prom, at = recorded
+    api = PrometheusAPI(prom.url).pinned(at)
+    deployment = Deployment.from_rules(loaded_rules())
+    assert deployment.alerts[SCALING_INEFFICIENT].causes == {"network_busy": 0.6}
+    nodes: dict[tuple[str, str, str], str | None] = {
+        ("x", trial, str(rank)): node for trial, pair in NODES.items()
+             for rank, node in enumerate(pair)}
+    spreads = rank_spreads(api, deployment, "x", None, nodes)
+    found = trial_scalings(api, deployment, "x", None, spreads, nodes)
+    return {trial: (s.cause, s.evidence) for (_, trial), s in found.items()}
+
+
+def test_diagnose_tells_straggler_network_and_neither_apart_over_recorded_series(
+        recorded: tuple[Prometheus, float]) -> None:
+    found = _scalings(recorded)
+    assert {trial: cause for trial, (cause, _) in found.items()} == {
+        "straggler": STRAGGLER, "network": NETWORK, "neither": EXCHANGE, "unknown": EXCHANGE}
+    assert found["straggler"][1] == ("rank 1: its extra time is in dataloader_next: 150 ms a "
+                                     "step against the other ranks' median 40 ms")
+    assert found["network"][1] == ("node node-c eth0 transmits 1100.0 MB/s, 88% of its 1,250 "
+                                   "MB/s link (threshold 60%)")
+    assert "8% of its 1,250 MB/s link (under the 60% threshold)" in (found["neither"][1] or "")
+    assert "link speed unknown" in (found["unknown"][1] or ""), found["unknown"]
