@@ -36,4 +36,5 @@ spec:
       {{- with .extra }}
       {{- toYaml . | nindent 6 }}
       {{- end }}
+      {{- include "trainwatch.kps.sharding" (dict "ctx" $ctx "what" .component) | nindent 6 }}
 {{- end }}
