@@ -18,7 +18,7 @@ APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout
 DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter prometheus-alertmanager
 ARGS ?=
 
-.PHONY: run stop status demo test tools helm-tools venv bench lint generate rules dashboards chart-files clean \
+.PHONY: run stop status demo test tools helm-tools venv bench lint generate rules dashboards chart-files trial-settings-doc clean \
 	rule-mutation promql-tools \
 	image image-base image-tools image-test-tools image-name compose-schema browser-tools
 
@@ -210,13 +210,16 @@ $(PROMQL_PARSER):
 # Regenerate the committed rule files, dashboards and the chart's copies of both (tests fail
 # when any of them drifts from prometheus/thresholds.yaml). Order matters: dashboards read the
 # thresholds, the chart copies what the other two wrote.
-generate: rules dashboards chart-files
+generate: rules dashboards chart-files trial-settings-doc
 
 rules: venv
 	$(PY) -m prometheus.generate_rules
 
 dashboards: venv
 	$(PY) -m grafana.generate
+
+trial-settings-doc: venv
+	$(PY) -m trial_instrumentation.settings_doc
 
 chart-files: rules dashboards
 	$(PY) -m helm.sync_chart_files

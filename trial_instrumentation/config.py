@@ -1,4 +1,12 @@
-"""Trial settings from arguments or the environment, validated once, at Trial creation.
+"""Trial settings, each declared once, and their resolution from arguments or the environment,
+validated once, at Trial creation.
+
+Every setting is a field of :class:`TrialConfig` (or of :class:`ProfileSettings`, environment
+only) declared with :func:`_setting`: its type, default, environment variable, parser and the
+line the documentation shows. :func:`resolve` reads the fields, ``Trial(...)`` passes its
+arguments through, and docs/instrumentation.md's settings table is written from them
+(``python -m trial_instrumentation.settings_doc``). A new setting is one field here, plus its
+``ENV_*`` name in names.py when the environment sets it.
 
 Every problem is a ``ValueError`` that names the argument or environment variable it came
 from, so a typo fails before the first step instead of mid-training.
@@ -8,63 +16,136 @@ from __future__ import annotations
 
 import difflib
 import logging
-import math
 import os
 import re
 import signal
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from dataclasses import Field, dataclass, field, fields
+from typing import Any
 
-from trial_instrumentation import flops, names
+from trial_instrumentation import flops, names, parsers
 from trial_instrumentation.durations import parse_duration
-from trial_instrumentation.timing import validate_buckets
+from trial_instrumentation.parsers import MAX_PROFILE_STEPS, profile_steps
 
-V = TypeVar("V")
+__all__ = ["MAX_PROFILE_STEPS", "ProfileSettings", "TrialConfig", "arguments", "parse_duration",
+           "profile_steps", "resolve", "settings", "warn_unknown_variables"]
 log = logging.getLogger(__name__)
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-# NVML's UUID form: GPU-<hex and dashes>, or MIG-<...> for a MIG instance.
-_NVML_UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]+$")
+
+
+def _setting(default: Any, parse: Callable[[Any], Any], doc: str, *, env: str | None = None,
+             argument: bool = True, required: bool = False, default_from: str | None = None,
+             shown: str | Callable[[Any], str] | None = None, secret: bool = False) -> Any:
+    """One setting: ``parse`` turns an argument or the variable ``env``'s text into its value;
+    ``argument``: ``Trial(...)`` takes it; ``required``: needed when pushing or serving;
+    ``default_from``: the default is that (earlier) setting's value; ``shown``: the default as
+    the documentation writes it (text, or a function of the default)."""
+    meta = {"parse": parse, "doc": doc, "env": env, "argument": argument, "required": required,
+            "default_from": default_from, "shown": shown}
+    if callable(default):
+        return field(default_factory=default, metadata=meta, repr=not secret)
+    return field(default=default, metadata=meta, repr=not secret)
+
+
+def _mebibytes(size: int) -> str:
+    return f"`{size / 2**20:g}`"
+
+
+def _signal_name(number: int | None) -> str:
+    return "`none`" if number is None else f"`{signal.Signals(number).name.removeprefix('SIG')}`"
 
 
 @dataclass(frozen=True)
 class ProfileSettings:
     """On-demand profiler traces (:mod:`trial_instrumentation.profiling`); environment only."""
 
-    directory: str = "trainwatch-traces"  # relative: to the working directory
-    trigger: str | None = None  # a file whose change asks for a trace; None: no file
-    signal: int | None = signal.SIGUSR2  # None: no signal asks
-    steps: int = 5  # steps a request records (after the warm-up), unless it says
-    max_bytes: int = 200 * 1024 * 1024  # the compressed trace is cut to this
+    directory: str = _setting(
+        "trainwatch-traces", str, "where on-demand profiler traces go, under "
+        "`<experiment>/<trial>/` (a relative path: in the working directory; below)",
+        env=names.ENV_PROFILE_DIR, argument=False)
+    trigger: str | None = _setting(
+        None, str, "a file whose change (`touch`, or a step count written into it) asks for a "
+        "trace; checked at each push", env=names.ENV_PROFILE_TRIGGER, argument=False)
+    signal: int | None = _setting(
+        signal.SIGUSR2, parsers.signal_number, "the signal that asks for a trace (a name or "
+        "number), or `none`", env=names.ENV_PROFILE_SIGNAL, argument=False, shown=_signal_name)
+    steps: int = _setting(
+        5, profile_steps, f"steps a trace records after its 2 warm-up steps (1 to "
+        f"{MAX_PROFILE_STEPS})", env=names.ENV_PROFILE_STEPS, argument=False)
+    max_bytes: int = _setting(
+        200 * 1024 * 1024, parsers.megabytes, "a compressed trace larger than this many MB is "
+        "cut (its earliest events kept)", env=names.ENV_PROFILE_MAX_MB, argument=False,
+        shown=_mebibytes)
+
+
+_BUCKETS_SHOWN = (f"{names.DEFAULT_BUCKETS[0] * 1000:g} ms doubling to "
+                  f"{names.DEFAULT_BUCKETS[-1]:g} s ({len(names.DEFAULT_BUCKETS)} bounds)")
 
 
 @dataclass(frozen=True)
 class TrialConfig:
     """Resolved settings; ``enabled`` is False when neither pushing nor pulling is set up."""
 
-    pushgateway: str | None
-    pull_port: int | None
-    experiment: str
-    trial: str
-    rank: int
-    world_size: int
-    local_rank: int | None
-    gpu_uuids: tuple[str, ...]  # given by the user; empty: detect through torch
-    nodename: str
-    push_interval: float
-    timing_mode: str
-    buckets: tuple[float, ...]
-    phase_buckets: tuple[float, ...]  # () : the phases push their sums and counts only
-    username: str | None
-    password: str | None = field(repr=False)
-    connect_timeout: float
-    read_timeout: float
-    exit_timeout: float
-    flops_per_sample: float | None = None  # the model's training FLOPs per sample
-    precision: str | None = None  # the precision flops_per_sample runs in (flops.PRECISIONS)
-    profile: ProfileSettings = ProfileSettings()
+    pushgateway: str | None = _setting(
+        None, parsers.url, "`http(s)://host:port[/prefix]` of the Pushgateway",
+        env=names.ENV_PUSHGATEWAY)
+    pull_port: int | None = _setting(
+        None, parsers.port, "serve `/metrics` on this port instead of pushing (`0`: any free "
+        "port)", env=names.ENV_PULL_PORT)
+    experiment: str = _setting("", parsers.label, "grouping key label", env=names.ENV_EXPERIMENT,
+                               required=True)
+    trial: str = _setting("", parsers.label, "grouping key label", env=names.ENV_TRIAL,
+                          required=True)
+    rank: int = _setting(0, parsers.int_at_least(0), "grouping key `rank` (torchrun sets it)",
+                         env=names.ENV_RANK)
+    world_size: int = _setting(
+        1, parsers.int_at_least(1), "the trial's ranks, `trainwatch_trial_info{world_size}` "
+        "(torchrun sets it)", env=names.ENV_WORLD_SIZE)
+    local_rank: int | None = _setting(
+        None, parsers.int_at_least(0), "the GPU this rank reports while it has not yet "
+        "allocated on one (torchrun sets it; below)", env=names.ENV_LOCAL_RANK)
+    gpu_uuids: tuple[str, ...] = _setting(
+        (), parsers.gpu_uuids, "the GPUs this trial uses, as NVML UUIDs (`nvidia-smi -L`), "
+        "comma-separated; replaces detection through torch (JAX, TensorFlow, or a scheduler "
+        "that knows the allocation)", env=names.ENV_GPU_UUIDS, shown="unset")
+    nodename: str = _setting(
+        lambda: os.uname().nodename, str, "host name for the join to the exporter (below)",
+        env=names.ENV_NODENAME, argument=False, shown="`uname -n`")
+    push_interval: float = _setting(
+        10.0, parsers.positive_duration, "time between pushes: seconds (`10`, `2.5`) or with a "
+        "unit (`10s`, `1m`, `1m30s`, `500ms`); the first push is at start",
+        env=names.ENV_PUSH_INTERVAL)
+    timing_mode: str = _setting(
+        names.WALL, parsers.timing_mode, f"{', '.join(f'`{m}`' for m in names.TIMING_MODES)} "
+        "(below)", env=names.ENV_TIMING_MODE)
+    buckets: tuple[float, ...] = _setting(
+        names.DEFAULT_BUCKETS, parsers.buckets, "the step histogram's upper bounds in seconds",
+        shown=_BUCKETS_SHOWN)
+    phase_buckets: tuple[float, ...] = _setting(
+        names.DEFAULT_BUCKETS, parsers.phase_buckets, "the phase histograms' bounds: "
+        "comma-separated seconds, or `none` for their sums and counts only (one `+Inf` "
+        "bucket): the fleet-scale setting (below)", env=names.ENV_PHASE_BUCKETS,
+        default_from="buckets", shown="the step histogram's `buckets`")
+    username: str | None = _setting(None, str, "HTTP basic auth (both or neither)",
+                                    env=names.ENV_USERNAME)
+    password: str | None = _setting(None, str, "HTTP basic auth (both or neither)",
+                                    env=names.ENV_PASSWORD, secret=True)
+    connect_timeout: float = _setting(
+        2.0, parsers.positive_duration, "the time a push may take to connect (a duration)")
+    read_timeout: float = _setting(
+        5.0, parsers.positive_duration, "the time a push may wait for the Pushgateway's answer "
+        "(a duration)")
+    exit_timeout: float = _setting(
+        10.0, parsers.positive_duration, "the time the final push may take at exit (a "
+        "duration)")
+    flops_per_sample: float | None = _setting(
+        None, flops.flops_per_sample, "the model's training FLOPs per sample (forward and "
+        "backward), for MFU", env=names.ENV_FLOPS_PER_SAMPLE)
+    precision: str | None = _setting(
+        None, flops.precision, f"the precision those FLOPs run in "
+        f"({', '.join(f'`{p}`' for p in flops.PRECISIONS)}); required with the FLOPs",
+        env=names.ENV_PRECISION)
+    profile: ProfileSettings = field(default_factory=ProfileSettings)
 
     @property
     def enabled(self) -> bool:
@@ -75,44 +156,61 @@ class TrialConfig:
         return {"experiment": self.experiment, "trial": self.trial, "rank": str(self.rank)}
 
 
+def settings() -> list[Field[Any]]:
+    """Every setting, in the documentation's order: the trial's, then the profiler's."""
+    return ([f for f in fields(TrialConfig) if f.metadata]
+            + [f for f in fields(ProfileSettings) if f.metadata])
+
+
+def arguments() -> tuple[str, ...]:
+    """The settings ``Trial(...)`` takes as arguments, in declaration order."""
+    return tuple(f.name for f in settings() if f.metadata["argument"])
+
+
+def default_of(setting: Field[Any]) -> Any:
+    """The declared default (a factory's value)."""
+    return setting.default_factory() if callable(setting.default_factory) else setting.default
+
+
 class _Source:
     """Picks each setting from its argument, else its environment variable, else a default."""
 
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
 
-    def get(self, arg: object, arg_name: str, env_name: str | None,
-            parse: Callable[[str], V], default: V) -> tuple[V, str]:
+    def get(self, setting: Field[Any], arg: object, default: Any) -> tuple[Any, str]:
+        """The setting's value and where it came from (``argument name=`` for a default)."""
+        parse, env_name = setting.metadata["parse"], setting.metadata["env"]
+        argument = f"argument {setting.name}="
         if arg is not None:
-            return self._parse(parse, arg, f"argument {arg_name}="), f"argument {arg_name}="
+            return self._parse(parse, arg, argument), argument
         raw = self.env.get(env_name, "") if env_name else ""
         if raw.strip() == "":
-            return default, f"argument {arg_name}="
+            return default, argument
         where = f"environment variable {env_name}"
         return self._parse(parse, raw.strip(), where), where
 
     @staticmethod
-    def _parse(parse: Callable[[str], V], value: object, where: str) -> V:
+    def _parse(parse: Callable[[Any], Any], value: object, where: str) -> Any:
         try:
-            return parse(value)  # type: ignore[arg-type]
+            return parse(value)
+        except parsers.NamedError:
+            raise
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}: invalid value {value!r} ({exc})") from None
 
-
-def _url(value: str) -> str:
-    parts = urllib.parse.urlsplit(str(value))
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("expected an http:// or https:// URL with a host, "
-                         "like http://pushgateway:9091")
-    parts.port  # noqa: B018 - raises ValueError on a port out of range or not a number
-    return str(value).rstrip("/")
-
-
-def _positive(value: str | float) -> float:
-    number = parse_duration(value)
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError("must be a duration > 0: seconds (10) or with a unit (10s, 1m)")
-    return number
+    def read(self, cls: type, given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """The values of ``cls``'s settings, and where each came from."""
+        values: dict[str, Any] = {}
+        where: dict[str, str] = {}
+        for setting in fields(cls):
+            if not setting.metadata:
+                continue
+            source = setting.metadata["default_from"]
+            default = values[source] if source else default_of(setting)
+            values[setting.name], where[setting.name] = self.get(
+                setting, given.get(setting.name), default)
+        return values, where
 
 
 def warn_unknown_variables(env: Mapping[str, str]) -> list[str]:
@@ -149,183 +247,40 @@ def _warn_metrics_path(gateway: str, where: str) -> None:
                     "Pushgateway's base URL, e.g. %s", where, gateway, parts.path, names.JOB, base)
 
 
-def _bool(value: str | bool) -> bool:
-    if isinstance(value, bool):
-        return value
-    if str(value).lower() in _TRUE | _FALSE:
-        return str(value).lower() in _TRUE
-    raise ValueError(f"expected one of {sorted(_TRUE | _FALSE)}")
-
-
-def _int_at_least(minimum: int) -> Callable[[str | int], int]:
-    def parse(value: str | int) -> int:
-        if isinstance(value, bool) or int(value) != float(value) or int(value) < minimum:
-            raise ValueError(f"must be an integer >= {minimum}")
-        return int(value)
-    return parse
-
-
-def _port(value: str | int) -> int:
-    port = _int_at_least(0)(value)
-    if port > 65535:
-        raise ValueError("must be a TCP port, 0..65535 (0: any free port)")
-    return port
-
-
-def _label(value: str) -> str:
-    text = str(value)
-    if not text or "/" in text:
-        raise ValueError("a grouping-key label value must be non-empty and contain no '/'")
-    return text
-
-
-def _gpu_uuids(value: str | Iterable[str]) -> tuple[str, ...]:
-    items = value.split(",") if isinstance(value, str) else list(value)
-    uuids = tuple(sorted({str(item).strip() for item in items} - {""}))
-    if bad := [u for u in uuids if not _NVML_UUID.match(u)]:
-        raise ValueError(f"expected NVML UUIDs like GPU-8c9b1f3e-..., "
-                         f"as nvidia-smi -L prints them, not {bad}")
-    return uuids
-
-
-def _phase_buckets(value: str | Iterable[float]) -> tuple[float, ...]:
-    """``"none"`` or an empty sequence: no bounds (sums and counts only); else the bounds.
-
-    >>> _phase_buckets("none"), _phase_buckets("0.01, 0.1,1"), _phase_buckets([])
-    ((), (0.01, 0.1, 1.0), ())
-    """
-    if isinstance(value, str):
-        if value.strip().lower() == names.PHASE_BUCKETS_NONE:
-            return ()
-        try:
-            value = [float(v) for v in value.split(",")]
-        except ValueError:
-            raise ValueError(f"expected {names.PHASE_BUCKETS_NONE!r} or comma-separated "
-                             "bucket bounds in seconds") from None
-    bounds = tuple(value)
-    return validate_buckets(bounds, "the bounds") if bounds else ()
-
-
-MAX_PROFILE_STEPS = 100  # a trace of more steps is too large to open in a browser
-
-
-def profile_steps(value: str | int) -> int:
-    """Steps one profiler capture records: an integer 1..MAX_PROFILE_STEPS."""
-    steps = _int_at_least(1)(value)
-    if steps > MAX_PROFILE_STEPS:
-        raise ValueError(f"must be at most {MAX_PROFILE_STEPS}")
-    return steps
-
-
-def _signal(value: str) -> int | None:
-    """``none``, or a signal's name (``USR2``, ``SIGUSR1``) or number."""
-    text = str(value).strip().upper()
-    if text == "NONE":
-        return None
-    try:
-        if text.isdigit():
-            return int(signal.Signals(int(text)))
-        return int(signal.Signals[text if text.startswith("SIG") else f"SIG{text}"])
-    except KeyError:
-        raise ValueError("expected 'none' or a signal's name (USR2) or number") from None
-
-
-def _megabytes(value: str) -> int:
-    number = float(value)
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError("must be a size in MB > 0")
-    return int(number * 1024 * 1024)
-
-
-def _profile_settings(src: _Source) -> ProfileSettings:
-    default = ProfileSettings()
-    return ProfileSettings(
-        directory=src.get(None, "profile_dir", names.ENV_PROFILE_DIR, str, default.directory)[0],
-        trigger=src.get(None, "profile_trigger", names.ENV_PROFILE_TRIGGER, str, None)[0],
-        signal=src.get(None, "profile_signal", names.ENV_PROFILE_SIGNAL, _signal,
-                       default.signal)[0],
-        steps=src.get(None, "profile_steps", names.ENV_PROFILE_STEPS, profile_steps,
-                      default.steps)[0],
-        max_bytes=src.get(None, "profile_max_mb", names.ENV_PROFILE_MAX_MB, _megabytes,
-                          default.max_bytes)[0])
-
-
-def _timing_mode(value: str) -> str:
-    if value not in names.TIMING_MODES:
-        raise ValueError(f"expected one of {list(names.TIMING_MODES)}")
-    return value
-
-
-def resolve(*, pushgateway: str | None = None, pull_port: int | None = None,
-            experiment: str | None = None, trial: str | None = None, rank: int | None = None,
-            world_size: int | None = None, local_rank: int | None = None,
-            gpu_uuids: str | Iterable[str] | None = None,
-            push_interval: float | str | None = None,
-            timing_mode: str | None = None, buckets: Iterable[float] | None = None,
-            phase_buckets: str | Iterable[float] | None = None,
-            username: str | None = None, password: str | None = None,
-            connect_timeout: float | str = 2.0, read_timeout: float | str = 5.0,
-            exit_timeout: float | str = 10.0,
-            flops_per_sample: float | str | None = None, precision: str | None = None,
-            env: Mapping[str, str] | None = None) -> TrialConfig:
-    """Validate the arguments of :class:`~trial_instrumentation.Trial`, filling gaps from env."""
-    src = _Source(os.environ if env is None else env)
-    warn_unknown_variables(src.env)
-    gateway, gateway_from = src.get(pushgateway, "pushgateway", names.ENV_PUSHGATEWAY, _url, None)
-    if gateway is not None:
-        _warn_metrics_path(gateway, gateway_from)
-    port, _ = src.get(pull_port, "pull_port", names.ENV_PULL_PORT, _port, None)
-    if gateway is not None and port is not None:
+def _check_together(values: Mapping[str, Any], where: Mapping[str, str]) -> None:
+    """What no setting can check alone: the settings that need or exclude each other."""
+    if values["pushgateway"] is not None:
+        _warn_metrics_path(values["pushgateway"], where["pushgateway"])
+    if values["pushgateway"] is not None and values["pull_port"] is not None:
         raise ValueError(f"set either a Pushgateway ({names.ENV_PUSHGATEWAY}) or a pull port "
                          f"({names.ENV_PULL_PORT}), not both")
-    enabled = gateway is not None or port is not None
-    labels = {}
-    for arg, arg_name, env_name in ((experiment, "experiment", names.ENV_EXPERIMENT),
-                                    (trial, "trial", names.ENV_TRIAL)):
-        labels[arg_name], _ = src.get(arg, arg_name, env_name, _label, "")
-        if enabled and not labels[arg_name]:
-            raise ValueError(f"{arg_name} is required when pushing or serving metrics: "
-                             f"pass {arg_name}= or set {env_name}")
-    rank_value, _ = src.get(rank, "rank", names.ENV_RANK, _int_at_least(0), 0)
-    world, where = src.get(world_size, "world_size", names.ENV_WORLD_SIZE, _int_at_least(1), 1)
-    if rank_value >= world:
-        raise ValueError(f"{where}: rank {rank_value} is not below world size {world}")
-    user, _ = src.get(username, "username", names.ENV_USERNAME, str, None)
-    secret, _ = src.get(password, "password", names.ENV_PASSWORD, str, None)
-    if (user is None) != (secret is None):
+    if values["pushgateway"] is not None or values["pull_port"] is not None:
+        for setting in fields(TrialConfig):
+            if setting.metadata.get("required") and not values[setting.name]:
+                raise ValueError(f"{setting.name} is required when pushing or serving metrics: "
+                                 f"pass {setting.name}= or set {setting.metadata['env']}")
+    if values["rank"] >= values["world_size"]:
+        raise ValueError(f"{where['world_size']}: rank {values['rank']} is not below world size "
+                         f"{values['world_size']}")
+    if (values["username"] is None) != (values["password"] is None):
         raise ValueError(f"basic auth needs both a username and a password "
                          f"({names.ENV_USERNAME}, {names.ENV_PASSWORD})")
-    model_flops, _ = src.get(flops_per_sample, "flops_per_sample", names.ENV_FLOPS_PER_SAMPLE,
-                             flops.flops_per_sample, None)
-    model_precision, _ = src.get(precision, "precision", names.ENV_PRECISION, flops.precision,
-                                 None)
-    if model_flops is not None and model_precision is None:
+    if values["flops_per_sample"] is not None and values["precision"] is None:
         raise ValueError(f"argument precision= is required with flops_per_sample= (or "
                          f"{names.ENV_PRECISION}; one of "
                          f"{', '.join(flops.PRECISIONS)}): the peak it is compared with "
                          "depends on it")
-    step_buckets = (names.DEFAULT_BUCKETS if buckets is None
-                    else validate_buckets(buckets, "argument buckets="))
-    return TrialConfig(
-        pushgateway=gateway, pull_port=port,
-        experiment=labels["experiment"], trial=labels["trial"],
-        rank=rank_value, world_size=world,
-        local_rank=src.get(local_rank, "local_rank", names.ENV_LOCAL_RANK, _int_at_least(0),
-                           None)[0],
-        gpu_uuids=src.get(gpu_uuids, "gpu_uuids", names.ENV_GPU_UUIDS, _gpu_uuids,
-                          tuple[str, ...]())[0],
-        nodename=src.get(None, "nodename", names.ENV_NODENAME, str, os.uname().nodename)[0],
-        push_interval=src.get(push_interval, "push_interval", names.ENV_PUSH_INTERVAL,
-                              _positive, 10.0)[0],
-        timing_mode=src.get(timing_mode, "timing_mode", names.ENV_TIMING_MODE,
-                            _timing_mode, names.WALL)[0],
-        buckets=step_buckets,
-        phase_buckets=src.get(phase_buckets, "phase_buckets", names.ENV_PHASE_BUCKETS,
-                              _phase_buckets, step_buckets)[0],
-        username=user, password=secret,
-        connect_timeout=src.get(connect_timeout, "connect_timeout", None, _positive, 2.0)[0],
-        read_timeout=src.get(read_timeout, "read_timeout", None, _positive, 5.0)[0],
-        exit_timeout=src.get(exit_timeout, "exit_timeout", None, _positive, 10.0)[0],
-        flops_per_sample=model_flops, precision=model_precision,
-        profile=_profile_settings(src),
-    )
+
+
+def resolve(*, env: Mapping[str, str] | None = None, **given: Any) -> TrialConfig:
+    """Validate the arguments of :class:`~trial_instrumentation.Trial` (those of
+    :func:`arguments`; ``None``: not given), filling gaps from ``env`` (default: the process's
+    environment), else from the declared defaults."""
+    if unknown := sorted(set(given) - set(arguments())):
+        raise TypeError(f"resolve() got an unexpected keyword argument {unknown[0]!r}")
+    src = _Source(os.environ if env is None else env)
+    warn_unknown_variables(src.env)
+    values, where = src.read(TrialConfig, given)
+    _check_together(values, where)
+    profile, _ = src.read(ProfileSettings, {})
+    return TrialConfig(**values, profile=ProfileSettings(**profile))

@@ -43,13 +43,16 @@ LOADER_RCHAR_BYTES = "trainwatch_trial_loader_rchar_bytes"
 PROCESS_MAIN = "main"
 PROCESS_WORKERS = "workers"
 # The latest on-demand profiler trace (trial_instrumentation.profiling): its file and step range,
-# the top operators' self time per step (top-k only), and kernels where CUDA was captured.
+# the top operators' self time per step (top-k only), kernels where CUDA was captured, its
+# idle/compute/communication split (trace_split) and when it was written.
 PROFILE_INFO = "trainwatch_trial_profile_info"
 PROFILE_STEPS = "trainwatch_trial_profile_steps"
 PROFILE_SELF_SECONDS = "trainwatch_trial_profile_self_seconds"
 PROFILE_OP_SELF_SECONDS = "trainwatch_trial_profile_op_self_seconds"
 PROFILE_KERNELS_PER_STEP = "trainwatch_trial_profile_kernels_per_step"
 PROFILE_KERNEL_SECONDS_MEAN = "trainwatch_trial_profile_kernel_seconds_mean"
+PROFILE_TIME_SECONDS = "trainwatch_trial_profile_time_seconds"
+PROFILE_END_TIME = "trainwatch_trial_profile_end_time_seconds"
 
 # The six standard timings (Determined's names); any other phase name is allowed too.
 DATALOADER_NEXT = "dataloader_next"
@@ -76,7 +79,8 @@ CUDA_SYNC = "cuda_sync"
 CUDA_EVENTS = "cuda_events"
 TIMING_MODES = (WALL, CUDA_SYNC, CUDA_EVENTS)
 
-# Environment variables read when the matching argument is not given.
+# Environment variables read when the matching argument is not given (the settings that read
+# them, with their defaults and parsers, are declared in trial_instrumentation/config.py).
 ENV_PUSHGATEWAY = "TRAINWATCH_PUSHGATEWAY"
 ENV_EXPERIMENT = "TRAINWATCH_EXPERIMENT"
 ENV_TRIAL = "TRAINWATCH_TRIAL"
@@ -114,13 +118,6 @@ ENV_PROFILE_TRIGGER = "TRAINWATCH_PROFILE_TRIGGER"
 ENV_PROFILE_SIGNAL = "TRAINWATCH_PROFILE_SIGNAL"
 ENV_PROFILE_STEPS = "TRAINWATCH_PROFILE_STEPS"
 ENV_PROFILE_MAX_MB = "TRAINWATCH_PROFILE_MAX_MB"
-# Every TRAINWATCH_* variable this library reads; any other one in a trial's environment is
-# reported as unknown (with the closest of these), so a typo is not a silent no-op.
-TRIAL_ENV = (ENV_PUSHGATEWAY, ENV_EXPERIMENT, ENV_TRIAL, ENV_PUSH_INTERVAL,
-             ENV_PULL_PORT, ENV_TIMING_MODE, ENV_USERNAME, ENV_PASSWORD, ENV_NODENAME,
-             ENV_GPU_UUIDS, ENV_FLOPS_PER_SAMPLE, ENV_PRECISION, ENV_PHASE_BUCKETS,
-             ENV_PROFILE_DIR, ENV_PROFILE_TRIGGER, ENV_PROFILE_SIGNAL, ENV_PROFILE_STEPS,
-             ENV_PROFILE_MAX_MB)
 # TRAINWATCH_* variables that other parts of trainwatch read (the operator CLI and the stack it
 # starts): not the library's, but not a typo either.
 OTHER_ENV = ("TRAINWATCH_PROMETHEUS", "TRAINWATCH_STATE_DIR", "TRAINWATCH_STACK",
@@ -130,3 +127,10 @@ OTHER_ENV = ("TRAINWATCH_PROMETHEUS", "TRAINWATCH_STATE_DIR", "TRAINWATCH_STACK"
 ENV_RANK = "RANK"
 ENV_WORLD_SIZE = "WORLD_SIZE"
 ENV_LOCAL_RANK = "LOCAL_RANK"
+# Every TRAINWATCH_* variable this library reads (the ENV_* names above, less the removed ones;
+# each is a setting's in trial_instrumentation/config.py); any other one in a trial's
+# environment is reported as unknown (with the closest of these), so a typo is not a silent
+# no-op.
+TRIAL_ENV = tuple(value for key, value in list(globals().items())
+                  if key.startswith("ENV_") and value.startswith("TRAINWATCH_")
+                  and value not in REMOVED_ENV)

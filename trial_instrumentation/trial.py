@@ -55,17 +55,16 @@ class Trial:
                  timing_mode: str | None = None, buckets: Iterable[float] | None = None,
                  phase_buckets: str | Iterable[float] | None = None,
                  username: str | None = None, password: str | None = None,
-                 connect_timeout: float | str = 2.0, read_timeout: float | str = 5.0,
-                 exit_timeout: float | str = 10.0, flops_per_sample: float | None = None,
+                 connect_timeout: float | str | None = None,
+                 read_timeout: float | str | None = None,
+                 exit_timeout: float | str | None = None,
+                 flops_per_sample: float | str | None = None,
                  precision: str | None = None) -> None:
-        self.config = configuration.resolve(
-            experiment=experiment, trial=trial, pushgateway=pushgateway,
-            push_interval=push_interval, pull_port=pull_port, rank=rank, world_size=world_size,
-            local_rank=local_rank, gpu_uuids=gpu_uuids,
-            timing_mode=timing_mode, buckets=buckets,
-            phase_buckets=phase_buckets, username=username, password=password, connect_timeout=connect_timeout,
-            read_timeout=read_timeout, exit_timeout=exit_timeout,
-            flops_per_sample=flops_per_sample, precision=precision)
+        # The arguments are the settings of config.arguments() (their types, for a type
+        # checker): None is "not given"; the defaults, the variables and the checks are there.
+        given = dict(locals())
+        del given["self"]
+        self.config = configuration.resolve(**given)
         cfg = self.config
         #: The trial's private registry; register your own collectors here to push them too.
         self.registry = CollectorRegistry()
