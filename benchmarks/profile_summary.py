@@ -5,8 +5,9 @@ summary `trainwatch diagnose` prints, from the gauges the trial pushes.
 
 With CUDA: benchmarks.cuda_events' launch-bound loop (an 8-layer 256-wide MLP, batch 64: many
 short kernels) and GPU-bound loop (three 4096² matmuls: a few long ones); the first should read
-"launch-bound" (kernels averaging under 20 µs, hundreds per step), the second not. Without
-CUDA, the CPU MLP only (operator shares, no kernel figures).
+"launch-bound" (kernels averaging under 20 µs, hundreds per step) with the GPU mostly idle, the
+second not, with the GPU mostly computing. Without CUDA, the CPU MLP only (operator shares and
+the CPU-time split, no kernel figures).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """`diagnose`'s line for a rank's latest profiler trace: read from the pushed gauges (a real
-trial's collector, exposed and parsed as Prometheus returns it) and rendered under the verdict."""
+trial's collector, exposed and parsed as Prometheus returns it) and rendered under the verdict,
+with its idle / compute / communication split."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from trainwatch.diagnose import render, traces
 from trainwatch.diagnose.report import RankReport
 from trial_instrumentation.profile_trace import ProfileCollector, ProfileSummary
+from trial_instrumentation.trace_split import Split
 
 KEY = ("e", "t", "0")
 
@@ -17,7 +19,8 @@ def pushed_rows() -> traces.Rows:
     """The gauges of one CPU trace, as (labels, value) rows by rank key."""
     collector = ProfileCollector(lambda: None, {"experiment": "e", "trial": "t", "rank": "0"})
     collector.latest = ProfileSummary("/traces/rank0.pt.trace.json.gz", 1204, 5, "cpu", 0.02,
-                                      (("aten::mm", 0.0082), ("aten::addmm", 0.004)))
+                                      (("aten::mm", 0.0082), ("aten::addmm", 0.004)),
+                                      ended=1_790_000_000.5, split=Split("cpu", 0.008, 0.002, 0.01))
     registry = CollectorRegistry()
     registry.register(collector)
     rows: traces.Rows = {}
@@ -38,6 +41,9 @@ def test_diagnose_says_the_latest_trace_under_the_verdict() -> None:
     found = traces.gather(by_rank, experiment="e", trial="t")
     report = RankReport("e", "t", "0", "node", "1", "1", "5m", trace=found[KEY])
     text = render.report_text(report)
-    assert ("  trace of rank 0, steps 1,204–1,208: aten::mm 41%, aten::addmm 20% "
-            "(/traces/rank0.pt.trace.json.gz)") in text.splitlines()
+    assert ("  trace of rank 0, steps 1,204–1,208: aten::mm 41%, aten::addmm 20%; "
+            "CPU idle 50%, compute 40%, communication 10% (/traces/rank0.pt.trace.json.gz)"
+            ) in text.splitlines()
+    assert found[KEY].ended == 1_790_000_000.5
+    assert found[KEY].split == {"idle": 0.01, "compute": 0.008, "communication": 0.002}
     assert "kernels" not in text  # a CPU trace says nothing of kernels

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import timeit
 import tracemalloc
 from pathlib import Path
@@ -27,6 +28,7 @@ from trial_instrumentation import names
 from trial_instrumentation.loader import Progress, TimedLoader
 from trial_instrumentation.profiling import NEVER, OnDemandProfiler
 from trial_instrumentation.timing import Histogram
+from trial_instrumentation.trace_split import KINDS
 
 LOOP = """
 import logging, signal, sys, time
@@ -47,13 +49,21 @@ with ti.Trial(experiment="prof", trial="loop", pushgateway=sys.argv[1], push_int
 
 
 def profile_series(pgw: Service) -> dict[str, Any]:
+    """Each profile series' value (the info's path), keyed by name or name{op} or
+    name{device/kind}."""
     found: dict[str, Any] = {}
     for (name, labels), value in pushed(pgw).items():
         if name.startswith("trainwatch_trial_profile_"):
             label = dict(labels)
-            found[name if "op" not in label else f"{name}{{{label['op']}}}"] = (
-                label.get("path") if name == names.PROFILE_INFO else value)
+            key = (f"{name}{{{label['op']}}}" if "op" in label else
+                   f"{name}{{{label['device']}/{label['kind']}}}" if "kind" in label else name)
+            found[key] = label.get("path") if name == names.PROFILE_INFO else value
     return found
+
+
+def split_of(series: dict[str, Any], device: str = "cpu") -> dict[str, float]:
+    return {kind: series[f"{names.PROFILE_TIME_SECONDS}{{{device}/{kind}}}"]
+            for kind in KINDS}
 
 
 def trace_of(path: str | Path) -> dict[str, Any]:
@@ -88,6 +98,15 @@ def test_a_signal_and_the_trigger_file_capture_a_running_loop(
         trace = trace_of(first)
         assert len(profiler_steps(trace)) == 3
         assert {"aten::addmm", "aten::mm"} & {e.get("name") for e in trace["traceEvents"]}
+        # The split of the file's own steps, in CPU time: each step sleeps 2 ms outside any
+        # operator (idle), runs the model's operators (compute) and no collective.
+        split = split_of(series)
+        steps = [(e["ts"], e["ts"] + e["dur"]) for e in trace["traceEvents"]
+                 if str(e.get("name")).startswith("ProfilerStep#")]
+        span = (max(end for _, end in steps) - min(start for start, _ in steps)) * 1e-6
+        assert sum(split.values()) == pytest.approx(span / 3, rel=1e-6)
+        assert split["idle"] > 0.002 and split["compute"] > 0 and split["communication"] == 0
+        assert series[names.PROFILE_END_TIME] == pytest.approx(time.time(), abs=120)
         trigger.write_text("2")
         second = wait_until(lambda: (p := profile_series(pushgateway).get(names.PROFILE_INFO))
                             != first and p, timeout=60, what="the trigger file's trace pushed")
@@ -126,6 +145,32 @@ def test_a_second_request_is_refused_and_the_trials_end_writes_the_capture(
     # The trial's own step numbers; #6 is the open part-step from step 5's end to the close.
     assert profiler_steps(trace_of(path)) == [f"ProfilerStep#{k}" for k in (4, 5, 6)]
     assert trial.registry.get_sample_value(names.PROFILE_STEPS, trial.config.grouping_key) == 2
+
+
+def test_a_ddp_loops_collectives_are_its_communication(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real Gloo process group of one rank: DDP still all-reduces its gradients every step,
+    and the split counts those collectives' CPU time as communication."""
+    torch = pytest.importorskip("torch")
+    dist = pytest.importorskip("torch.distributed")
+    monkeypatch.setenv(names.ENV_PROFILE_DIR, str(tmp_path))
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0,
+                            world_size=1)
+    try:
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
+        trial = ti.Trial(experiment="prof", trial="ddp", pull_port=0)
+        trial.profile(2)
+        for _ in trial.loader(range(5)):
+            model(torch.randn(4, 16)).sum().backward()
+        trial.close()
+    finally:
+        dist.destroy_process_group()
+    (path,) = tmp_path.glob("prof/ddp/*.gz")
+    assert "c10d::allreduce_" in {e.get("name") for e in trace_of(path)["traceEvents"]}
+    split = {kind: trial.registry.get_sample_value(
+        names.PROFILE_TIME_SECONDS, {**trial.config.grouping_key, "device": "cpu", "kind": kind})
+        for kind in KINDS}
+    assert split["communication"] > 0 and split["compute"] > 0, split
 
 
 def test_a_trace_over_the_size_cap_is_cut_and_says_so(

@@ -2,9 +2,11 @@
 trial_instrumentation.profiling), said in one line under `diagnose`'s verdict.
 
 >>> t = TraceSummary("/t/rank0.pt.trace.json.gz", "1204-1208", "cuda", 0.010,
-...                  [("aten::mm", 0.0041), ("aten::add_", 0.001)], 1900.0, 6e-6)
+...                  [("aten::mm", 0.0041), ("aten::add_", 0.001)], 1900.0, 6e-6,
+...                  split_device="cuda",
+...                  split={"idle": 0.0076, "compute": 0.0122, "communication": 0.0002})
 >>> trace_line("0", t)
-'trace of rank 0, steps 1,204–1,208: aten::mm 41%, aten::add_ 10%; 1,900 kernels per step averaging 6 µs: launch-bound (/t/rank0.pt.trace.json.gz)'
+'trace of rank 0, steps 1,204–1,208: aten::mm 41%, aten::add_ 10%; GPU idle 38%, compute 61%, communication 1%; 1,900 kernels per step averaging 6 µs: launch-bound (/t/rank0.pt.trace.json.gz)'
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 
 from trainwatch.contract.promql import select
 from trial_instrumentation import names
+from trial_instrumentation.trace_split import KINDS
 
 Key = tuple[str, str, str]
 Rows = dict[Key, list[tuple[dict[str, str], float]]]
@@ -32,6 +35,18 @@ class TraceSummary:
     ops: list[tuple[str, float]] = field(default_factory=list)  # (op, seconds per step)
     kernels_per_step: float | None = None
     kernel_seconds_mean: float | None = None
+    ended: float | None = None  # when the trace was written (Unix seconds)
+    split_device: str | None = None  # the split's: cuda (the GPU's streams) or cpu (operators)
+    split: dict[str, float] = field(default_factory=dict)  # kind -> seconds per step
+
+    def split_shares(self) -> dict[str, float]:
+        """Each kind's share of the split's span (trace_split.KINDS), empty without a split."""
+        span = sum(self.split.values())
+        return {kind: self.split.get(kind, 0.0) / span for kind in KINDS} if span > 0 else {}
+
+    @property
+    def split_where(self) -> str:
+        return "GPU" if self.split_device == "cuda" else "CPU"
 
 
 def gather(by_rank: Callable[[str], Rows], **sel: str | None) -> dict[Key, TraceSummary]:
@@ -39,7 +54,8 @@ def gather(by_rank: Callable[[str], Rows], **sel: str | None) -> dict[Key, Trace
     info = by_rank(select(names.PROFILE_INFO, **sel))
     values = {metric: by_rank(select(metric, **sel)) for metric in (
         names.PROFILE_SELF_SECONDS, names.PROFILE_OP_SELF_SECONDS,
-        names.PROFILE_KERNELS_PER_STEP, names.PROFILE_KERNEL_SECONDS_MEAN)}
+        names.PROFILE_KERNELS_PER_STEP, names.PROFILE_KERNEL_SECONDS_MEAN,
+        names.PROFILE_END_TIME, names.PROFILE_TIME_SECONDS)}
 
     def one(metric: str, key: Key) -> float | None:
         rows = values[metric].get(key)
@@ -50,10 +66,14 @@ def gather(by_rank: Callable[[str], Rows], **sel: str | None) -> dict[Key, Trace
         labels = rows[0][0]
         ops = sorted(((lab.get("op", ""), v) for lab, v in
                       values[names.PROFILE_OP_SELF_SECONDS].get(key, [])), key=lambda o: -o[1])
+        split = values[names.PROFILE_TIME_SECONDS].get(key, [])
         found[key] = TraceSummary(labels.get("path", ""), labels.get("steps", ""),
                                   labels.get("device", ""), one(names.PROFILE_SELF_SECONDS, key),
                                   ops, one(names.PROFILE_KERNELS_PER_STEP, key),
-                                  one(names.PROFILE_KERNEL_SECONDS_MEAN, key))
+                                  one(names.PROFILE_KERNEL_SECONDS_MEAN, key),
+                                  one(names.PROFILE_END_TIME, key),
+                                  split[0][0].get("device") if split else None,
+                                  {lab.get("kind", ""): v for lab, v in split})
     return found
 
 
@@ -63,6 +83,9 @@ def trace_line(rank: str, t: TraceSummary) -> str:
     line = f"trace of rank {rank}, steps {steps}: "
     total = t.self_seconds or sum(s for _, s in t.ops)
     line += ", ".join(f"{op} {s / total:.0%}" for op, s in t.ops) if total else "no operators"
+    if shares := t.split_shares():
+        line += f"; {t.split_where} " + ", ".join(f"{kind} {share:.0%}"
+                                                 for kind, share in shares.items())
     if t.kernels_per_step is not None and t.kernel_seconds_mean is not None:
         line += (f"; {t.kernels_per_step:,.0f} kernels per step averaging "
                  f"{t.kernel_seconds_mean * 1e6:.0f} µs")
