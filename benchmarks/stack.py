@@ -204,13 +204,14 @@ def _config_and_data(workdir: Path, name: str, config: dict[str, Any],
     return path, data
 
 
-def start_prometheus(workdir: Path, config: dict[str, Any]) -> Prometheus:
-    """Start Prometheus with ``config`` (a prometheus.yml as a dict), written into ``workdir``."""
+def start_prometheus(workdir: Path, config: dict[str, Any], *extra: str) -> Prometheus:
+    """Start Prometheus with ``config`` (a prometheus.yml as a dict), written into ``workdir``;
+    ``extra`` flags go on its command line (e.g. --web.enable-remote-write-receiver)."""
     port = free_port()
     cfg_path, data = _config_and_data(workdir, "prometheus.yml", config, "tsdb")
     argv = [require_binary("prometheus"), f"--config.file={cfg_path}",
             f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}",
-            "--web.enable-lifecycle", "--log.level=warn"]
+            "--web.enable-lifecycle", "--log.level=warn", *extra]
     return Prometheus("prometheus", argv, port, workdir, ready_path="/-/ready")
 
 

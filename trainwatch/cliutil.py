@@ -36,11 +36,15 @@ def ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} hours"
 
 
-def add_prometheus(sub: argparse.ArgumentParser, timeout: float = 10.0) -> None:
-    """``--prometheus`` and ``--timeout``, as every command that reads Prometheus takes them."""
-    sub.add_argument("--prometheus", metavar="URL",
+def add_prometheus(sub: argparse.ArgumentParser, timeout: float = 10.0,
+                   several: bool = False) -> None:
+    """``--prometheus`` and ``--timeout``, as every command that reads Prometheus takes them;
+    ``several``: ``--prometheus`` may be repeated (a list, or None when not given)."""
+    sub.add_argument("--prometheus", metavar="URL", action="append" if several else "store",
                      help="Prometheus base URL, e.g. http://prometheus:9090 (default: "
-                     "$TRAINWATCH_PROMETHEUS, else the running `trainwatch stack`'s)")
+                     "$TRAINWATCH_PROMETHEUS, else the running `trainwatch stack`'s)" +
+                     ("; repeat it for the shards of a Prometheus sharded by trial: the one "
+                      "holding the trial is read" if several else ""))
     sub.add_argument("--timeout", type=float, default=timeout,
                      help=f"HTTP timeout for each request, seconds (default {timeout:g})")
 

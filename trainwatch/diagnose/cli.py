@@ -21,6 +21,7 @@ from trainwatch.diagnose import compare, render
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.history import gather_runs
 from trainwatch.diagnose.report import UnknownTrial
+from trainwatch.diagnose.servers import NotOnAnyServer, holding
 from trainwatch.diagnose.trials import DEFAULT_SINCE, list_trials
 from trainwatch.diagnose.verdict import worst_exit_code
 from trainwatch.promapi import PrometheusAPI, PrometheusError
@@ -38,7 +39,7 @@ def add_parsers(commands: Any) -> None:
                                  "and ended")
     versus = commands.add_parser("compare", help="two trials side by side, and what changed")
     for sub in (diagnose, trials, versus):
-        add_prometheus(sub)
+        add_prometheus(sub, several=True)
         sub.add_argument("--format", choices=("text", "json"), default="text")
     for sub in (diagnose, versus):
         sub.add_argument("--since", type=duration, metavar="DURATION",
@@ -63,21 +64,43 @@ def add_parsers(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        api = PrometheusAPI(prometheus_url(args.prometheus), timeout=args.timeout)
-        deployment = Deployment.from_rules(api.rules(), where=f"Prometheus at {api.url}")
+        apis = [PrometheusAPI(prometheus_url(url), timeout=args.timeout)
+                for url in (args.prometheus or [None])]
         if args.command == "trials":
-            rows = list_trials(api, deployment, args.experiment, args.since)
+            rows = []
+            for api in apis:  # the shards of a sharded Prometheus: each lists its own trials
+                deployment = Deployment.from_rules(api.rules(), where=f"Prometheus at {api.url}")
+                rows += list_trials(api, deployment, args.experiment, args.since)
             print(render.trials_json(rows) if args.format == "json" else render.trials_text(rows))
             return EXIT_OK
         if args.command == "compare":
+            api = compare_server(apis, args.first, args.second, args.since)
+            deployment = Deployment.from_rules(api.rules(), where=f"Prometheus at {api.url}")
             found = compare.compare_refs(api, deployment, args.first, args.second, args.since)
             print(compare.as_json(found) if args.format == "json" else compare.as_text(found))
             return EXIT_OK
+        api = holding(apis, args.experiment, args.trial, args.since)
+        deployment = Deployment.from_rules(api.rules(), where=f"Prometheus at {api.url}")
         reports = gather_runs(api, deployment, args.experiment, args.trial, args.rank,
                               since=args.since, at=args.at, window=args.window)
-    except (ValueError, PrometheusError, UnknownTrial) as err:  # DeploymentError is a ValueError
+    except (ValueError, PrometheusError, UnknownTrial, NotOnAnyServer) as err:
+        # DeploymentError is a ValueError
         print(f"trainwatch {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     print(render.reports_json(reports) if args.format == "json"
           else render.reports_text(reports))
     return worst_exit_code(r.verdict for r in reports if r.verdict is not None)
+
+
+def compare_server(apis: list[PrometheusAPI], first: str, second: str,
+                   since: float | None) -> PrometheusAPI:
+    """The one server holding both trials compared (compare reads one Prometheus)."""
+    a, b = (ref.split("/") for ref in (first, second))
+    if len(apis) == 1 or len(a) < 2 or len(b) < 2:
+        return apis[0]  # compare_refs says what is wrong with a malformed reference
+    api = holding(apis, a[0], a[1], since)
+    if holding(apis, b[0], b[1], since) is not api:
+        raise NotOnAnyServer(f"{first} and {second} are on different Prometheus servers; "
+                             "compare reads one: give the global view (its recorded series) "
+                             "or run diagnose on each")
+    return api

@@ -1,0 +1,233 @@
+"""Prometheus sharded by trial, run for real: two shard Prometheus servers with the scrape
+relabelling, rules and remote_write the chart renders for `prometheus.shards: 2` (taken from
+`helm template`, so test and chart cannot drift; only the targets and URLs are local), one real
+Pushgateway with two trials of three ranks each pushed through the library's push path, a real
+Alertmanager, and a central Prometheus receiving the shards' remote_write. A trial's ranks all
+land on one shard, the two trials on different shards, the loader-bound trial's alert fires on
+its shard and reaches the Alertmanager, its recorded series are queryable centrally, and
+`trainwatch diagnose` given both shards finds it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry, push_to_gateway
+
+from benchmarks.stack import (
+    Prometheus,
+    Service,
+    http_get,
+    scrape_config,
+    start_alertmanager,
+    start_prometheus,
+    start_pushgateway,
+    wait_until,
+)
+from prometheus import generate_rules
+from tests.test_helm import one, template
+from trainwatch.cli import main as trainwatch
+from trainwatch.contract.records import RecordNames
+from trial_instrumentation import names
+from trial_instrumentation.collector import TrialCollector, TrialState
+from trial_instrumentation.transport import make_handler
+
+EXPERIMENT = "shard-live"
+# Trial -> the share of its step spent in dataloader_next. Prometheus's hashmod (md5 of
+# "shard-live;<trial>", its last 8 bytes modulo 2) puts them on different shards.
+TRIALS = {"slow": 0.6, "healthy": 0.05}
+RANKS = 3
+RATE_WINDOW, FOR = "5s", "1s"
+RECORDS = RecordNames(RATE_WINDOW)
+
+
+def chart_shard_configs(shards: int = 2) -> list[dict[str, Any]]:
+    """Each shard's prometheus.yml as the chart renders it with ``prometheus.shards``."""
+    docs = tuple(d for d in yaml.safe_load_all(template("--set", f"prometheus.shards={shards}"))
+                 if d)
+    return [yaml.safe_load(one(docs, "ConfigMap", f"-prometheus-shard-{k}")["data"]["prometheus.yml"])
+            for k in range(shards)]
+
+
+def local_shard_config(chart: dict[str, Any], rules: Path, pushgateway: Service,
+                       central: Prometheus, alertmanager: Service) -> dict[str, Any]:
+    """The chart's shard config with local targets: its Pushgateway job (relabelling and all)
+    scraping ``pushgateway`` every second, its remote_write sent to ``central`` (flushed every
+    second), its alerts to ``alertmanager``, the fast rules from ``rules``."""
+    jobs = {job["job_name"]: job for job in chart["scrape_configs"]}
+    write, = chart["remote_write"]
+    return {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(rules / "*.yml")],
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [alertmanager.instance]}]}]},
+        "scrape_configs": [{**jobs["pushgateway"],
+                            **scrape_config("pushgateway", pushgateway.url, honor_labels=True)}],
+        "remote_write": [{**write, "url": f"{central.url}/api/v1/write",
+                          "queue_config": {"batch_send_deadline": "1s"}}],
+    }
+
+
+@dataclass
+class Rank:
+    trial: str
+    rank: int
+    state: TrialState
+    registry: CollectorRegistry
+
+
+def make_ranks() -> list[Rank]:
+    ranks = []
+    for trial in TRIALS:
+        for rank in range(RANKS):
+            state = TrialState(names.DEFAULT_BUCKETS, {"nodename": f"node-{trial}-{rank}",
+                                                       "pid": str(100 + rank),
+                                                       "world_size": str(RANKS)}, phase_buckets=())
+            registry = CollectorRegistry()
+            registry.register(TrialCollector(state))
+            ranks.append(Rank(trial, rank, state, registry))
+    return ranks
+
+
+def keep_pushing(url: str, ranks: list[Rank], stop: threading.Event) -> None:
+    """Every 0.25 s: a 0.1 s step per rank, its loader share from TRIALS, pushed."""
+    handler = make_handler(2.0, 5.0)
+    while not stop.is_set():
+        for r in ranks:
+            loader = 0.1 * TRIALS[r.trial]
+            r.state.phase_histogram(names.DATALOADER_NEXT).observe(loader)
+            r.state.phase_histogram(names.TRAIN_BATCH).observe(0.1 - loader)
+            r.state.step.observe(0.1)
+            r.state.progress.samples += 8
+            push_to_gateway(url, names.JOB, r.registry, handler=handler,
+                            grouping_key={"experiment": EXPERIMENT, "trial": r.trial,
+                                          "rank": str(r.rank)})
+        stop.wait(0.25)
+
+
+@dataclass
+class Sharded:
+    shards: list[Prometheus]
+    central: Prometheus
+    alertmanager: Service
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sharded]:
+    workdir = tmp_path_factory.mktemp("sharded")
+    rules = workdir / "rules"
+    generate_rules.write_rules(rules, rate_window=RATE_WINDOW, for_=FOR)
+    stop = threading.Event()
+    with ExitStack() as stack:
+        dirs = {name: workdir / name for name in ("central", "shard-0", "shard-1", "am")}
+        for path in dirs.values():
+            path.mkdir()
+        pgw = stack.enter_context(start_pushgateway(workdir))
+        alertmanager = stack.enter_context(start_alertmanager(dirs["am"], {
+            "route": {"receiver": "none"}, "receivers": [{"name": "none"}]}))
+        central = stack.enter_context(start_prometheus(
+            dirs["central"], {"global": {"scrape_interval": "1s"}},
+            "--web.enable-remote-write-receiver"))
+        shards = [stack.enter_context(start_prometheus(
+            dirs[f"shard-{k}"], local_shard_config(chart, rules, pgw, central, alertmanager)))
+            for k, chart in enumerate(chart_shard_configs())]
+        pusher = threading.Thread(target=keep_pushing, args=(pgw.url, make_ranks(), stop),
+                                  daemon=True)
+        pusher.start()
+        stack.callback(pusher.join, 10)
+        stack.callback(stop.set)
+        yield Sharded(shards, central, alertmanager)
+
+
+def trials_on(prom: Prometheus, metric: str) -> dict[str, int]:
+    """{trial: series of ``metric``} of the experiment on one Prometheus."""
+    return {s["metric"]["trial"]: int(float(s["value"][1])) for s in prom.query(
+        f'count by (trial) ({metric}{{experiment="{EXPERIMENT}"}})')}
+
+
+def shard_of(sharded: Sharded) -> dict[str, int]:
+    """Which shard each trial landed on, once both shards have scraped every rank."""
+    def seen() -> list[dict[str, int]] | None:
+        found = [trials_on(s, "trainwatch_trial_info") for s in sharded.shards]
+        return found if sum(sum(f.values()) for f in found) == len(TRIALS) * RANKS else None
+
+    found = wait_until(seen, timeout=30, what="every rank scraped by a shard", interval=0.2)
+    return {trial: k for k, on in enumerate(found) for trial in on}
+
+
+def test_a_trials_ranks_are_all_on_one_shard_and_the_trials_apart(sharded: Sharded) -> None:
+    where = shard_of(sharded)
+    assert sorted(where) == sorted(TRIALS)
+    assert where["slow"] != where["healthy"], where
+    # Every series of a trial, not only its info: each rank's phase sums and its group's
+    # push_time_seconds, all on the trial's shard and none on the other.
+    for metric, per_rank in (("trainwatch_trial_info", 1), ("trainwatch_trial_phase_seconds_sum", 2),
+                             ("push_time_seconds", 1)):
+        for k, shard in enumerate(sharded.shards):
+            assert trials_on(shard, metric) == {t: RANKS * per_rank for t in TRIALS
+                                                if where[t] == k}, (metric, k)
+
+
+def test_the_alert_fires_on_its_shard_and_reaches_the_alertmanager(sharded: Sharded) -> None:
+    where = shard_of(sharded)
+    home, other = sharded.shards[where["slow"]], sharded.shards[where["healthy"]]
+    firing = 'ALERTS{alertname="TrainwatchDataloaderBound", alertstate="firing"}'
+    alerts = home.wait_for_series(firing, timeout=40)
+    assert {(a["metric"]["trial"], a["metric"]["rank"]) for a in alerts} == \
+        {("slow", str(r)) for r in range(RANKS)}
+    # The healthy trial's shard evaluated the same rule over its own ranks: nothing fires.
+    assert other.query(firing) == []
+    assert other.query(f'{RECORDS.phase_share}{{trial="healthy", phase="dataloader_next"}} < 0.3')
+
+    def received() -> list[dict[str, Any]]:
+        status, body = http_get(f"{sharded.alertmanager.url}/api/v2/alerts")
+        return [a for a in json.loads(body) if status == 200
+                and a["labels"].get("alertname") == "TrainwatchDataloaderBound"]
+
+    delivered = wait_until(received, timeout=20, what="the alert at the Alertmanager")
+    assert {a["labels"]["trial"] for a in delivered} == {"slow"}
+    assert "prometheus_shard" not in delivered[0]["labels"]  # only the written series have it
+
+
+def test_recorded_series_are_queryable_centrally_with_their_shard(sharded: Sharded) -> None:
+    where = shard_of(sharded)
+    central = sharded.central
+    for trial, loader_share in TRIALS.items():
+        shares = central.wait_for_series(
+            f'{RECORDS.phase_share}{{experiment="{EXPERIMENT}", trial="{trial}", '
+            f'phase="dataloader_next"}}', timeout=30)
+        assert {s["metric"]["rank"] for s in shares} == {str(r) for r in range(RANKS)}
+        assert {s["metric"]["prometheus_shard"] for s in shares} == {str(where[trial])}
+        assert abs(float(shares[0]["value"][1]) - loader_share) < 0.05
+    central.wait_for_series('ALERTS{alertname="TrainwatchDataloaderBound", alertstate="firing", '
+                            'trial="slow"}', timeout=30)
+    assert central.query(f'count(trainwatch_trial_info{{experiment="{EXPERIMENT}"}})')[0][
+        "value"][1] == str(len(TRIALS) * RANKS)
+    # The raw samples stay on the shards.
+    assert central.query('{__name__=~"trainwatch_trial_phase_seconds.*|trainwatch_trial_steps_total"}') == []
+
+
+def test_diagnose_given_every_shard_reads_the_one_holding_the_trial(
+        sharded: Sharded, capsys: pytest.CaptureFixture[str]) -> None:
+    where = shard_of(sharded)
+    sharded.shards[where["slow"]].wait_for_series(
+        'ALERTS{alertname="TrainwatchDataloaderBound", alertstate="firing"}', timeout=40)
+    urls = [arg for s in sharded.shards for arg in ("--prometheus", s.url)]
+    code = trainwatch(["diagnose", *urls, "--experiment", EXPERIMENT, "--trial", "slow",
+                       "--format", "json"])
+    out = capsys.readouterr().out
+    reports = json.loads(out)["reports"]
+    assert code == 1, out
+    assert {r["rank"] for r in reports} == {str(r) for r in range(RANKS)}
+    assert {r["verdict"]["kind"] for r in reports} == {"dataloader"}, out
+    # A trial on no shard is one line and exit 2, naming every server asked.
+    code = trainwatch(["diagnose", *urls, "--experiment", EXPERIMENT, "--trial", "absent"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and all(s.url in err for s in sharded.shards), err
