@@ -1,0 +1,156 @@
+"""`find_runs` over recorded series: runs backfilled into a real Prometheus (promtool
+create-blocks-from openmetrics), so each run's exact first and last sample, its start, last push
+and exit reason are known, and the edges of the range are where the tests put them (~3 s)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from benchmarks.stack import Prometheus, free_port, promtool, start_prometheus
+from trainwatch.diagnose.runs import (
+    DEFAULT_RETENTION,
+    ENDED_CLEAN,
+    FAILED,
+    RUNNING,
+    STALE,
+    Run,
+    find_runs,
+    latest_per_rank,
+    retention,
+)
+from trainwatch.promapi import PrometheusAPI
+from trial_instrumentation import names
+
+BASE = int(time.time()) - 2 * 3600  # the first run's first sample
+WIDE = 8 * 3600  # a range read at a 15 s resolution (8 h over RESOLUTION_POINTS)
+WIDE_NOW = BASE + 385  # 5 s after the restarted run's last sample: inside the last bucket
+EDGE = WIDE_NOW - WIDE  # where the wide range begins
+
+
+def _run(trial: str, rank: str, pid: str, times: list[int], started: int,
+         exit_reason: str | None = None) -> list[tuple[str, float, int]]:
+    """(series, value, time) samples of one run as Prometheus scrapes its Pushgateway group:
+    its info (with pid), its start time, push_time_seconds one second before each scrape and,
+    in its final push only, the exit marker."""
+    key = f'experiment="e",trial="{trial}",rank="{rank}"'
+    out = []
+    for t in times:
+        out.append((f'{names.TRIAL_INFO}{{{key},pid="{pid}",nodename="n1",world_size="2"}}', 1, t))
+        out.append((f"{names.START_TIME}{{{key}}}", started, t))
+        out.append((f"push_time_seconds{{{key}}}", t - 1, t))
+    if exit_reason is not None:
+        out.append((f'{names.EXIT}{{{key},reason="{exit_reason}"}}', 1, times[-1]))
+    return out
+
+
+RUNS = [
+    # e/t rank 0: a clean run, then (30 s later) a restart that is still pushing
+    *_run("t", "0", "100", list(range(BASE, BASE + 41, 5)), BASE - 2, names.EXIT_CLEAN),
+    *_run("t", "0", "200", list(range(BASE + 70, BASE + 381, 5)), BASE + 69),
+    # e/t rank 1: a run that failed
+    *_run("t", "1", "300", list(range(BASE, BASE + 96, 5)), BASE - 1, names.EXIT_FAILED),
+    # a run of one push, between two of the wide range's 15 s buckets
+    *_run("short", "0", "400", [BASE + 123], BASE + 120, names.EXIT_CLEAN),
+    # two runs at the start of the wide range: one just inside it, one just before it
+    *_run("edge", "0", "500", [EDGE + 3, EDGE + 8], EDGE + 1, names.EXIT_CLEAN),
+    *_run("before", "0", "600", [EDGE - 60, EDGE - 45, EDGE - 30], EDGE - 61, names.EXIT_CLEAN),
+]
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusAPI]:
+    workdir = tmp_path_factory.mktemp("runs")
+    by_series: dict[str, list[str]] = {}
+    for series, value, t in RUNS:  # OpenMetrics wants each series' samples together, in order
+        by_series.setdefault(series, []).append(f"{series} {value} {t}")
+    source = workdir / "runs.om"
+    source.write_text("\n".join([*(line for lines in by_series.values() for line in lines),
+                                 "# EOF"]) + "\n")
+    promtool("tsdb", "create-blocks-from", "openmetrics", source, workdir / "tsdb")
+    prom: Prometheus
+    with start_prometheus(workdir, {"global": {"scrape_interval": "1m"}},
+                          "--storage.tsdb.retention.time=30d") as prom:
+        yield PrometheusAPI(prom.url)
+
+
+def _edges(runs: list[Run]) -> dict[str, tuple[float, float]]:
+    return {run.pid: (run.first, run.last) for run in runs}
+
+
+def test_each_run_in_the_range_is_found_with_its_exact_first_and_last_sample(
+        api: PrometheusAPI) -> None:
+    runs = find_runs(api, 600, experiment="e", now=BASE + 400)
+    assert _edges(runs) == {"100": (BASE, BASE + 40), "200": (BASE + 70, BASE + 380),
+                            "300": (BASE, BASE + 95), "400": (BASE + 123, BASE + 123)}
+    # Oldest first per rank, ranks in order: a restart is a second run of the same rank.
+    assert [(r.trial, r.rank, r.pid) for r in runs] == [
+        ("short", "0", "400"), ("t", "0", "100"), ("t", "0", "200"), ("t", "1", "300")]
+
+
+def test_a_run_is_read_at_its_last_sample_its_start_last_push_and_exit(api: PrometheusAPI) -> None:
+    runs = {r.pid: r for r in find_runs(api, 600, experiment="e", trial="t", now=BASE + 400)}
+    assert set(runs) == {"100", "200", "300"}
+    clean, restarted, failed = runs["100"], runs["200"], runs["300"]
+    assert (clean.started, clean.pushed, clean.exit_reason) == (BASE - 2, BASE + 39, "clean")
+    assert (clean.start, clean.end, clean.seconds) == (BASE - 2, BASE + 39, 41)
+    assert (restarted.started, restarted.pushed, restarted.exit_reason) == (
+        BASE + 69, BASE + 379, None)
+    assert (failed.exit_reason, failed.world_size, failed.nodename) == ("failed", "2", "n1")
+    # Only the restart is still scraped at `now` (the others' last samples are over 5 m old).
+    assert {pid for pid, r in runs.items() if r.current} == {"200"}
+    assert [r.state(60, now=BASE + 400) for r in (clean, restarted, failed)] == [
+        ENDED_CLEAN, RUNNING, FAILED]
+    assert restarted.state(20, now=BASE + 400) == STALE  # its last push 21 s before now
+
+
+def test_selectors_narrow_the_runs_to_a_trial_and_a_rank(api: PrometheusAPI) -> None:
+    assert [r.pid for r in find_runs(api, 600, experiment="e", trial="t", rank="1",
+                                     now=BASE + 400)] == ["300"]
+    assert find_runs(api, 600, experiment="other", now=BASE + 400) == []
+
+
+def test_a_wide_range_finds_a_one_push_run_and_exact_edges_at_both_ends(
+        api: PrometheusAPI) -> None:
+    runs = find_runs(api, WIDE, experiment="e", now=WIDE_NOW)
+    edges = _edges(runs)
+    # The restart's last sample, 5 s before now, is in the last 15 s bucket.
+    assert edges["200"] == (BASE + 70, BASE + 380)
+    assert edges["400"] == (BASE + 123, BASE + 123)
+    # A run in the range's first seconds is in; one that ended 30 s before the range is out.
+    assert edges["500"] == (EDGE + 3, EDGE + 8)
+    assert "600" not in edges
+    assert sorted(edges) == ["100", "200", "300", "400", "500"]
+
+
+def test_the_range_ends_at_now(api: PrometheusAPI) -> None:
+    """Runs that start after `now` are not there yet; one that ended is there at its end."""
+    runs = find_runs(api, 600, experiment="e", trial="t", now=BASE + 50)
+    assert _edges(runs) == {"100": (BASE, BASE + 40), "300": (BASE, BASE + 50)}
+
+
+def test_latest_per_rank_picks_the_run_on_at_an_instant(api: PrometheusAPI) -> None:
+    runs = find_runs(api, 600, experiment="e", trial="t", now=BASE + 400)
+    assert [r.pid for r in latest_per_rank(runs)] == ["200", "300"]
+    assert [r.pid for r in latest_per_rank(runs, at=BASE + 60)] == ["100", "300"]
+    assert [r.pid for r in latest_per_rank(runs, at=BASE + 70)] == ["200", "300"]
+
+
+def test_retention_is_read_from_prometheus_and_defaults_to_its_15_days(
+        api: PrometheusAPI) -> None:
+    assert retention(api) == 30 * 86400
+    assert DEFAULT_RETENTION == 15 * 86400
+    nobody = PrometheusAPI(f"http://127.0.0.1:{free_port()}", timeout=2)
+    assert retention(nobody) == 15 * 86400
+
+
+def test_a_push_from_a_clock_slightly_ahead_is_running_not_stale() -> None:
+    ahead = Run("e", "t", "0", "1", "n", "1", first=100.0, last=200.0, pushed=1_000_002.0,
+                current=True)
+    assert ahead.state(60, now=1_000_000.0) == RUNNING
+    at_limit = Run("e", "t", "0", "1", "n", "1", first=100.0, last=200.0, pushed=999_940.0,
+                   current=True)
+    assert at_limit.state(60, now=1_000_000.0) == RUNNING
+    assert at_limit.state(59.5, now=1_000_000.0) == STALE
