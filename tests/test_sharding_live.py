@@ -45,7 +45,7 @@ EXPERIMENT = "shard-live"
 # "shard-live;<trial>", its last 8 bytes modulo 2) puts them on different shards.
 TRIALS = {"slow": 0.6, "healthy": 0.05}
 RANKS = 3
-RATE_WINDOW, FOR = "5s", "1s"
+RATE_WINDOW, FOR = "3s", "1s"
 RECORDS = RecordNames(RATE_WINDOW)
 
 
@@ -231,3 +231,12 @@ def test_diagnose_given_every_shard_reads_the_one_holding_the_trial(
     code = trainwatch(["diagnose", *urls, "--experiment", EXPERIMENT, "--trial", "absent"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and all(s.url in err for s in sharded.shards), err
+    # trials lists every shard's ranks; compare reads one server, so two trials on two shards
+    # is one line and exit 2.
+    assert trainwatch(["trials", *urls, "--experiment", EXPERIMENT, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["trials"]
+    assert sorted((r["trial"], r["rank"]) for r in rows) == \
+        sorted((t, str(r)) for t in TRIALS for r in range(RANKS))
+    code = trainwatch(["compare", *urls, f"{EXPERIMENT}/slow", f"{EXPERIMENT}/healthy"])
+    err = capsys.readouterr().err
+    assert code == 2 and "different Prometheus servers" in err and err.count("\n") == 1, err
