@@ -199,3 +199,19 @@ def test_kube_prometheus_stack_shards_split_trials_not_addresses() -> None:
     assert "relabelings" not in one(by_node, "ServiceMonitor", "-exporter")["spec"]["endpoints"][0]
     crs = [d for d in docs if d["kind"] in ("ServiceMonitor", "PodMonitor")]
     assert [r["error"] for r in validate_crds(crs)] == [None] * len(crs)
+
+
+def test_the_readmes_remote_write_for_the_operator_is_the_charts_and_a_valid_prometheus() -> None:
+    readme = (REPO / "helm" / "README.md").read_text()
+    snippet = readme.split("# kube-prometheus-stack values\n", 1)[1].split("```", 1)[0]
+    spec = yaml.safe_load(snippet)["prometheus"]["prometheusSpec"]
+    keep, shard, *drop_unsharded = spec["remoteWrite"][0]["writeRelabelConfigs"]
+    write, = config(render("sharded"), "-prometheus-shard-1")["remote_write"]
+    chart = write["write_relabel_configs"]
+    assert keep == {"sourceLabels": ["__name__"], "regex": chart[0]["regex"], "action": "keep"}
+    assert shard == {"targetLabel": "prometheus_shard", "replacement": "$(SHARD)"}
+    assert [r.get("regex") for r in drop_unsharded] == ["ALERTS", ";;[1-9][0-9]*",
+                                                        "__tmp_trainwatch_alert"]
+    prometheus = {"apiVersion": "monitoring.coreos.com/v1", "kind": "Prometheus",
+                  "metadata": {"name": "kps"}, "spec": spec}
+    assert [r["error"] for r in validate_crds([prometheus])] == [None]
