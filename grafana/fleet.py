@@ -48,7 +48,7 @@ def build(q: Promql) -> db.Dashboard:
                    f"its Trial profile. A last push older than {number(stale_after)} s "
                    f"(TrainwatchTrialStale) means the trial crashed or hangs. {MFU_DESCRIPTION}",
         columns=[Column("Steps/s", "suffix: steps/s"),
-                 Column("Data loader share", "percentunit",
+                 Column(f"Data loader share ({s.rate_window})", "percentunit",
                         steps=((s.threshold(DATALOADER_BOUND), "red"),)),
                  Column("GPU busy", "percentunit", base="red",
                         steps=((idle_below, "green"),)),

@@ -43,13 +43,29 @@ def firing_alerts(q: Promql) -> str:
             f" or ({FIRING} and on(instance) ({q.trial_nodes(*MATCHERS)}))")
 
 
-def _share_against(q: Promql, title: str, phases: str, alert: str) -> Panel:
+def share_title(what: str, window: str) -> str:
+    """A share panel's title, naming the rules' rate window it is recorded over, as the figure
+    `trainwatch diagnose` prints names its own (README, "Diagnosing a trial")."""
+    return f"{what} over {window}"
+
+
+def share_window(window: str) -> str:
+    """What a recorded share is over, for a panel's description."""
+    return (f"Each point is over the {window} before it (the rules' rate_window); a trial "
+            f"younger than {window}: since its second scrape. `trainwatch diagnose` says which "
+            f"time its own figure is over: the last {window} while the trial runs, its whole "
+            "run while it is younger or once it ended, so the two can differ.")
+
+
+def _share_against(q: Promql, what: str, phases: str, alert: str) -> Panel:
     """A phase group's share of step time with its alert's threshold drawn in."""
-    threshold = q.settings.threshold(alert)
+    threshold, window = q.settings.threshold(alert), q.settings.rate_window
     expr = f"sum {BY_TRIAL} ({select(q.names.phase_share, *MATCHERS, phases)})"
-    return timeseries(title, "percentunit", [Query(q.with_nodename(expr), TRIAL_LEGEND)],
+    return timeseries(share_title(what, window), "percentunit",
+                      [Query(q.with_nodename(expr), TRIAL_LEGEND)],
                       description=f"Share of step time in {phases}; {alert} fires above "
-                                  f"{number(threshold)} (thresholds.yaml).",
+                                  f"{number(threshold)} (thresholds.yaml). "
+                                  f"{share_window(window)}",
                       max_value=1, threshold=(threshold, "red"))
 
 
@@ -85,9 +101,11 @@ def build(q: Promql) -> db.Dashboard:
     ], description=MFU_DESCRIPTION, max_value=1), 12, 8)
     add_ranks_row(layout, q, *MATCHERS[:2])
     layout.row("Phases")
-    layout.add(timeseries("Share of step time by phase", "percentunit", [
+    layout.add(timeseries(share_title("Share of step time by phase", s.rate_window),
+                          "percentunit", [
         Query(f"avg by (phase) ({select(n.phase_share, *MATCHERS)})", "{{phase}}"),
-    ], description="Where a step's time goes, averaged over the selected ranks.",
+    ], description="Where a step's time goes, averaged over the selected ranks. "
+                   + share_window(s.rate_window),
         stacked=True, max_value=1), 12, 8)
     layout.add(timeseries("Phase time", "s", [
         Query(per_rank(n.phase_quantile), f"{{{{phase}}}} q{{{{quantile}}}} · {TRIAL_LEGEND}"),

@@ -156,9 +156,34 @@ def test_dataloader_threshold_is_read_from_thresholds_yaml(tmp_path: Path) -> No
         edited.write_text(yaml.safe_dump(doc))
         board = json.loads(generate.render(load_settings(edited))["trial-profile.json"])
         by_title = {p["title"]: p for p in panels(board)}
-        steps = by_title["Data loader share"]["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        loader = by_title[trial_profile.share_title("Data loader share", "5m")]
+        steps = loader["fieldConfig"]["defaults"]["thresholds"]["steps"]
         assert [s["value"] for s in steps] == [None, value]
         assert f"> {value:g}" in by_title["Bottleneck"]["targets"][0]["expr"]
+
+
+def test_share_panels_name_the_rate_window_of_the_rules_they_read(tmp_path: Path) -> None:
+    doc = yaml.safe_load(DEFAULT_THRESHOLDS.read_text())
+    for window in (doc["rate_window"], "7m"):
+        doc["rate_window"] = window
+        edited = tmp_path / "thresholds.yaml"
+        edited.write_text(yaml.safe_dump(doc))
+        boards = {name: json.loads(text)
+                  for name, text in generate.render(load_settings(edited)).items()}
+        shares = {p["title"]: p for p in panels(boards["trial-profile.json"])
+                  if "share" in p["title"].lower()}
+        assert set(shares) == {f"Data loader share over {window}",
+                               f"Host↔device copy share over {window}",
+                               f"Share of step time by phase over {window}"}
+        for panel in shares.values():
+            assert f"_rate{window}" in panel["targets"][0]["expr"]
+            assert f"the last {window} while the trial runs" in panel["description"]
+        table = next(p for p in panels(boards["fleet.json"]) if p["title"] == fleet.TRIALS_TABLE)
+        headers = set(next(t for t in table["transformations"] if t["id"] == "organize")
+                      ["options"]["renameByName"].values())
+        assert f"Data loader share ({window})" in headers
+        assert not any(f"_rate{other}" in json.dumps(boards) for other in ("5m", "7m")
+                       if other != window)
 
 
 def test_verdict_maps_every_code_its_query_yields_to_words() -> None:

@@ -420,6 +420,39 @@ def test_early_and_stale_reports_say_so_in_text_and_json() -> None:
     assert gone.verdict.exit_code == 1 and gone.verdict.steps == 1200
 
 
+def test_a_share_says_the_time_it_is_over_and_the_dashboards_window_where_that_differs(
+        ) -> None:
+    def said(r: RankReport) -> tuple[str, str | None, str]:
+        text = reports_text([r]).splitlines()
+        [phases] = [line for line in text if line.startswith("  phases (")]
+        measured = [line for line in text if line.startswith("  measured: ")]
+        [doc] = json.loads(reports_json([r]))["reports"]
+        return phases, (measured or [None])[0], doc["over"]
+
+    running = report()
+    assert said(running) == (
+        "  phases (share of step time over the last 5m):",
+        "  measured: dataloader_next share of step time, over the last 5m", "over the last 5m")
+    # diagnose --window 2m against rules recorded over 5m: the dashboards' figure is another.
+    windowed = dataclasses.replace(report(), window="120s", dashboard_window="5m")
+    assert said(windowed)[1] == ("  measured: dataloader_next share of step time, over the last "
+                                 "120s; the dashboards plot the last 5m")
+    young = report()
+    young.verdict = verdict_module.early(young.verdict, 312)
+    assert said(young)[0] == ("  phases (share of step time over its whole run so far; the "
+                              "dashboards plot the last 5m):")
+    gone = report()
+    gone.verdict = verdict_module.stale(423.0, AlertRule("TrainwatchTrialStale", 300.0, "x"),
+                                        gone.verdict, 1200, "curl")
+    whole_run = "over its whole run; the dashboards plot the last 5m"
+    assert said(gone)[::2] == (f"  phases (share of step time {whole_run}):", whole_run)
+
+
+def test_a_replaced_window_keeps_the_deployed_one_for_the_dashboards() -> None:
+    deployed = Deployment.from_rules(loaded_rules())
+    assert deployed.over("2m").over("1h").dashboard_window == deployed.names.window == "5m"
+
+
 @pytest.mark.parametrize(("reason", "how", "alert", "remedy", "anchor"), [
     ("failed", "an exception or a non-zero exit", "TrainwatchTrialFailed", remedies.TRIAL_FAILED,
      "trainwatchtrialfailed"),

@@ -114,7 +114,7 @@ def test_a_busy_gpu_with_low_mfu_gets_its_own_verdict(mfu: float | None, busy: f
     assert (f"VERDICT: GPU busy, MFU low: {mfu:.1%} < threshold {MFU_LOW:.1%}"
             in text.splitlines())
     assert (f"  measured: model FLOPs utilization (MFU), while GPU busy {busy:.1%} by "
-            f"{SOURCES[source]} (at least {BUSY_AT:.0%})") in text.splitlines()
+            f"{SOURCES[source]} (at least {BUSY_AT:.0%}), over the last 5m") in text.splitlines()
     assert f"  MFU {mfu:.0%} of 989 TFLOPS bf16 dense on 1 × H100 80GB HBM3" in text
     assert f"  what to change: {remedies.LOW_MFU}" in text.splitlines()
     assert "`trainwatch profile`" in remedies.LOW_MFU

@@ -68,6 +68,13 @@ class Deployment:
     # several: one per quantile): evaluated inline where the recorded series do not cover a
     # trial's time.
     queries: Mapping[str, tuple[tuple[str, Mapping[str, str]], ...]] = field(default_factory=dict)
+    # The window the loaded rules record over, where :meth:`over` replaced it for a report.
+    replaced_window: str | None = None
+
+    @property
+    def dashboard_window(self) -> str:
+        """The window the recorded series, and so the dashboards, average over."""
+        return self.replaced_window or self.names.window
 
     def threshold(self, alert: str) -> float:
         return self.alerts[alert].threshold
@@ -78,8 +85,8 @@ class Deployment:
         inline: the deployed figures, over ``window``.
 
         >>> d = Deployment(RecordNames("5m"), {}, {"a:b:rate5m": (("rate(x[5m])", {}),)})
-        >>> d.over("1h").names.window, d.over("1h").queries
-        ('1h', {'a:b:rate1h': (('rate(x[1h])', {}),)})
+        >>> d.over("1h").names.window, d.over("1h").queries, d.over("1h").dashboard_window
+        ('1h', {'a:b:rate1h': (('rate(x[1h])', {}),)}, '5m')
         """
         old = self.names.window
         if window == old:
@@ -90,7 +97,8 @@ class Deployment:
 
         queries = {rename(name): tuple((rename(q), labels) for q, labels in found)
                    for name, found in self.queries.items()}
-        return dataclasses.replace(self, names=RecordNames(window), queries=queries)
+        return dataclasses.replace(self, names=RecordNames(window), queries=queries,
+                                   replaced_window=self.dashboard_window)
 
     @classmethod
     def from_rules(cls, rules: Iterable[Mapping[str, Any]], where: str = "Prometheus"

@@ -36,6 +36,27 @@ def bar(share: float) -> str:
     return "█" * round(max(0.0, min(1.0, share)) * BAR_WIDTH)
 
 
+def over(r: RankReport) -> str:
+    """The time the report's shares and rates are measured over, as the text says it; where
+    the dashboards plot another (the recorded series over the rules' window), it says theirs,
+    so two figures for one share read as two windows.
+
+    >>> r = RankReport("e", "t", "0", None, None, None, "5m")
+    >>> over(r), over(dataclasses.replace(r, window="1h", dashboard_window="5m"))
+    ('over the last 5m', 'over the last 1h; the dashboards plot the last 5m')
+    """
+    dashboards = r.dashboard_window or r.window
+    if r.verdict is not None and r.verdict.early:
+        said = "over its whole run so far"
+    elif r.verdict is not None and r.verdict.kind == STALE:
+        said = "over its whole run"
+    else:
+        said = f"over the last {r.window}"
+        if dashboards == r.window:
+            return said
+    return f"{said}; the dashboards plot the last {dashboards}"
+
+
 def report_text(r: RankReport) -> str:
     head = (f"Trial {r.experiment}/{r.trial} rank {r.rank} on {r.nodename or '?'} "
             f"(pid {r.pid or '?'}, world size {r.world_size or '?'}), rate window {r.window}")
@@ -53,7 +74,7 @@ def report_text(r: RankReport) -> str:
     lines.append(f"  step time p50 {ms(r.step_seconds.get('0.5'))}, "
                  f"p95 {ms(r.step_seconds.get('0.95'))}; {num(r.steps_per_second)} steps/s, "
                  f"{num(r.samples_per_second, digits=1)} samples/s")
-    lines.append("  phases (share of step time):")
+    lines.append(f"  phases (share of step time {over(r)}):")
     width = max((len(p) for p, _ in r.phases), default=0)
     lines += [f"    {phase:<{width}} {pct(share):>6}  {bar(share)}".rstrip()
               for phase, share in r.phases]
@@ -129,7 +150,7 @@ def verdict_text(r: RankReport) -> list[str]:
             head += f" ({v.alert})"
     lines = [head]
     if v.metric is not None:
-        lines.append(f"  measured: {v.metric}")
+        lines.append(f"  measured: {v.metric}, {over(r)}")
     if v.last_profile:
         lines.append(f"  last profile: {v.last_profile}")
     if r.loader_cause is not None:
@@ -155,6 +176,7 @@ def reports_json(reports: Sequence[RankReport]) -> str:
     for r in reports:
         doc = dataclasses.asdict(r)
         doc["phases"] = [{"phase": p, "share": s} for p, s in r.phases]
+        doc["over"] = over(r)  # the time the shares and rates are measured over
         if r.verdict is not None:
             doc["verdict"]["exit_code"] = r.verdict.exit_code
         docs.append(doc)

@@ -111,6 +111,9 @@ class RankReport:
     loader_cause: loader_cause.LoaderCause | None = None
     # Model FLOPs utilization (the MFU recording rule), or which of its parts is missing.
     mfu: mfus.Mfu | None = None
+    # The window the recorded series and the dashboards average over, where ``window`` differs
+    # (diagnose --window); None: the same.
+    dashboard_window: str | None = None
 
 
 def by_rank(api: PrometheusAPI, expr: str) -> dict[tuple[str, str, str], list[tuple[Labels,
@@ -210,6 +213,8 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
         key = _rank_key(info)
         r = RankReport(experiment, info.get("trial", ""), info.get("rank", ""),
                        info.get("nodename"), info.get("pid"), info.get("world_size"), n.window)
+        if deployment.dashboard_window != n.window:
+            r.dashboard_window = deployment.dashboard_window
         r.step_seconds = {q: v for labels, v in steps[key] for q in QUANTILES
                           if labels.get("quantile") == q}
         r.steps_per_second = first_value(steps_rate[key])
