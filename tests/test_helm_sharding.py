@@ -215,3 +215,13 @@ def test_the_readmes_remote_write_for_the_operator_is_the_charts_and_a_valid_pro
     prometheus = {"apiVersion": "monitoring.coreos.com/v1", "kind": "Prometheus",
                   "metadata": {"name": "kps"}, "spec": spec}
     assert [r["error"] for r in validate_crds([prometheus])] == [None]
+
+
+def test_shard_names_stay_apart_when_cut_to_63_characters() -> None:
+    docs = tuple(d for d in yaml.safe_load_all(template(
+        "--set", "prometheus.shards=12",
+        release="a-release-name-that-goes-on-and-on-for-far-too-long-x")) if d)
+    names = [d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"
+             and d["metadata"]["labels"]["app.kubernetes.io/component"].startswith("prometheus-shard")]
+    assert len(names) == len(set(names)) == 12 and all(len(n) <= 63 for n in names), names
+    assert names[11].endswith("-11")

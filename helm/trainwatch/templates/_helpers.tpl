@@ -22,11 +22,14 @@ Full name: release-chart unless the release name already contains the chart name
 {{- end }}
 
 {{/*
-Name of one component's resources, "<fullname>-<component>", cut to 63 characters again.
+Name of one component's resources, "<fullname>-<component>", cut to 63 characters again; a
+numbered component (prometheus-shard-12) keeps its number, so cut names never collide.
 Call with (list $ "exporter").
 */}}
 {{- define "trainwatch.componentName" -}}
-{{- printf "%s-%s" (include "trainwatch.fullname" (index . 0)) (index . 1) | trunc 63 | trimSuffix "-" }}
+{{- $number := regexFind "-[0-9]+$" (index . 1) }}
+{{- $name := printf "%s-%s" (include "trainwatch.fullname" (index . 0)) (trimSuffix $number (index . 1)) }}
+{{- printf "%s%s" ($name | trunc (int (sub 63 (len $number))) | trimSuffix "-") $number }}
 {{- end }}
 
 {{- define "trainwatch.chart" -}}
