@@ -24,6 +24,7 @@ from benchmarks.stack import REPO, start_prometheus, wait_until
 from prometheus import generate_rules
 from tests.live_stack import LiveStack, live_stack
 from trainwatch import gc
+from trainwatch.contract import remedies
 from trainwatch.diagnose import compare as compare_module
 from trainwatch.diagnose.runs import Run
 from trial_instrumentation import names
@@ -34,6 +35,11 @@ EXPERIMENT = "after"
 STALE_AFTER = 4.0
 SLOW_STEPS, FAST_STEPS, AGAIN_STEPS = 150, 400, 40
 COMMON = ("--workers", "0", "--batch-size", "8")
+LOADER_REMEDIES = {"too_few_workers": remedies.LOADER_TOO_FEW_WORKERS,
+                   "decode_bound": remedies.LOADER_DECODE_BOUND,
+                   "storage_bound": remedies.LOADER_STORAGE_BOUND,
+                   "remote_storage": remedies.LOADER_REMOTE_STORAGE,
+                   "latency_bound": remedies.LOADER_LATENCY_BOUND}
 RAISES = textwrap.dedent("""
     import sys, time
     import trial_instrumentation as ti
@@ -136,8 +142,14 @@ def test_an_ended_trial_is_diagnosed_over_its_life_after_gc_retired_its_group(
     assert verdict["steps"] == SLOW_STEPS and verdict["cleanup"] is None
     # After a clean end, what to change is its life's finding, with that alert's runbook.
     assert verdict["alert"] == "TrainwatchDataloaderBound" and report["exit_code"] == 1
-    assert "num_workers" in verdict["remedy"] and verdict["runbook_url"].endswith(
-        "#trainwatchdataloaderbound")
+    assert verdict["runbook_url"].endswith("#trainwatchdataloaderbound")
+    # Its loader's cause over its life, with that cause's remedy in place of every loader fix
+    # (which of the five: how busy this shared machine's cores were while it ran).
+    cause = report["loader_cause"]
+    assert cause is not None and cause["kind"] in LOADER_REMEDIES, report
+    assert verdict["remedy"].startswith(LOADER_REMEDIES[cause["kind"]].split("{")[0])
+    assert "CPU-seconds/s" in cause["evidence"] and "the trial process" in cause["evidence"]
+    assert before["loader_cause"] is not None
     assert report["phases"][0]["phase"] == names.DATALOADER_NEXT
     # Over its life: the final count over the time from its start to its last push.
     life = run["pushed"] - run["started"]

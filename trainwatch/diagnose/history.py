@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import time
 from collections import defaultdict
 
 from trainwatch.cliutil import ago
 from trainwatch.contract.promql import select
+from trainwatch.diagnose import loader_cause
 from trainwatch.diagnose.deployed import Deployment
-from trainwatch.diagnose.report import RankReport, UnknownTrial, gather
+from trainwatch.diagnose.report import RankReport, UnknownTrial, by_rank, gather
 from trainwatch.diagnose.runs import RankKey, Run, find_runs, latest_per_rank, retention
 from trainwatch.diagnose.verdict import STALE, Measurements, decide
 from trainwatch.promapi import PrometheusAPI
@@ -107,12 +109,33 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
     cleanup = verdict.cleanup if run.exit_reason is None and run.current else None
     verdict = dataclasses.replace(verdict, title=title, measured=age, steps=count,
                                   cleanup=cleanup)
+    cause = None
     if run.exit_reason in (names.EXIT_CLEAN, names.EXIT_TERMINATED) and report.phases:
         profile = decide(Measurements(dict(report.phases)), deployment.alerts)
+        # A data-loader-bound life gets its loader's cause, over that life, as a running one.
+        profile, cause = loader_cause.explain(profile, _loader_over_life(api, deployment, run),
+                                              deployment.alerts)
         verdict = dataclasses.replace(verdict, bottleneck=profile.bottleneck,
                                       alert=profile.alert, remedy=profile.remedy,
                                       runbook_url=profile.runbook_url, metric=profile.metric)
-    return dataclasses.replace(report, verdict=verdict)
+    return dataclasses.replace(report, verdict=verdict, loader_cause=cause)
+
+
+def _loader_over_life(api: PrometheusAPI, deployment: Deployment, run: Run
+                      ) -> loader_cause.LoaderEvidence | None:
+    """The loader's figures (loader_cause.gather) over ``run``'s whole life, read at its last
+    sample (where its counters hold their final values, however long its group stayed); its
+    node's CPU averaged over the same time."""
+    api = api.pinned(run.last)
+    window = f"{max(1, math.ceil(run.last - run.start))}s"
+    sel = dict(zip(names.GROUPING_LABELS, run.key))
+    node_cpu = api.value(
+        f"{select(names.TRIAL_INFO, **sel)} * on(nodename) group_left() max by (nodename) "
+        f"(avg_over_time({deployment.names.cpu_utilization}[{window}]) * on(instance) "
+        f"group_left(nodename) {loader_cause.HOST_INFO})")
+    found = loader_cause.gather(lambda expr: by_rank(api, expr), window, {run.key: node_cpu},
+                                **sel)
+    return found.get(run.key)
 
 
 def _count(steps: int | None) -> str:
