@@ -84,6 +84,22 @@ def test_the_table_is_dense_and_in_flops() -> None:
                 assert peaks["fp32"] < peaks[dtype] < 5e15, (name, dtype)
         if "bf16" in peaks and "tf32" in peaks:
             assert peaks["bf16"] == pytest.approx(2 * peaks["tf32"], rel=0.02), name
+        # Per architecture: FP8 twice BF16 (Hopper, Ada, Blackwell), FP16 the same as BF16.
+        if "bf16" in peaks and "fp8" in peaks:
+            assert peaks["fp8"] == pytest.approx(2 * peaks["bf16"], rel=0.02), name
+        if "bf16" in peaks:
+            assert peaks["fp16"] == peaks["bf16"], name
+    # Boards whose datasheets print the same GPU's figures.
+    for same in ("NVIDIA H200", "NVIDIA GH200 480GB"):
+        assert PEAK_FLOPS[same] == PEAK_FLOPS["NVIDIA H100 80GB HBM3"], same
+    assert PEAK_FLOPS["NVIDIA H200 NVL"] == PEAK_FLOPS["NVIDIA H100 NVL"]
+    a100 = [peaks for name, peaks in PEAK_FLOPS.items() if name.startswith("NVIDIA A100")]
+    assert len(a100) == 4 and all(peaks == a100[0] for peaks in a100)
+    # The figures the issue names (H100 SXM and A100 dense, in TFLOP/s).
+    assert {k: v / 1e12 for k, v in PEAK_FLOPS["NVIDIA H100 80GB HBM3"].items()} == {
+        "fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9}
+    assert {k: v / 1e12 for k, v in a100[0].items()} == {
+        "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}
 
 
 @pytest.mark.gpu
