@@ -60,15 +60,19 @@ class Rank:
         self.registry.register(TrialCollector(self.state))
 
     def train(self, rng: random.Random) -> None:
-        """A round's worth of steps: every standard phase and the step observed."""
-        for _ in range(STEPS_PER_ROUND):
-            total = 0.0
-            for phase in names.STANDARD_PHASES:
-                seconds = rng.uniform(0.001, 0.05)
-                self.state.phase_histogram(phase).observe(seconds)
-                total += seconds
-            self.state.step.observe(total)
-            self.state.progress.samples += 32
+        train(self.state, rng)
+
+
+def train(state: TrialState, rng: random.Random) -> None:
+    """A round's worth of steps: every standard phase and the step observed."""
+    for _ in range(STEPS_PER_ROUND):
+        total = 0.0
+        for phase in names.STANDARD_PHASES:
+            seconds = rng.uniform(0.001, 0.05)
+            state.phase_histogram(phase).observe(seconds)
+            total += seconds
+        state.step.observe(total)
+        state.progress.samples += 32
 
 
 def push_round(url: str, ranks: list[Rank], pool: ThreadPoolExecutor) -> tuple[list[float], int]:

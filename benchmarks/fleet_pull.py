@@ -1,0 +1,418 @@
+"""A fleet of simulated ranks in pull mode: real scrape targets, listed to a real Prometheus by
+file-based service discovery, scraped at 10 s with the trainwatch rules loaded.
+
+    .venv/bin/python -m benchmarks.fleet_pull [--sizes 1000,4000,10000] [--rounds 12]
+        [--phase-buckets default,none] [--rules-from DIR] [--max-rss-gib 8]
+
+How the ranks are served: one process, one asyncio HTTP/1.1 server (keep-alive, no gzip) on one
+loopback port, one path per rank: ``/rank/<i>/metrics``. Each body is what a pull-mode trial
+serves on its ``/metrics`` (the library's TrialCollector and LoaderProcessCollector with the
+grouping key as labels, as ``Trial`` registers them when ``TRAINWATCH_PULL_PORT`` is set: the
+six standard phases, the step histogram, samples, info, the loader's process tree). Rendering
+10,000 registries every 10 s would take this 2-core machine more than the interval, so
+``TEMPLATES`` states are trained and rendered with ``generate_latest`` each interval, their
+trial/rank/nodename/pid label values left as tokens, and a rank's body is its template with its
+own values spliced in when Prometheus asks: the same text a rank would serve, its counters
+moving every interval. The file_sd file gives each target its ``__metrics_path__`` and the
+labels the chart's pull-mode job gives a pod (a unique ``instance``, ``namespace``, ``pod``);
+the job is the rules' trial job with ``honor_labels``, so experiment/trial/rank come from the
+page, as they do from a real trial's.
+
+Per size and ``--phase-buckets`` setting, a fresh Prometheus (10 s scrape and evaluation, the
+committed rules or ``--rules-from``), ``--rounds`` rounds of 10 s, every wait with a deadline.
+Prints: scrape duration p50/p99 (every target's ``scrape_duration_seconds`` over the rounds),
+samples scraped per second, head series, Prometheus's RSS, each rule group's evaluation time
+(the largest over the last half of the rounds) against its interval, the costliest rules, the
+query time of the dashboards' heaviest queries (every panel query of the Fleet and Trial profile
+dashboards, timed as instant queries through the HTTP API) and of ``trainwatch diagnose`` (one
+trial, each of its queries timed; the whole experiment, wall time), and the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Self
+from unittest import mock
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from benchmarks.fleet_scale import PHASE_BUCKETS, quantile, train
+from benchmarks.http_load import proc_status
+from benchmarks.stack import Prometheus, start_prometheus, wait_until
+from prometheus import generate_rules
+from trainwatch.promapi import PrometheusAPI
+from trial_instrumentation import names
+from trial_instrumentation.collector import TrialCollector, TrialState
+from trial_instrumentation.loader_processes import LoaderProcessCollector, process_tree
+
+REPO = Path(__file__).resolve().parent.parent
+INTERVAL = 10.0  # the library's push interval: pulled ranks are scraped as often
+RANKS_PER_TRIAL = 8
+EXPERIMENT = "fleet"
+TEMPLATES = 16  # distinct trained states; rank i serves template i % TEMPLATES
+_TOKEN = re.compile(rb"@(TRIAL|RANK|NODE|PID)@")
+_PATH = re.compile(rb"^/rank/([0-9]{1,7})/metrics$")
+CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+DASHBOARDS = ("fleet.json", "trial-profile.json")
+
+
+def rank_labels(index: int) -> dict[bytes, bytes]:
+    """The token values of rank ``index``: its trial, rank, node (8 ranks a node) and pid."""
+    trial, rank = divmod(index, RANKS_PER_TRIAL)
+    return {b"TRIAL": f"t{trial}".encode(), b"RANK": str(rank).encode(),
+            b"NODE": f"node{index // 8}".encode(), b"PID": str(1000 + index).encode()}
+
+
+class RankPages:
+    """The ``/metrics`` bodies of ``size`` pulled ranks, from ``TEMPLATES`` trained states."""
+
+    def __init__(self, size: int, phase_buckets: tuple[float, ...] | None,
+                 seed: int = 0) -> None:
+        self.size = size
+        self._rng = random.Random(seed)
+        self._registries: list[tuple[TrialState, CollectorRegistry]] = []
+        key = {"experiment": EXPERIMENT, "trial": "@TRIAL@", "rank": "@RANK@"}
+        for _ in range(min(size, TEMPLATES)):
+            state = TrialState(names.DEFAULT_BUCKETS,
+                               {"nodename": "@NODE@", "pid": "@PID@",
+                                "world_size": str(RANKS_PER_TRIAL)},
+                               phase_buckets=phase_buckets, started_at=time.time())
+            registry = CollectorRegistry()
+            registry.register(TrialCollector(state, key))
+            registry.register(LoaderProcessCollector(process_tree, key))
+            self._registries.append((state, registry))
+        self._parts: list[list[bytes]] = []
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Train every template a round's worth of steps and render it again."""
+        parts = []
+        for state, registry in self._registries:
+            train(state, self._rng)
+            parts.append(_TOKEN.split(generate_latest(registry)))
+        self._parts = parts  # one assignment: a request reads the old list or the new one
+
+    def body(self, index: int) -> bytes | None:
+        """Rank ``index``'s page, or None past the fleet."""
+        if not 0 <= index < self.size:
+            return None
+        parts, values = self._parts[index % len(self._parts)], rank_labels(index)
+        return b"".join(part if i % 2 == 0 else values[part] for i, part in enumerate(parts))
+
+    def page(self, path: bytes) -> bytes | None:
+        """The body for a request path ``/rank/<i>/metrics``, else None."""
+        found = _PATH.match(path.split(b"?", 1)[0])
+        return self.body(int(found.group(1))) if found else None
+
+
+class TargetServer:
+    """Every rank's page from one asyncio HTTP/1.1 server (keep-alive) in a thread."""
+
+    def __init__(self, pages: RankPages) -> None:
+        self.pages = pages
+        self.served = 0  # pages answered (200)
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fleet-pull-targets", daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(
+            asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=4096))
+        self.port = server.sockets[0].getsockname()[1]
+        self._started.set()
+        try:
+            self._loop.run_forever()
+        finally:
+            server.close()
+            self._loop.run_until_complete(server.wait_closed())
+            self._loop.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                method, path, _ = head.split(b"\r\n", 1)[0].split(b" ", 2)
+                body = self.pages.page(path) if method == b"GET" else None
+                status = b"200 OK" if body is not None else b"404 Not Found"
+                self.served += body is not None  # before the write: a reader sees it counted
+                body = body if body is not None else b"not found\n"
+                writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: " + CONTENT_TYPE
+                             + b"\r\nContent-Length: " + str(len(body)).encode()
+                             + b"\r\n\r\n" + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError,
+                ValueError):
+            pass
+        finally:
+            writer.close()
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        if not self._started.wait(10):
+            raise RuntimeError("the target server did not start within 10 s")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+def file_sd_groups(port: int, size: int) -> list[dict[str, Any]]:
+    """One file_sd target group per rank: its path on the shared port, and the labels the
+    chart's pull-mode job gives a pod (instance unique per rank, namespace, pod)."""
+    groups = []
+    for index in range(size):
+        trial, rank = divmod(index, RANKS_PER_TRIAL)
+        groups.append({"targets": [f"127.0.0.1:{port}"],
+                       "labels": {"__metrics_path__": f"/rank/{index}/metrics",
+                                  "instance": f"127.0.0.1:{port}/rank/{index}",
+                                  "namespace": EXPERIMENT, "pod": f"t{trial}-rank{rank}"}})
+    return groups
+
+
+def write_file_sd(path: Path, groups: list[dict[str, Any]]) -> None:
+    """Write ``groups`` as a file_sd JSON file, whole or not at all (Prometheus watches it)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(groups))
+    os.replace(tmp, path)
+
+
+def pull_job(sd_file: Path) -> dict[str, Any]:
+    """The scrape job: the rules' trial job, honor_labels as the chart's, targets from file."""
+    return {"job_name": names.JOB, "honor_labels": True,
+            "scrape_interval": f"{INTERVAL:g}s", "scrape_timeout": f"{INTERVAL:g}s",
+            "file_sd_configs": [{"files": [str(sd_file)]}]}
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """(dashboard: panel, expr) of every panel query of the Fleet and Trial profile dashboards,
+    their variables set to one experiment, one trial and every rank."""
+    values = {"$experiment": EXPERIMENT, "$trial": "t0", "$rank": ".*", "$instance": ".*",
+              "$gpu": ".*"}
+    found = []
+    for name in DASHBOARDS:
+        board = json.loads((REPO / "grafana" / "dashboards" / name).read_text())
+
+        def panels(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+            for panel in node.get("panels", []):
+                yield panel
+                yield from panels(panel)
+
+        for panel in panels(board):
+            for target in panel.get("targets", []):
+                expr = target.get("expr", "")
+                for var, value in values.items():
+                    expr = expr.replace(var, value)
+                if expr:
+                    found.append((f"{name.removesuffix('.json')}: {panel.get('title')}", expr))
+    return found
+
+
+def timed_query(url: str, expr: str, timeout: float = 60.0) -> float:
+    """Seconds one instant query takes through the HTTP API (failures raise)."""
+    query = urllib.parse.urlencode({"query": expr})
+    start = time.perf_counter()
+    with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=timeout) as resp:
+        doc = json.loads(resp.read())
+    if doc.get("status") != "success":
+        raise RuntimeError(f"query failed: {doc}")
+    return time.perf_counter() - start
+
+
+def time_diagnose(url: str) -> tuple[float, list[tuple[float, str]]]:
+    """``trainwatch diagnose`` of one trial, in process: its wall time and each API call's."""
+    from trainwatch.cli import main as cli
+
+    calls: list[tuple[float, str]] = []
+    real_get = PrometheusAPI.get
+
+    def get(self: PrometheusAPI, path: str, **params: str) -> Any:
+        start = time.perf_counter()
+        try:
+            return real_get(self, path, **params)
+        finally:
+            calls.append((time.perf_counter() - start, params.get("query", path)))
+
+    start = time.perf_counter()
+    with mock.patch.object(PrometheusAPI, "get", get), open(os.devnull, "w") as sink, \
+            mock.patch.object(sys, "stdout", sink):
+        code = cli(["diagnose", "--prometheus", url, "--timeout", "60", "--experiment",
+                    EXPERIMENT, "--trial", "t0"])
+    if code not in (0, 1):  # 1: a finding; 2: it could not diagnose
+        raise RuntimeError(f"trainwatch diagnose exited {code}")
+    return time.perf_counter() - start, sorted(calls, reverse=True)
+
+
+def diagnose_experiment(url: str, timeout: float) -> str:
+    """Wall time of ``trainwatch diagnose`` of the whole experiment, in a bounded subprocess."""
+    start = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, "-m", "trainwatch.cli", "diagnose", "--prometheus", url,
+                        "--timeout", str(timeout), "--experiment", EXPERIMENT, "--format",
+                        "json"], capture_output=True, timeout=timeout, check=False, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return f"> {timeout:g} s (stopped)"
+    took = time.perf_counter() - start
+    if done.returncode not in (0, 1):  # 1: a finding; 2: it could not diagnose
+        return f"failed ({done.returncode}) after {took:.2f} s: {done.stderr.decode()[-200:]!r}"
+    return f"{took:.2f} s"
+
+
+def load() -> str:
+    return "/".join(f"{v:.1f}" for v in os.getloadavg())
+
+
+def head_stats(prom: Prometheus) -> dict[str, float]:
+    text = urllib.request.urlopen(f"{prom.url}/metrics", timeout=30).read().decode()
+    wanted = ("prometheus_tsdb_head_series", "prometheus_tsdb_head_samples_appended_total")
+    found = {}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in wanted:
+            found[name] = found.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    return found
+
+
+@contextmanager
+def rules_dir(rules_from: Path | None) -> Iterator[Path]:
+    if rules_from is not None:
+        yield rules_from
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        generate_rules.write_rules(Path(tmp))
+        yield Path(tmp)
+
+
+def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
+             max_rss: float) -> None:
+    label = f"{size:>6} ranks, phase buckets {setting}"
+    print(f"{label}: load average at start {load()}", flush=True)
+    pages = RankPages(size, PHASE_BUCKETS[setting], seed=size)
+    with tempfile.TemporaryDirectory() as tmp, rules_dir(rules_from) as rules, \
+            TargetServer(pages) as server:
+        workdir = Path(tmp)
+        sd_file = workdir / "ranks.json"
+        write_file_sd(sd_file, file_sd_groups(server.port, size))
+        config = {"global": {"scrape_interval": f"{INTERVAL:g}s",
+                             "evaluation_interval": f"{INTERVAL:g}s"},
+                  "rule_files": [str(rules / "*.yml")], "scrape_configs": [pull_job(sd_file)]}
+        with start_prometheus(workdir, config) as prom:
+            wait_until(lambda: prom.query(f'count(up{{job="{names.JOB}"}} == 1) == {size}'),
+                       timeout=12 * INTERVAL, what=f"all {size} targets up", interval=2.0)
+            began = time.time()
+            groups: dict[str, tuple[float, float]] = {}  # name -> (max evaluation, interval)
+            rss = 0.0
+            first = head_stats(prom)
+            for round_ in range(rounds):
+                start = time.monotonic()
+                pages.refresh()
+                rss = max(rss, proc_status(prom.proc.pid, "VmRSS") / 2**20)
+                if round_ >= rounds // 2:
+                    for group in prom.api("rules")["groups"]:
+                        name = group["name"]
+                        worst = max(groups.get(name, (0.0, 0.0))[0], group["evaluationTime"])
+                        groups[name] = (worst, group["interval"])
+                print(f"        round {round_ + 1}/{rounds}: served {server.served}, RSS "
+                      f"{rss:.2f} GiB, load {load()}", file=sys.stderr, flush=True)
+                if rss > max_rss:
+                    print(f"{label}: stopped after round {round_ + 1}: Prometheus RSS "
+                          f"{rss:.2f} GiB > {max_rss:g} GiB")
+                    break
+                time.sleep(max(0.0, INTERVAL - (time.monotonic() - start)))
+            spent = time.time() - began
+            last = head_stats(prom)
+            window = f"{max(INTERVAL, spent):.0f}s"
+            durations = [float(v) for s in prom.query(
+                f'scrape_duration_seconds{{job="{names.JOB}"}}[{window}]')
+                for _, v in s["values"]]
+            [scraped] = prom.query(f'sum(scrape_samples_scraped{{job="{names.JOB}"}})')
+            failed = prom.query(f'count(up{{job="{names.JOB}"}} == 0)')
+            costly = sorted(((r.get("evaluationTime", 0.0), r.get("name", ""))
+                             for g in prom.api("rules")["groups"] for r in g["rules"]),
+                            reverse=True)[:5]
+            queries = []
+            for title, expr in dashboard_queries():
+                try:
+                    queries.append((min(timed_query(prom.url, expr) for _ in range(2)), title))
+                except (OSError, RuntimeError) as exc:
+                    queries.append((float("inf"), f"{title} ({exc})"))
+            queries.sort(reverse=True)
+            try:
+                diag_wall, diag_calls = time_diagnose(prom.url)
+                diag = (f"one trial {diag_wall:.2f} s ({len(diag_calls)} API calls; slowest "
+                        f"{diag_calls[0][0]:.3f} s: {diag_calls[0][1][:120]!r})")
+            except Exception as exc:  # noqa: BLE001 - a broken diagnose must not lose the run
+                diag = f"one trial failed: {exc!r}"
+            diag_all = diagnose_experiment(prom.url, 120.0)
+            rss = max(rss, proc_status(prom.proc.pid, "VmRSS") / 2**20)
+            end_load = load()
+    appended = (last["prometheus_tsdb_head_samples_appended_total"]
+                - first["prometheus_tsdb_head_samples_appended_total"]) / spent
+    print(f"{label}: scrape p50 {quantile(durations, 0.5) * 1e3:.1f} ms, p99 "
+          f"{quantile(durations, 0.99) * 1e3:.1f} ms ({len(durations)} scrapes, "
+          f"{len(failed) and int(float(failed[0]['value'][1]))} targets down at the end)")
+    print(f"        samples scraped {float(scraped['value'][1]) / INTERVAL:,.0f}/s "
+          f"(appended {appended:,.0f}/s), head series {last['prometheus_tsdb_head_series']:,.0f}, "
+          f"Prometheus RSS {rss:.2f} GiB (max over the run)")
+    for name, (worst, interval) in sorted(groups.items()):
+        print(f"        rule group {name}: {worst:.3f} s of {interval:g} s "
+              f"({worst / interval:.0%})")
+    print("        costliest rules: " + ", ".join(f"{n} {s:.3f} s" for s, n in costly))
+    print(f"        dashboards: {len(queries)} queries, {sum(q for q, _ in queries):.2f} s in "
+          "all; slowest " + "; ".join(f"{t} {q:.3f} s" for q, t in queries[:3]))
+    print(f"        diagnose {diag}; the whole experiment {diag_all}")
+    print(f"        load average at end {end_load}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,4000,10000",
+                        help="comma-separated rank counts (default: 1000,4000,10000)")
+    parser.add_argument("--rounds", type=int, default=12,
+                        help="rounds of 10 s per size after every target is up (default 12)")
+    parser.add_argument("--phase-buckets", default="default,none",
+                        help="comma-separated: default (19 bounds), none (sums and counts only)")
+    parser.add_argument("--rules-from", type=Path,
+                        help="a directory of rule files to load instead of a fresh render "
+                             "(e.g. an older checkout's prometheus/rules)")
+    parser.add_argument("--max-rss-gib", type=float, default=8.0,
+                        help="stop a size once Prometheus's RSS passes this (default 8)")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    settings = args.phase_buckets.split(",")
+    if any(s < 1 for s in sizes) or args.rounds < 2:
+        parser.error("--sizes must be >= 1 and --rounds >= 2")
+    if unknown := [s for s in settings if s not in PHASE_BUCKETS]:
+        parser.error(f"--phase-buckets: {unknown} not among {list(PHASE_BUCKETS)}")
+    if args.rules_from is not None and not list(args.rules_from.glob("*.yml")):
+        parser.error(f"--rules-from: no *.yml in {args.rules_from}")
+    print(f"fleet_pull: {args.rounds} rounds of {INTERVAL:g} s per size, {RANKS_PER_TRIAL} "
+          f"ranks per trial, rules from {args.rules_from or 'a fresh render'}")
+    for size in sizes:
+        for setting in settings:
+            try:
+                run_size(size, args.rounds, setting, args.rules_from, args.max_rss_gib)
+            except (TimeoutError, RuntimeError) as exc:
+                print(f"{size:>6} ranks, phase buckets {setting}: gave up: {exc}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""benchmarks/fleet_pull.py's targets: the pages its server gives Prometheus are a pulled rank's,
+each with its own labels, moving every round, and its file_sd file lists one target per rank."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from benchmarks.fleet_pull import RankPages, TargetServer, file_sd_groups, pull_job, write_file_sd
+from trial_instrumentation import names
+
+
+def samples(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(body.decode()) for s in family.samples}
+
+
+def test_each_rank_serves_a_pulled_trials_page_with_its_own_labels_and_moving_counters() -> None:
+    pages = RankPages(20, None)
+    body = pages.body(11)
+    assert body is not None and b"@" not in body
+    found = samples(body)
+    key = {"experiment": "fleet", "trial": "t1", "rank": "3"}
+    steps = found[(f"{names.STEPS}_total", tuple(sorted(key.items())))]
+    assert steps > 0
+    info = [labels for name, labels in found if name == names.TRIAL_INFO]
+    assert [dict(labels) for labels in info] == [{**key, "nodename": "node1", "pid": "1011",
+                                                  "world_size": "8"}]
+    phases = {dict(labels)["phase"] for name, labels in found
+              if name == f"{names.PHASE_SECONDS}_bucket"}
+    assert phases == set(names.STANDARD_PHASES)
+    assert {dict(labels)["rank"] for name, labels in found} == {"3"}
+    assert pages.page(b"/rank/11/metrics") == body
+    assert pages.page(b"/rank/20/metrics") is None and pages.page(b"/metrics") is None
+    pages.refresh()
+    moved = samples(pages.body(11) or b"")
+    assert moved[(f"{names.STEPS}_total", tuple(sorted(key.items())))] > steps
+
+
+def test_none_buckets_serve_the_phases_sums_and_counts_only() -> None:
+    body = RankPages(8, ()).body(0) or b""
+    les = {dict(labels).get("le") for name, labels in samples(body)
+           if name == f"{names.PHASE_SECONDS}_bucket"}
+    assert les == {"+Inf"}
+
+
+def test_the_server_answers_every_rank_on_one_kept_alive_connection() -> None:
+    with TargetServer(RankPages(16, None)) as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        try:
+            for index in (0, 15):
+                conn.request("GET", f"/rank/{index}/metrics")
+                resp = conn.getresponse()
+                body = resp.read()
+                assert resp.status == 200, body
+                assert f'rank="{index % 8}"'.encode() in body
+            conn.request("GET", "/rank/16/metrics")
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == 404
+        finally:
+            conn.close()
+        assert server.served == 2  # the two pages, not the 404
+
+
+def test_file_sd_lists_one_target_per_rank_with_its_path_and_a_unique_instance(
+        tmp_path: Path) -> None:
+    sd = tmp_path / "ranks.json"
+    write_file_sd(sd, file_sd_groups(9100, 16))
+    groups = json.loads(sd.read_text())
+    assert len(groups) == 16 and not list(tmp_path.glob("*.tmp"))
+    assert {g["targets"][0] for g in groups} == {"127.0.0.1:9100"}
+    assert groups[9]["labels"] == {"__metrics_path__": "/rank/9/metrics",
+                                   "instance": "127.0.0.1:9100/rank/9",
+                                   "namespace": "fleet", "pod": "t1-rank1"}
+    assert len({g["labels"]["instance"] for g in groups}) == 16
+    job = pull_job(sd)
+    assert job["job_name"] == names.JOB and job["honor_labels"] is True
+    assert job["file_sd_configs"] == [{"files": [str(sd)]}]
