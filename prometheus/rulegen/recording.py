@@ -36,15 +36,44 @@ def _record(name: str, expr: str, **labels: str) -> dict[str, Any]:
 
 
 def _trial_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
+    """Per-rank trial records, chained so each raw series is read once per evaluation: the
+    rates of the phases' and the step's sums and counts first, then everything from them (a
+    rule reads the records above it in the same group at the same evaluation time). The
+    histograms' buckets are read only by the quantiles, in their own group (_quantile_rules)."""
     trial, w = s.selector("trial"), s.rate_window
 
     def rate(metric: str) -> str:
         return f"rate({select(metric, trial)}[{w}])"
 
-    rules = [_record(n.phase_share, (
-        f"sum {by(*TRIAL_LABELS, 'phase')} ({rate('trainwatch_trial_phase_seconds_sum')})\n"
-        f"/ {on(*TRIAL_LABELS)} group_left\n"
-        f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_step_seconds_sum')})"))]
+    rules = [
+        _record(n.phase_sum_rate, (f"sum {by(*TRIAL_LABELS, 'phase')} "
+                                   f"({rate('trainwatch_trial_phase_seconds_sum')})")),
+        _record(n.step_sum_rate,
+                f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_step_seconds_sum')})"),
+        _record(n.step_count_rate,
+                f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_step_seconds_count')})"),
+        _record(n.phase_share,
+                f"{n.phase_sum_rate}\n/ {on(*TRIAL_LABELS)} group_left\n{n.step_sum_rate}"),
+        _record(n.steps_rate,
+                f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_steps_total')})"),
+        _record(n.samples_rate,
+                f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_samples_total')})"),
+    ]
+    return rules + [_pulled_last_scrape(s, n)] + _rank_rules(s, n)
+
+
+def _quantile_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
+    """The step and phase duration quantiles: the histograms' buckets (about 140 of a rank's
+    ~170 series with the default phase buckets) are read here only, each rule summing the
+    rates per rank and le before histogram_quantile. No alert reads them (the dashboards and
+    `diagnose` do), so their group runs at thresholds.yaml's quantile_interval: at 10,000
+    ranks their cost would otherwise fill the trial group's interval (benchmarks/README.md)."""
+    trial, w = s.selector("trial"), s.rate_window
+
+    def rate(metric: str) -> str:
+        return f"rate({select(metric, trial)}[{w}])"
+
+    rules = []
     for q in QUANTILES:
         rules.append(_record(n.phase_quantile, (
             f"histogram_quantile({q}, sum {by(*TRIAL_LABELS, 'phase', 'le')}"
@@ -53,11 +82,7 @@ def _trial_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
         rules.append(_record(n.step_quantile, (
             f"histogram_quantile({q}, sum {by(*TRIAL_LABELS, 'le')}"
             f" ({rate('trainwatch_trial_step_seconds_bucket')}))"), quantile=q))
-    rules.append(_record(n.steps_rate,
-                         f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_steps_total')})"))
-    rules.append(_record(n.samples_rate,
-                         f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_samples_total')})"))
-    return rules + [_pulled_last_scrape(s, n)] + _rank_rules(s, n)
+    return rules
 
 
 def _pulled_last_scrape(s: Settings, n: RecordNames) -> dict[str, Any]:
@@ -77,15 +102,11 @@ def _rank_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
     """Each rank's own mean step time (without the phases in which it waits for the other
     ranks: in lockstep every rank's whole step lasts as long as the slowest one's) and, per
     trial, the slowest rank's over the median rank's."""
-    trial, w = s.selector("trial"), s.rate_window
-
-    def per_rank(metric: str, *matchers: str) -> str:
-        return f"sum {by(*TRIAL_LABELS)} (rate({select(metric, trial, *matchers)}[{w}]))"
-
-    step_sum = per_rank("trainwatch_trial_step_seconds_sum")
-    waited = per_rank("trainwatch_trial_phase_seconds_sum", s.selector("rank_wait_phases"))
-    own_mean = (f"(\n  {step_sum}\n  - ({waited} or 0 * {step_sum})\n)\n"
-                f"/ ({per_rank('trainwatch_trial_step_seconds_count')} > 0)")
+    trial = s.selector("trial")
+    waited = (f"sum {by(*TRIAL_LABELS)} "
+              f"({select(n.phase_sum_rate, s.selector('rank_wait_phases'))})")
+    own_mean = (f"(\n  {n.step_sum_rate}\n  - ({waited} or 0 * {n.step_sum_rate})\n)\n"
+                f"/ ({n.step_count_rate} > 0)")
     per_trial = [label for label in TRIAL_LABELS if label != "rank"]
     spread = (f"max {by(*per_trial)} ({n.rank_step_mean})\n"
               f"/ quantile {by(*per_trial)} (0.5, {n.rank_step_mean})")
@@ -188,11 +209,16 @@ def recording_groups(s: Settings) -> list[dict[str, Any]]:
     Example:
         >>> from prometheus.rulegen.settings import load_settings
         >>> [g["name"] for g in recording_groups(load_settings())]
-        ['trainwatch.trial.rules', 'trainwatch.gpu.rules', 'trainwatch.host.rules']
+        ['trainwatch.trial.rules', 'trainwatch.trial.quantiles', 'trainwatch.gpu.rules',
+         'trainwatch.host.rules']
     """
     n = RecordNames(s.rate_window)
+    quantiles: dict[str, Any] = {"name": "trainwatch.trial.quantiles"}
+    if s.quantile_interval is not None:
+        quantiles["interval"] = s.quantile_interval
     return [
         {"name": "trainwatch.trial.rules", "rules": _trial_rules(s, n)},
+        {**quantiles, "rules": _quantile_rules(s, n)},
         {"name": "trainwatch.gpu.rules", "rules": _gpu_rules(s, n)},
         {"name": "trainwatch.host.rules", "rules": _host_rules(s, n)},
     ]

@@ -71,6 +71,9 @@ class Settings:
     # docs/runbooks.md where the readers of alerts can open it; each alert links to
     # <runbook_url>#<its name in lower case>.
     runbook_url: str = RUNBOOK_URL
+    # How often the duration-quantile group runs (no alert reads it); None: Prometheus's
+    # evaluation_interval, as every other group.
+    quantile_interval: str | None = None
 
     def selector(self, name: str) -> str:
         try:
@@ -191,9 +194,12 @@ def parse_settings(doc: object, source: str) -> Settings:
     alerts = {name: _alert(_mapping(body, f"{source}: alerts.{name}"), f"{source}: alerts.{name}")
               for name, body in _mapping(root["alerts"], f"{source}: alerts").items()}
     runbook = root.get("runbook_url", RUNBOOK_URL)
+    quantile_interval = root.get("quantile_interval")
     return Settings(source=source, selectors=dict(selectors), alerts=alerts,
                     rate_window=check_duration(root["rate_window"], f"{source}: rate_window"),
-                    runbook_url=check_url(runbook, f"{source}: runbook_url"))
+                    runbook_url=check_url(runbook, f"{source}: runbook_url"),
+                    quantile_interval=None if quantile_interval is None else
+                    check_duration(quantile_interval, f"{source}: quantile_interval"))
 
 
 def load_settings(path: Path = DEFAULT_THRESHOLDS) -> Settings:

@@ -35,6 +35,23 @@ class RecordNames:
     def phase_share(self) -> str:
         return f"{_SHARE_PREFIX}{self.window}"
 
+    # The raw series' rates, recorded first in the trial group so each raw series is read once
+    # per evaluation; the shares, own step times and step quantiles read these.
+    @property
+    def phase_sum_rate(self) -> str:
+        """Per rank and phase: seconds per second spent in the phase."""
+        return f"trial_phase:trainwatch_trial_phase_seconds_sum:rate{self.window}"
+
+    @property
+    def step_sum_rate(self) -> str:
+        """Per rank: step seconds per second."""
+        return f"trial:trainwatch_trial_step_seconds_sum:rate{self.window}"
+
+    @property
+    def step_count_rate(self) -> str:
+        """Per rank: step observations per second."""
+        return f"trial:trainwatch_trial_step_seconds_count:rate{self.window}"
+
     @property
     def phase_quantile(self) -> str:
         return f"trial_phase:trainwatch_trial_phase_seconds:quantile_rate{self.window}"
