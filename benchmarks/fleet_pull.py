@@ -22,7 +22,8 @@ Per size and ``--phase-buckets`` setting, a fresh Prometheus (10 s scrape and ev
 committed rules or ``--rules-from``), ``--rounds`` rounds of 10 s, every wait with a deadline.
 Prints: scrape duration p50/p99 (every target's ``scrape_duration_seconds`` over the rounds),
 samples scraped per second, head series, Prometheus's RSS, each rule group's evaluation time
-(the largest over the last half of the rounds) against its interval, the costliest rules, the
+(the largest over the last half of the rounds) against its interval with its slowest
+rule, the costliest rules, Prometheus's CPU (cores, mean over the rounds), the
 query time of the dashboards' heaviest queries (every panel query of the Fleet and Trial profile
 dashboards, timed as instant queries through the HTTP API) and of ``trainwatch diagnose`` (one
 trial, each of its queries timed; the whole experiment, wall time), and the load average.
@@ -281,8 +282,9 @@ def load() -> str:
 
 def head_stats(prom: Prometheus) -> dict[str, float]:
     text = urllib.request.urlopen(f"{prom.url}/metrics", timeout=30).read().decode()
-    wanted = ("prometheus_tsdb_head_series", "prometheus_tsdb_head_samples_appended_total")
-    found = {}
+    wanted = ("prometheus_tsdb_head_series", "prometheus_tsdb_head_samples_appended_total",
+              "process_cpu_seconds_total")
+    found: dict[str, float] = {}
     for line in text.splitlines():
         name = line.split("{", 1)[0].split(" ", 1)[0]
         if name in wanted:
@@ -301,7 +303,7 @@ def rules_dir(rules_from: Path | None) -> Iterator[Path]:
 
 
 def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
-             max_rss: float) -> None:
+             max_rss: float, diagnose_timeout: float) -> None:
     label = f"{size:>6} ranks, phase buckets {setting}"
     print(f"{label}: load average at start {load()}", flush=True)
     pages = RankPages(size, PHASE_BUCKETS[setting], seed=size)
@@ -318,6 +320,7 @@ def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
                        timeout=12 * INTERVAL, what=f"all {size} targets up", interval=2.0)
             began = time.time()
             groups: dict[str, tuple[float, float]] = {}  # name -> (max evaluation, interval)
+            slowest: dict[str, tuple[float, str]] = {}  # group -> its slowest rule then
             rss = 0.0
             first = head_stats(prom)
             for round_ in range(rounds):
@@ -327,8 +330,10 @@ def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
                 if round_ >= rounds // 2:
                     for group in prom.api("rules")["groups"]:
                         name = group["name"]
-                        worst = max(groups.get(name, (0.0, 0.0))[0], group["evaluationTime"])
-                        groups[name] = (worst, group["interval"])
+                        if group["evaluationTime"] >= groups.get(name, (0.0, 0.0))[0]:
+                            groups[name] = (group["evaluationTime"], group["interval"])
+                            slowest[name] = max((r.get("evaluationTime", 0.0), r.get("name", ""))
+                                                for r in group["rules"])
                 print(f"        round {round_ + 1}/{rounds}: served {server.served}, RSS "
                       f"{rss:.2f} GiB, load {load()}", file=sys.stderr, flush=True)
                 if rss > max_rss:
@@ -360,20 +365,23 @@ def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
                         f"{diag_calls[0][0]:.3f} s: {diag_calls[0][1][:120]!r})")
             except Exception as exc:  # noqa: BLE001 - a broken diagnose must not lose the run
                 diag = f"one trial failed: {exc!r}"
-            diag_all = diagnose_experiment(prom.url, 120.0)
+            diag_all = diagnose_experiment(prom.url, diagnose_timeout)
             rss = max(rss, proc_status(prom.proc.pid, "VmRSS") / 2**20)
             end_load = load()
     appended = (last["prometheus_tsdb_head_samples_appended_total"]
                 - first["prometheus_tsdb_head_samples_appended_total"]) / spent
+    cores = (last["process_cpu_seconds_total"] - first["process_cpu_seconds_total"]) / spent
     print(f"{label}: scrape p50 {quantile(durations, 0.5) * 1e3:.1f} ms, p99 "
           f"{quantile(durations, 0.99) * 1e3:.1f} ms ({len(durations)} scrapes, "
           f"{len(failed) and int(float(failed[0]['value'][1]))} targets down at the end)")
     print(f"        samples scraped {float(scraped['value'][1]) / INTERVAL:,.0f}/s "
           f"(appended {appended:,.0f}/s), head series {last['prometheus_tsdb_head_series']:,.0f}, "
-          f"Prometheus RSS {rss:.2f} GiB (max over the run)")
+          f"Prometheus RSS {rss:.2f} GiB (max over the run), CPU {cores:.2f} cores "
+          "(mean over the rounds)")
     for name, (worst, interval) in sorted(groups.items()):
+        seconds, rule = slowest[name]
         print(f"        rule group {name}: {worst:.3f} s of {interval:g} s "
-              f"({worst / interval:.0%})")
+              f"({worst / interval:.0%}; slowest rule {rule} {seconds:.3f} s)")
     print("        costliest rules: " + ", ".join(f"{n} {s:.3f} s" for s, n in costly))
     print(f"        dashboards: {len(queries)} queries, {sum(q for q, _ in queries):.2f} s in "
           "all; slowest " + "; ".join(f"{t} {q:.3f} s" for q, t in queries[:3]))
@@ -394,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
                              "(e.g. an older checkout's prometheus/rules)")
     parser.add_argument("--max-rss-gib", type=float, default=8.0,
                         help="stop a size once Prometheus's RSS passes this (default 8)")
+    parser.add_argument("--diagnose-timeout", type=float, default=60.0,
+                        help="seconds `trainwatch diagnose` of the whole experiment may take "
+                             "(default 60)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     settings = args.phase_buckets.split(",")
@@ -408,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         for setting in settings:
             try:
-                run_size(size, args.rounds, setting, args.rules_from, args.max_rss_gib)
+                run_size(size, args.rounds, setting, args.rules_from, args.max_rss_gib,
+                         args.diagnose_timeout)
             except (TimeoutError, RuntimeError) as exc:
                 print(f"{size:>6} ranks, phase buckets {setting}: gave up: {exc}")
     return 0
