@@ -225,3 +225,12 @@ def test_shard_names_stay_apart_when_cut_to_63_characters() -> None:
              and d["metadata"]["labels"]["app.kubernetes.io/component"].startswith("prometheus-shard")]
     assert len(names) == len(set(names)) == 12 and all(len(n) <= 63 for n in names), names
     assert names[11].endswith("-11")
+
+
+def test_notes_say_where_the_shards_and_the_global_view_are(tmp_path: Path) -> None:
+    from tests.test_helm_values import render_notes
+
+    notes = render_notes(tmp_path, "--set", "prometheus.shards=2")
+    assert "port-forward svc/tw-trainwatch-prometheus-shard-0 9090" in notes
+    assert "The global view" in notes and "port-forward svc/tw-trainwatch-prometheus 9090" in notes
+    assert "--prometheus URL, repeated" in notes
