@@ -13,6 +13,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -39,7 +40,7 @@ from trainwatch.contract.records import RecordNames
 from trainwatch.promapi import PrometheusAPI
 from trainwatch.report import collect
 from trainwatch.report.series import RAW, RECORDED
-from trainwatch.report.window import Asked
+from trainwatch.report.window import Asked, utc
 from trial_instrumentation import names
 
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"
@@ -152,10 +153,20 @@ def ended_clean(two_trials: LiveStack, clean_trial: subprocess.Popen[bytes]
 
 
 @pytest.fixture(scope="module")
-def slow_report(two_trials: LiveStack, finished: subprocess.Popen[bytes],
+def slow_profiled(two_trials: LiveStack) -> None:
+    """The slow trial asked for a profiler trace of its next steps (SIGUSR2, as `trainwatch
+    profile` sends it), first thing, so that it captures while the other trials start."""
+    two_trials.trials["slow"].send_signal(signal.SIGUSR2)
+
+
+@pytest.fixture(scope="module")
+def slow_report(two_trials: LiveStack, slow_profiled: None, finished: subprocess.Popen[bytes],
                 clean_trial: subprocess.Popen[bytes],
                 tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """The slow trial's report and, right after it, diagnose's JSON of the same trial."""
+    """The slow trial's report, once its trace's split is in Prometheus, and, right after it,
+    diagnose's JSON of the same trial."""
+    two_trials.prometheus.wait_for_series(
+        f'{names.PROFILE_TIME_SECONDS}{{trial="slow"}}', timeout=120)  # Kineto's first load
     out = tmp_path_factory.mktemp("report") / "slow.html"
     done = report(two_trials, out, "--experiment", EXPERIMENT, "--trial", "slow")
     assert done.returncode == 0 and done.stderr == "", done.stderr
@@ -163,8 +174,32 @@ def slow_report(two_trials: LiveStack, finished: subprocess.Popen[bytes],
     return out, diagnose(two_trials, EXPERIMENT, "slow")
 
 
+def profiled(page: Any, expected: dict[str, Any], workdir: Path) -> None:
+    """The slow trial's capture: the trace diagnose names, its file on disk, its operators, and
+    its split in CPU time, mostly idle (the trial waits 50 ms a batch on its loader, in Python)."""
+    capture = page.locator('[data-profile="capture"][data-rank="slow/0"]')
+    trace = expected["trace"]
+    assert capture.locator('[data-profile="path"]').inner_text() == trace["path"]
+    assert (workdir / trace["path"]).is_file()  # relative to the trial's working directory
+    first, last = map(int, capture.locator("tr", has_text="steps").locator("td").inner_text()
+                      .replace(",", "").split("–"))
+    assert last - first + 1 == 5  # TRAINWATCH_PROFILE_STEPS' default
+    assert utc(trace["ended"]) in capture.locator("tr", has_text="captured").inner_text()
+    ops = capture.locator('table[data-profile="ops"] tr[data-op]')
+    assert 1 <= ops.count() <= 5 and [ops.nth(i).get_attribute("data-op")
+                                      for i in range(ops.count())] == [o[0] for o in trace["ops"]]
+    split = capture.locator('table[data-profile="split"]')
+    assert split.get_attribute("data-device") == "cpu" and "CPU time" in capture.inner_text()
+    shares = {kind: int(split.locator(f'tr[data-kind="{kind}"] td').nth(2).inner_text()
+                        .rstrip("%")) for kind in ("idle", "compute", "communication")}
+    assert shares["idle"] > 50 and shares["communication"] == 0, shares
+    assert sum(shares.values()) in (99, 100, 101), shares  # each rounded
+    idle = trace["split"]["idle"] / sum(trace["split"].values())
+    assert f"{shares['idle']}%" == f"{idle:.0%}" and trace["split_device"] == "cpu"
+
+
 def test_report_of_the_slow_trial_renders_and_says_what_diagnose_says(
-        slow_report: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+        slow_report: tuple[Path, dict[str, Any]], two_trials: LiveStack, tmp_path: Path) -> None:
     out, expected = slow_report
     html = out.read_text()
     # Self-contained: nothing to load, and small.
@@ -197,6 +232,7 @@ def test_report_of_the_slow_trial_renders_and_says_what_diagnose_says(
         # The alert that fired in the window, with its runbook.
         row = page.locator('table[data-alerts="fired"] tr', has_text="TrainwatchDataloaderBound")
         assert "#trainwatchdataloaderbound" in row.first.locator("a").get_attribute("href")
+        profiled(page, expected, two_trials.workdir)
         shot = page.screenshot(full_page=True)
         # The README's picture: the header, the verdict and the first plots.
         top = page.screenshot(full_page=True,
@@ -256,6 +292,10 @@ def test_finished_trial_without_gpus(two_trials: LiveStack, finished: subprocess
         assert "the loader must get" in page.inner_text('table[data-limits="measured"]')
         assert "loader limit (measured)" in drawn["samples-done"]["text"]
         assert "step limit (measured)" in drawn["samples-done"]["text"]
+        # It was never profiled: one line says how to, and no table.
+        assert page.locator('[data-profile="capture"]').count() == 0
+        assert "trainwatch profile --experiment report-cpu" in page.locator(
+            '[data-profile="none"]').inner_text()
 
 
 @pytest.mark.parametrize(("args", "said"), [

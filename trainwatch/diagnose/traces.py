@@ -77,10 +77,14 @@ def gather(by_rank: Callable[[str], Rows], **sel: str | None) -> dict[Key, Trace
     return found
 
 
-def trace_line(rank: str, t: TraceSummary) -> str:
+def step_range(t: TraceSummary) -> str:
+    """The trial's steps the trace recorded, ``1,204–1,208`` (``7`` for one)."""
     first, _, last = t.steps.partition("-")
-    steps = "–".join(f"{int(s):,}" for s in (first, last or first) if s.isdigit())
-    line = f"trace of rank {rank}, steps {steps}: "
+    return "–".join(f"{int(s):,}" for s in dict.fromkeys((first, last or first)) if s.isdigit())
+
+
+def trace_line(rank: str, t: TraceSummary) -> str:
+    line = f"trace of rank {rank}, steps {step_range(t)}: "
     total = t.self_seconds or sum(s for _, s in t.ops)
     line += ", ".join(f"{op} {s / total:.0%}" for op, s in t.ops) if total else "no operators"
     if shares := t.split_shares():

@@ -11,6 +11,7 @@ from trainwatch.diagnose import compare, render
 from trainwatch.diagnose.history import HOW
 from trainwatch.diagnose.report import RankReport
 from trainwatch.diagnose.runs import RUNNING
+from trainwatch.report import trace_table
 from trainwatch.report.collect import Document
 from trainwatch.report.plots import histogram_svg, panel_svg
 from trainwatch.report.series import RAW, Panel
@@ -41,6 +42,8 @@ table { border-collapse: collapse; } td, th { border-bottom: 1px solid var(--gri
 p.state { font-size: 1.15rem; font-weight: 600; margin: .2rem 0; }
 .scroll { overflow-x: auto; } td.when { white-space: nowrap; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 figure.panel figcaption .source { font-weight: normal; color: var(--muted); }
+.capture { margin-bottom: 1rem; } .capture .tables { display: flex; flex-wrap: wrap;
+  gap: .5rem 2.5rem; align-items: flex-start; margin-top: .6rem; }
 """
 
 
@@ -52,7 +55,7 @@ def page(doc: Document) -> str:
     title = f"trainwatch report: {doc.experiment}" + (f"/{doc.trial}" if doc.trial else "")
     body = [f"<h1>{e(title)}</h1>", *(state(doc, r) for r in doc.reports), header(doc),
             "<h2>Verdict</h2>", *(verdict(r) for r in doc.reports), baseline(doc),
-            *sections(doc), alerts(doc),
+            trace_table.section(doc), *sections(doc), alerts(doc),
             '<script type="application/json" id="diagnose-json">'
             + render.reports_json(doc.reports).replace("</", "<\\/") + "</script>"]
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
