@@ -88,6 +88,7 @@ def test_raw_expressions_are_the_recording_rules_own() -> None:
     for stem in ("network_receive_bytes", "network_transmit_bytes", "disk_read_bytes",
                  "disk_written_bytes"):
         assert rules[n.device_rate(stem)] == raw.device_rate(stem, exporter)
+    assert rules[n.gpu_busy] == raw.gpu_busy(exporter)
 
 
 def test_every_recorded_line_of_the_report_has_its_raw_form() -> None:
@@ -96,7 +97,8 @@ def test_every_recorded_line_of_the_report_has_its_raw_form() -> None:
 
     n = RecordNames("10s")
     sel: dict[str, str | None] = {"experiment": "e", "trial": "t", "rank": None}
-    for spec in panels.trial_panels(n, sel, "t", False) + panels.node_panels(n, sel):
+    for spec in (panels.trial_panels(n, sel, "t", False) + panels.gpu_panels(sel)
+                 + panels.node_panels(n, sel)):
         for line in spec.lines:
             recorded = ":" in line.expr.split("{")[0] or "_rate10s" in line.expr
             assert (line.raw is not None) == recorded, (spec.key, line.expr)
@@ -162,3 +164,41 @@ def test_recorded_figures_are_drawn_where_they_cover_the_window(
     lines, used = read(CannedAPI(recorded, raw), steps, window)  # type: ignore[arg-type]
     assert used == source
     assert len(lines[0][1][0][1]) == (recorded if source == "recorded" else raw)
+
+
+class BusyAPI:
+    """query_range answers for the GPU-busy panel: each GPU's series with its ``source``."""
+
+    def __init__(self, sources: list[str]) -> None:
+        self.sources = sources
+
+    def query_range(self, expr: str, start: float, end: float, step: float
+                    ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+        return [({"instance": "n1:10910", "gpu": str(i), "uuid": f"GPU-{i}", "source": source},
+                 [(float(t), 0.5) for t in range(100)]) for i, source in enumerate(self.sources)]
+
+
+@pytest.mark.parametrize(("sources", "title", "legends"), [
+    (["sm_active"], "GPU busy: SM activity (NVML GPM)",
+     ["node1 GPU 0: SM activity (NVML GPM)"]),
+    (["utilization"], "GPU busy: NVML utilization (any kernel running)",
+     ["node1 GPU 0: NVML utilization (any kernel running)"]),
+    (["sm_active", "utilization"],  # a rank on a Hopper and an Ampere board
+     "GPU busy: NVML utilization (any kernel running) and SM activity (NVML GPM)",
+     ["node1 GPU 0: SM activity (NVML GPM)", "node1 GPU 1: NVML utilization (any kernel running)"]),
+])
+def test_the_gpu_busy_plot_names_the_source_the_rule_used(
+        sources: list[str], title: str, legends: list[str]) -> None:
+    from trainwatch.report import page, panels
+    from trainwatch.report.series import fetch
+
+    sel: dict[str, str | None] = {"experiment": "e", "trial": "t", "rank": None}
+    [busy] = [s for s in panels.gpu_panels(sel) if s.key == panels.BUSY_PANEL]
+    assert busy.lines[0].expr.startswith("gpu:trainwatch_gpu_busy:ratio ")  # the rule
+    window = Window.of(since=100, start=None, end=1e9)
+    drawn = fetch(BusyAPI(sources), busy, window, {"n1:10910": "node1"})  # type: ignore[arg-type]
+    assert drawn.heading == title and [s.name for s in drawn.series] == legends
+    html = page._panel(drawn, (1e9 - 100, 1e9))
+    assert f"<figcaption>{title}" in html and all(legend in html for legend in legends)
+    empty = fetch(BusyAPI([]), busy, window, {})  # type: ignore[arg-type]
+    assert empty.heading == "GPU busy" and empty.note is not None  # no source claimed

@@ -46,7 +46,7 @@ from trial_instrumentation import names
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"
 EXPERIMENT = TWO_TRIALS_EXPERIMENT
 TRIAL_PANELS = ["phases-slow", "steps-slow", "samples-slow", "step-histogram-slow"]
-GPU_PANELS = ["gpu-util", "gpu-sm", "gpu-tensor", "gpu-memory", "gpu-power", "gpu-clock"]
+GPU_PANELS = ["gpu-busy", "gpu-util", "gpu-sm", "gpu-tensor", "gpu-memory", "gpu-power", "gpu-clock"]
 NODE_PANELS = ["node-cpu", "node-memory", "node-disk", "node-network"]
 VERDICT_FIELDS = ("kind", "title", "bottleneck", "alert", "threshold", "remedy", "runbook_url")
 # A trial of known steps that ends cleanly, long enough for several rate windows of steps.
@@ -217,6 +217,11 @@ def test_report_of_the_slow_trial_renders_and_says_what_diagnose_says(
         assert "utilization (%)" in drawn["gpu-util"]["text"]
         assert f"{expected['nodename']} GPU 1" in drawn["gpu-util"]["text"]
         assert "memory (GiB)" in drawn["gpu-memory"]["text"]
+        # "GPU busy" says which source the rule used: the fake board reports GPM (the
+        # NVML-utilization case is tests/test_report.py's).
+        busy = page.locator('figure[data-panel="gpu-busy"] figcaption').inner_text()
+        assert busy == "GPU busy: SM activity (NVML GPM)"
+        assert f"{expected['nodename']} GPU 1: SM activity (NVML GPM)" in drawn["gpu-busy"]["text"]
         assert "steps (count)" in drawn["step-histogram-slow"]["text"]
         assert "dataloader_next" in drawn["phases-slow"]["text"]
         # The verdict is diagnose's: the same fields, the same words.
@@ -345,6 +350,7 @@ def test_an_ended_trial_is_reported_over_its_life_with_no_time_given(
     for key in ["phases-clean", "steps-clean", "samples-clean", "step-histogram-clean",
                 *GPU_PANELS, *NODE_PANELS]:
         assert drawn.get(key) == "plot", (key, drawn)
+    assert "<figcaption>GPU busy: SM activity (NVML GPM)</figcaption>" in html
     assert {k for k, _ in ended_clean} >= {"phases-clean", "steps-clean", "samples-clean"}
     assert ended_clean[("steps-clean", "rank 0")] > 1
 

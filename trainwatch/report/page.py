@@ -151,8 +151,8 @@ def figure(key: str, caption: str, svg: str | None, note: str | None = None,
 
 def _panel(p: Panel, span: tuple[float, float]) -> str:
     if p.empty:
-        return figure(p.spec.key, p.spec.title, None, p.note, p.source)
-    return figure(p.spec.key, p.spec.title, panel_svg(p, span), source=p.source)
+        return figure(p.spec.key, p.heading, None, p.note, p.source)
+    return figure(p.spec.key, p.heading, panel_svg(p, span), source=p.source)
 
 
 def sections(doc: Document) -> list[str]:

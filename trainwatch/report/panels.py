@@ -14,6 +14,7 @@ from trainwatch.contract.records import RecordNames
 from trainwatch.report.rates import RawRates
 from trial_instrumentation import names
 
+BUSY_PANEL = "gpu-busy"
 GIB = 2.0**30
 PERCENT, MHZ = 100.0, 1e-6
 GPM_NOTE = ("not exported for these GPUs: NVML GPM needs a Hopper or newer GPU and a driver that "
@@ -50,6 +51,9 @@ class PanelSpec:
     # Lines in bytes/s: drawn in the largest binary unit that keeps them readable, named by
     # ``{unit}`` in ``ylabel``.
     byte_rate: bool = False
+    # The title names the GPU-busy rule's source(s) its series carry (records.BUSY_SOURCES),
+    # e.g. "GPU busy: SM activity (NVML GPM)"; legends name each line's with {busy_source}.
+    title_names_source: bool = False
 
 
 def trial_panels(n: RecordNames, sel: dict[str, str | None], trial: str,
@@ -84,14 +88,19 @@ def trial_panels(n: RecordNames, sel: dict[str, str | None], trial: str,
 
 
 def gpu_panels(sel: dict[str, str | None]) -> list[PanelSpec]:
-    """The trial's GPUs: every exporter series joined on uuid to trainwatch_trial_gpu_info."""
+    """The trial's GPUs: every exporter series joined on uuid to trainwatch_trial_gpu_info;
+    first "GPU busy" as the one rule defines it, which names its source in title and legend."""
     join = f"* on (uuid) group_left () max by (uuid) ({selector(names.GPU_INFO, **sel)})"
     gpu = "{host} GPU {gpu}"
 
     def line(metric: str, legend: str = gpu, scale: float = 1.0, ref: bool = False) -> Line:
         return Line(f"{metric} {join}", legend, scale, ref)
 
+    # The rule is not windowed: any window gives the same expression.
+    busy = Line(f"{RecordNames.gpu_busy} {join}", gpu + ": {busy_source}", PERCENT,
+                raw=f"({RawRates('1m').gpu_busy()}) {join}")
     return [
+        PanelSpec(BUSY_PANEL, "GPU busy", "busy (%)", (busy,), title_names_source=True),
         PanelSpec("gpu-util", "GPU utilization (NVML: share of time any kernel ran)",
                   "utilization (%)", (line("trainwatch_gpu_utilization_ratio", scale=PERCENT),)),
         PanelSpec("gpu-sm", "SM activity (NVML GPM)", "SMs active (%)",

@@ -144,7 +144,7 @@ def panel_svg(panel: Panel, span: tuple[float, float]) -> str:
         if not panel.spec.stacked:
             ax.set_ylim(bottom=0)
         _legend(ax)
-        return _svg(fig, panel.spec.title)
+        return _svg(fig, panel.heading)
 
 
 def histogram_svg(title: str, buckets: list[tuple[float, float]]) -> str:

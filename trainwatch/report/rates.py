@@ -15,11 +15,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainwatch.contract.promql import TRIAL_LABELS, by, on, select
+from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
+from trainwatch.contract.records import BUSY_SOURCES
 from trial_instrumentation import names
 
 # CPU modes that are not work done for the node (as node-mixin counts them).
 NOT_BUSY_MODES = 'mode=~"idle|iowait|steal"'
+# The GPU-busy rule's sources (its ``source`` label, records.BUSY_SOURCES) -> the exporter
+# series each reads, in the rule's order of preference.
+BUSY_METRICS = {"sm_active": "trainwatch_gpu_sm_active_ratio",
+                "utilization": "trainwatch_gpu_utilization_ratio"}
 
 
 @dataclass(frozen=True)
@@ -54,3 +59,13 @@ class RawRates:
         """RecordNames.device_rate: an exporter byte or operation counter's rate per device."""
         rate = self._rate(f"trainwatch_{stem}_total", *matchers)
         return f"sum {by('instance', 'device')} ({rate})"
+
+    def gpu_busy(self, *matchers: str) -> str:
+        """RecordNames.gpu_busy: SM activity where GPM reports it, else NVML utilization, per
+        GPU, with the one used in the ``source`` label (no rate: the window plays no part)."""
+        def per_gpu(metric: str) -> str:
+            return f"max {by(*GPU_LABELS)} ({select(metric, *matchers)})"
+
+        labelled = [f'label_replace({per_gpu(BUSY_METRICS[source])}, "source", "{source}", "", "")'
+                    for source in BUSY_SOURCES]
+        return f"\nor {on(*GPU_LABELS)}\n".join(labelled)

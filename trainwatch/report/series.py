@@ -13,6 +13,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from trainwatch.contract.records import BUSY_SOURCES
 from trainwatch.promapi import Labels, PrometheusAPI
 from trainwatch.report.panels import Line, PanelSpec, byte_unit
 from trainwatch.report.window import Window
@@ -58,7 +59,11 @@ class Panel:
     note: str | None = None
     ylabel: str = ""
     source: str | None = None  # RECORDED or RAW for a panel of recorded figures
+    title: str | None = None  # the spec's title with what its series say (the busy source)
 
+    @property
+    def heading(self) -> str:
+        return self.title or self.spec.title
 
     @property
     def empty(self) -> bool:
@@ -141,16 +146,20 @@ def fetch(api: PrometheusAPI, spec: PanelSpec, window: Window, hosts: dict[str, 
     RAW to read recorded lines one way only."""
     panel = Panel(spec, ylabel=spec.ylabel)
     lines, panel.source = read(api, spec, window, force)
+    sources: set[str] = set()
     for line, found in lines:
         if filling is not None:
             found = filling.patch(api, line, window, found)
         for labels, points in found:
+            sources.add(busy_source(labels))
             scaled = [(t, v * line.scale) for t, v in points]
             if spec.drop_zero and not any(v for _, v in scaled):
                 continue
             name = line.legend.format_map(_legend(labels, hosts))
             panel.series.append(Series(name, scaled, line.reference))
     panel.series.sort(key=lambda s: (s.reference, s.name))
+    if spec.title_names_source and panel.series:
+        panel.title = f"{spec.title}: {' and '.join(sorted(sources))}"
     if spec.byte_rate:
         unit, size = byte_unit(max((v for s in panel.series for _, v in s.points), default=0.0))
         panel.ylabel = spec.ylabel.format(unit=unit)
@@ -170,7 +179,18 @@ def fetch(api: PrometheusAPI, spec: PanelSpec, window: Window, hosts: dict[str, 
 def _legend(labels: Labels, hosts: dict[str, str]) -> Legend:
     found = Legend(labels)
     found["host"] = hosts.get(labels.get("instance", ""), labels.get("instance", "?"))
+    found["busy_source"] = busy_source(labels)
     return found
+
+
+def busy_source(labels: Labels) -> str:
+    """What the GPU-busy rule measured for this series, in words (its ``source`` label).
+
+    >>> busy_source({"source": "sm_active"}), busy_source({"source": "utilization"})
+    ('SM activity (NVML GPM)', 'NVML utilization (any kernel running)')
+    """
+    source = labels.get("source", "?")
+    return BUSY_SOURCES.get(source, source)
 
 
 def spread(lines: list[Series]) -> Band:
