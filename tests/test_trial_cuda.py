@@ -1,8 +1,10 @@
-"""CUDA timing modes and GPU identity, on a real GPU; skipped without CUDA."""
+"""CUDA timing modes, GPU identity and the profiler trace's GPU split, on a real GPU; skipped
+without CUDA."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,3 +91,25 @@ def test_cuda_events_adjacent_phases_tile_the_gpu_time() -> None:
     assert sum(observed.values()) == pytest.approx(total, rel=0.02), (observed, total)
     assert observed[ti.STEP_LR_SCHEDULERS] == pytest.approx(2 * observed[ti.TRAIN_BATCH],
                                                             rel=0.2), observed
+
+
+def test_a_profile_splits_gpu_time_launch_bound_mostly_idle_gpu_bound_mostly_compute(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The on-demand trace's idle/compute/communication split on the GPU's streams
+    (trial_instrumentation.trace_split): a small MLP's many tiny kernels leave the stream idle
+    between launches most of the time; three 4096² matmuls a step keep it computing."""
+    from benchmarks.cuda_events import gpu_bound, launch_bound
+    from benchmarks.profile_summary import summary
+    from trainwatch.diagnose.traces import trace_line
+    from trial_instrumentation import names
+
+    monkeypatch.setenv(names.ENV_PROFILE_DIR, str(tmp_path))  # restored after summary() sets it
+    shares = {}
+    for kind, make in (("launch-bound", launch_bound), ("gpu-bound", gpu_bound)):
+        found = summary(make(), 5, str(tmp_path))
+        assert found.split_device == "cuda", (kind, found)
+        shares[kind] = found.split_shares()
+        assert shares[kind]["communication"] == 0, (kind, shares)  # no collective in either
+        assert "; GPU idle " in trace_line("0", found)
+    assert shares["launch-bound"]["idle"] > 0.5, shares
+    assert shares["gpu-bound"]["compute"] > 0.9, shares
