@@ -234,3 +234,21 @@ def test_notes_say_where_the_shards_and_the_global_view_are(tmp_path: Path) -> N
     assert "port-forward svc/tw-trainwatch-prometheus-shard-0 9090" in notes
     assert "The global view" in notes and "port-forward svc/tw-trainwatch-prometheus 9090" in notes
     assert "--prometheus URL, repeated" in notes
+
+
+def test_the_users_own_relabelling_follows_the_shards() -> None:
+    mine = {"regex": "instance", "action": "labeldrop"}
+    docs = docs_of("--set", "prometheus.shards=2",
+                   "--set", "prometheus.pushgatewayScrapeConfig.metric_relabel_configs[0].regex=instance",
+                   "--set", "prometheus.pushgatewayScrapeConfig.metric_relabel_configs[0].action=labeldrop")
+    jobs = {j["job_name"]: j for j in config(docs, "-prometheus-shard-0")["scrape_configs"]}
+    relabel = jobs["pushgateway"]["metric_relabel_configs"]
+    assert relabel[1]["action"] == "keep" and relabel[-1] == mine and len(relabel) == 4
+    kps = docs_of("-f", str(CHART / "ci" / "kube-prometheus-stack-sharded-values.yaml"),
+                  "--set", "kubePrometheusStack.serviceMonitor.exporterEndpoint.scheme=https",
+                  "--set", "kubePrometheusStack.serviceMonitor.exporterEndpoint.relabelings[0].targetLabel=cluster",
+                  "--set", "kubePrometheusStack.serviceMonitor.exporterEndpoint.relabelings[0].replacement=a")
+    endpoint, = one(kps, "ServiceMonitor", "-exporter")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["relabelings"] == [{"targetLabel": "__tmp_disable_sharding", "replacement": "true"},
+                                       {"targetLabel": "cluster", "replacement": "a"}]

@@ -95,13 +95,34 @@ Call with (dict "ctx" $ "what" "pushgateway"|"exporter"|"trials").
 {{- define "trainwatch.kps.sharding" -}}
 {{- $kps := .ctx.Values.kubePrometheusStack }}
 {{- $shards := int $kps.shards }}
+{{- $extra := .extra | default dict }}
 {{- if gt $shards 1 }}
-{{- if eq .what "pushgateway" }}
-# One target holds every trial: every shard scrapes it and keeps the series of its trials.
+{{- if eq .what "trials" }}
+# The operator hashes the pod's trial: its trainwatch.io/experiment and trainwatch.io/trial
+# annotations (as a pushed trial's labels are hashed), else its controller (the Job,
+# PyTorchJob... that runs every rank of it).
+- sourceLabels: [__meta_kubernetes_namespace, __meta_kubernetes_pod_controller_kind, __meta_kubernetes_pod_controller_name]
+  targetLabel: __tmp_hash
+- sourceLabels: [__meta_kubernetes_pod_annotation_trainwatch_io_experiment, __meta_kubernetes_pod_annotation_trainwatch_io_trial]
+  regex: "(.+;.+)"
+  targetLabel: __tmp_hash
+{{- else }}
+{{- $everyShard := or (eq .what "pushgateway") (eq $kps.shardExporters "all") }}
+{{- if or $everyShard $extra.relabelings }}
 relabelings:
+  {{- if $everyShard }}
+  # Scraped by every shard: {{ if eq .what "pushgateway" }}one target holds every trial{{ else }}a trial's GPUs and nodes join to it on its shard{{ end }}.
   - targetLabel: __tmp_disable_sharding
     replacement: "true"
+  {{- end }}
+  {{- with $extra.relabelings }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+{{- if or (eq .what "pushgateway") $extra.metricRelabelings }}
 metricRelabelings:
+  {{- if eq .what "pushgateway" }}
+  # This shard's trials: $(SHARD) is the operator's, substituted in the whole config.
   - sourceLabels: [experiment, trial]
     modulus: {{ $shards }}
     targetLabel: __tmp_trainwatch_shard
@@ -111,20 +132,11 @@ metricRelabelings:
     action: keep
   - regex: __tmp_trainwatch_shard
     action: labeldrop
-{{- else if and (eq .what "exporter") (eq $kps.shardExporters "all") }}
-# Every shard scrapes every exporter: a trial's GPUs and nodes join to it on its shard.
-relabelings:
-  - targetLabel: __tmp_disable_sharding
-    replacement: "true"
-{{- else if eq .what "trials" }}
-# The operator hashes the pod's trial: its trainwatch.io/experiment and trainwatch.io/trial
-# annotations (as a pushed trial's labels are hashed), else its controller (the Job,
-# PyTorchJob... that runs every rank of it).
-- sourceLabels: [__meta_kubernetes_namespace, __meta_kubernetes_pod_controller_kind, __meta_kubernetes_pod_controller_name]
-  targetLabel: __tmp_hash
-- sourceLabels: [__meta_kubernetes_pod_annotation_trainwatch_io_experiment, __meta_kubernetes_pod_annotation_trainwatch_io_trial]
-  regex: "(.+;.+)"
-  targetLabel: __tmp_hash
+  {{- end }}
+  {{- with $extra.metricRelabelings }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}

@@ -33,8 +33,11 @@ spec:
       scrapeTimeout: {{ . }}
       {{- end }}
       honorLabels: {{ .honorLabels }}
-      {{- with .extra }}
+      {{- $sharded := gt (int $ctx.Values.kubePrometheusStack.shards) 1 }}
+      {{- with (ternary (omit .extra "relabelings" "metricRelabelings") .extra $sharded) }}
       {{- toYaml . | nindent 6 }}
       {{- end }}
-      {{- include "trainwatch.kps.sharding" (dict "ctx" $ctx "what" .component) | nindent 6 }}
+      {{- if $sharded }}
+      {{- include "trainwatch.kps.sharding" (dict "ctx" $ctx "what" .component "extra" .extra) | trim | nindent 6 }}
+      {{- end }}
 {{- end }}
