@@ -74,14 +74,15 @@ class _Group:
     def add(self, name: str, expr: str, summary: str, description: str, remedy: str,
             measured: _Shown | None = None, uses_busy: bool = False,
             uses_window: bool = False, causes: tuple[str, ...] = (),
-            uses_mfu_low: bool = False) -> None:
+            uses_mfu_low: bool = False, cause: str | None = None) -> None:
         """``measured`` is how the value shows (``_AS_PERCENT``...); None for a yes/no alert,
         whose value is only the fact that it fired, and which takes no threshold.
         ``uses_busy``: the alert has a gate, whose level (thresholds.yaml ``busy``) it exposes
         in a ``busy`` annotation for ``trainwatch diagnose``; ``causes``, the names of the
         thresholds (thresholds.yaml ``causes``) it exposes as ``cause_<name>`` annotations;
         ``uses_mfu_low``: it carries thresholds.yaml ``mfu_low`` (the verdict "GPU busy, MFU
-        low", which no alert fires on) in a ``mfu_low`` annotation."""
+        low", which no alert fires on) in a ``mfu_low`` annotation; ``cause``, a template that
+        names the cause behind it (``_recorded_cause``), in a ``cause`` annotation."""
         setting = self.s.alert(name)
         if set(setting.causes) != set(causes):
             raise SettingsError(f"{self.s.source}: alerts.{name}.causes must name exactly "
@@ -112,9 +113,21 @@ class _Group:
             annotations["mfu_low"] = number(self.s.mfu_low(name))
         annotations.update({f"cause_{key}": number(value)
                             for key, value in setting.causes.items()})
+        if cause is not None:
+            annotations["cause"] = cause
         self.rules.append({"alert": name, "expr": expr, "for": setting.for_,
                            "labels": {"severity": setting.severity},
                            "annotations": annotations})
+
+
+def _recorded_cause(record: str, *labels: str) -> str:
+    """A template naming the cause ``record`` (prometheus/rulegen/causes.py) holds for the
+    alert's own ``labels`` when it fires, else "unknown" (no figures to tell: an older
+    library, no /proc, no step limit measured)."""
+    matchers = ",".join(f"{label}=%q" for label in labels)
+    args = " ".join(f"$labels.{label}" for label in labels)
+    return (f"{{{{ with printf `{record}{{{matchers}}}` {args} | query }}}}"
+            '{{ . | first | label "cause" }}{{ else }}unknown{{ end }}')
 
 
 def _while_live(s: Settings, condition: str) -> str:
@@ -133,7 +146,8 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
           "Training waits for the data loader.",
           f"{_TRIAL} spends {_AS_PERCENT.value} of its step time in "
           f"dataloader_next (threshold {_pct(t)}).", remedies.DATALOADER,
-          measured=_AS_PERCENT, causes=LOADER_CAUSE_THRESHOLDS)
+          measured=_AS_PERCENT, causes=LOADER_CAUSE_THRESHOLDS,
+          cause=_recorded_cause(n.loader_cause, *TRIAL_LABELS))
     t = s.threshold(HOST_TO_DEVICE_BOUND)
     g.add(HOST_TO_DEVICE_BOUND,
           _while_live(s, f"sum {by(*TRIAL_LABELS)} "
@@ -249,7 +263,8 @@ def _scaling_alert(g: _Group, n: RecordNames) -> None:
           f"{_AS_PERCENT.value} of its ranks times its measured single-rank step limit over "
           f"{g.s.rate_window} (threshold {_pct(t)}): a straggler, the loader or the exchange "
           "between ranks holds it back (trainwatch diagnose says which).", remedies.SCALING,
-          measured=_AS_PERCENT, causes=EXCHANGE_CAUSE_THRESHOLDS)
+          measured=_AS_PERCENT, causes=EXCHANGE_CAUSE_THRESHOLDS,
+          cause=_recorded_cause(n.exchange_cause, *per_trial))
 
 
 def underutilized_trial_gpus(s: Settings, *trial_matchers: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from prometheus.rulegen.causes import cause_rules
 from prometheus.rulegen.settings import Settings
 from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
 from trainwatch.contract.records import BUSY_SOURCES, QUANTILES, RecordNames
@@ -208,9 +209,9 @@ def recording_groups(s: Settings) -> list[dict[str, Any]]:
 
     Example:
         >>> from prometheus.rulegen.settings import load_settings
-        >>> [g["name"] for g in recording_groups(load_settings())]
+        >>> [g["name"] for g in recording_groups(load_settings())]  # doctest: +NORMALIZE_WHITESPACE
         ['trainwatch.trial.rules', 'trainwatch.trial.quantiles', 'trainwatch.gpu.rules',
-         'trainwatch.host.rules']
+         'trainwatch.host.rules', 'trainwatch.causes.rules']
     """
     n = RecordNames(s.rate_window)
     quantiles: dict[str, Any] = {"name": "trainwatch.trial.quantiles"}
@@ -221,4 +222,5 @@ def recording_groups(s: Settings) -> list[dict[str, Any]]:
         {**quantiles, "rules": _quantile_rules(s, n)},
         {"name": "trainwatch.gpu.rules", "rules": _gpu_rules(s, n)},
         {"name": "trainwatch.host.rules", "rules": _host_rules(s, n)},
+        {"name": "trainwatch.causes.rules", "rules": cause_rules(s)},
     ]

@@ -35,6 +35,10 @@ GATES = {"launch_bound": "gpu_utilization", "tensor_cores_idle": "gpu_sm_active"
 # The thresholds that tell the data loader's causes apart (trainwatch/diagnose/loader_cause.py):
 # thresholds.yaml `alerts.TrainwatchDataloaderBound.causes`, carried to `trainwatch diagnose` as
 # that alert's `cause_<name>` annotations. Node CPU saturation is TrainwatchCPUSaturated's own.
+# The loader's causes, in the order they are tried (trainwatch/diagnose/loader_cause.py, the
+# recorded trial:trainwatch_trial_loader_cause:info_rate5m's `cause` label).
+LOADER_CAUSES = ("too_few_workers", "decode_bound", "storage_bound", "remote_storage",
+                 "latency_bound")
 LOADER_CAUSE_THRESHOLDS = (
     "worker_busy",  # CPU one worker wants (ran + waited for on a run queue), s/s: it computes
     "disk_busy",  # a local disk's busy fraction (rate of its I/O time)
@@ -46,6 +50,9 @@ LOADER_CAUSE_THRESHOLDS = (
 # (trainwatch/diagnose/exchange.py): thresholds.yaml `alerts.TrainwatchScalingInefficient.causes`,
 # carried as that alert's `cause_<name>` annotations. A straggler is TrainwatchRankStraggler's
 # own threshold, the loader TrainwatchDataloaderBound's.
+# What holds a slow multi-rank trial back, in the order tried (trainwatch/diagnose/exchange.py,
+# the recorded trial_ranks:trainwatch_trial_exchange_cause:info_rate5m's `cause` label).
+EXCHANGE_CAUSES = ("straggler", "loader", "network", "exchange")
 EXCHANGE_CAUSE_THRESHOLDS = (
     "network_busy",  # a NIC of the trial's nodes: sent or received bytes/s over its link speed
 )

@@ -76,6 +76,21 @@ class RecordNames:
         return f"trial_ranks:trainwatch_trial_scaling_efficiency:ratio_rate{self.window}"
 
     @property
+    def loader_worker_cpu(self) -> str:
+        """Per rank: CPU one DataLoader worker wants (ran + waited for), s/s."""
+        return f"trial:trainwatch_trial_loader_worker_cpu:rate{self.window}"
+
+    @property
+    def loader_cause(self) -> str:
+        """Per data-loader-bound rank: why its loader is slow, in the ``cause`` label (1)."""
+        return f"trial:trainwatch_trial_loader_cause:info_rate{self.window}"
+
+    @property
+    def exchange_cause(self) -> str:
+        """Per multi-rank trial under the scaling threshold: what holds it back (``cause``)."""
+        return f"trial_ranks:trainwatch_trial_exchange_cause:info_rate{self.window}"
+
+    @property
     def mfu(self) -> str:
         """Per rank: model FLOPs utilization, samples/s x FLOPs per sample / its GPUs' peak."""
         return f"trial:trainwatch_trial_mfu:ratio_rate{self.window}"

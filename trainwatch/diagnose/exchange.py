@@ -29,13 +29,14 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from trainwatch.contract import remedies
+from trainwatch.contract.checks import EXCHANGE_CAUSES
 from trainwatch.contract.promql import BY_TRIAL, by
 from trainwatch.contract.promql import select as selector
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
 
 HOST_INFO = "trainwatch_host_info"
-STRAGGLER, LOADER, NETWORK, EXCHANGE = "straggler", "loader", "network", "exchange"
+STRAGGLER, LOADER, NETWORK, EXCHANGE = EXCHANGE_CAUSES
 DIRECTIONS = (("receive", "trainwatch_network_receive_bytes_total"),
               ("transmit", "trainwatch_network_transmit_bytes_total"))
 Straggler = tuple[str, str | None, float]  # (rank, node, own step time over the median rank's)

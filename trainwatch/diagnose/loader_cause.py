@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import CPU_SATURATED, DATALOADER_BOUND
-from trainwatch.contract.checks import LOADER_CAUSE_THRESHOLDS
+from trainwatch.contract.checks import LOADER_CAUSE_THRESHOLDS, LOADER_CAUSES
 from trainwatch.contract.promql import BY_TRIAL
 from trainwatch.contract.promql import select as selector
 from trainwatch.diagnose.deployed import AlertRule
@@ -33,8 +33,7 @@ from trainwatch.promapi import Labels
 from trial_instrumentation import names
 
 HOST_INFO = "trainwatch_host_info"
-TOO_FEW_WORKERS, DECODE_BOUND, STORAGE_BOUND = "too_few_workers", "decode_bound", "storage_bound"
-REMOTE_STORAGE, LATENCY_BOUND = "remote_storage", "latency_bound"
+TOO_FEW_WORKERS, DECODE_BOUND, STORAGE_BOUND, REMOTE_STORAGE, LATENCY_BOUND = LOADER_CAUSES
 DATALOADER = "dataloader"  # the verdict this explains (contract.checks.CHECKS' kind)
 Key = tuple[str, str, str]
 

@@ -1,0 +1,311 @@
+"""The recorded causes (prometheus/rulegen/causes.py) and the alert annotations that name them,
+run by promtool over the committed rules, and `trainwatch diagnose`'s decision over the same
+figures: each of the loader's five causes and the exchange's four, on both sides of every
+threshold that separates them, must come out the same in the rule (the alert's ``cause``
+annotation) and in diagnose. One promtool run (~2 s) for all cases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from benchmarks.stack import REPO, promtool
+from prometheus.rulegen.settings import load_settings
+from trainwatch.contract.alerts import (
+    CPU_SATURATED,
+    DATALOADER_BOUND,
+    RANK_STRAGGLER,
+    SCALING_INEFFICIENT,
+)
+from trainwatch.contract.records import RecordNames
+from trainwatch.diagnose import exchange, loader_cause
+from trainwatch.diagnose.loader_cause import LoaderEvidence
+
+SETTINGS = load_settings()
+NAMES = RecordNames(SETTINGS.rate_window)
+RULES = REPO / "prometheus" / "rules"
+TRIAL, EXPORTER = 'job="trainwatch_trial"', 'job="trainwatch-exporter"'
+SPEED = 1.25e9  # a 10 GbE link, bytes/s
+MB = 1e6
+EVAL = "12m"  # every `for` (DataloaderBound 2m, ScalingInefficient 10m) has ended
+
+
+@dataclass(frozen=True)
+class LoaderCase:
+    """One data-loader-bound rank on its own node: its figures and the cause it must get."""
+
+    expected: str | None  # None: no cause (the loader is under its threshold)
+    figures: LoaderEvidence
+    share: float = 0.5  # dataloader_next's share of step time
+
+
+def _evidence(**figures: float | None) -> LoaderEvidence:
+    base: dict[str, Any] = {"workers": 8.0, "workers_cpu": 0.4, "workers_wait": 0.0,
+                            "main_cpu": 0.9, "cpu_count": 16.0, "node_cpu": 0.2,
+                            "disk_busy": 0.01, "read_bytes": 0.0, "rchar": 2 * MB,
+                            "network_busy": 0.01}
+    return LoaderEvidence(**{**base, **figures})
+
+
+# Waiting workers on a node whose disk or NIC is near its threshold, from each side.
+REMOTE = {"disk_busy": 0.01, "read_bytes": 0.5 * MB, "rchar": 1150 * MB, "network_busy": 0.92}
+LOADER_CASES = {
+    "too_few": LoaderCase("too_few_workers", _evidence(
+        workers=2, workers_cpu=1.96, workers_wait=0.02, node_cpu=0.25)),
+    "decode": LoaderCase("decode_bound", _evidence(
+        workers=16, workers_cpu=8.8, workers_wait=6.4, node_cpu=0.97)),
+    "storage": LoaderCase("storage_bound", _evidence(
+        disk_busy=0.95, read_bytes=900 * MB, rchar=910 * MB)),
+    "remote": LoaderCase("remote_storage", _evidence(**REMOTE)),
+    "latency": LoaderCase("latency_bound", _evidence()),
+    # worker_busy (0.5 s/s a worker): just over computes, just under waits.
+    "worker_over": LoaderCase("too_few_workers", _evidence(workers=2, workers_cpu=1.04)),
+    "worker_under": LoaderCase("latency_bound", _evidence(workers=2, workers_cpu=0.96)),
+    # The run-queue wait counts: 0.3 run + 0.25 waited is over 0.5.
+    "worker_waits": LoaderCase("too_few_workers", _evidence(
+        workers=2, workers_cpu=0.6, workers_wait=0.5, node_cpu=0.5)),
+    # No workers: the trial process's own CPU is the figure.
+    "no_workers": LoaderCase("too_few_workers", _evidence(workers=0, workers_cpu=0.0,
+                                                          main_cpu=0.99, cpu_count=8)),
+    # A whole idle core: 4 cores 70% busy leave 1.2, 80% busy leave 0.8.
+    "one_core_idle": LoaderCase("too_few_workers", _evidence(
+        workers=2, workers_cpu=1.9, cpu_count=4, node_cpu=0.7)),
+    "no_core_idle": LoaderCase("decode_bound", _evidence(
+        workers=2, workers_cpu=1.9, cpu_count=4, node_cpu=0.8)),
+    # TrainwatchCPUSaturated's 90%: 16 cores at 88% still have 1.9 idle, yet saturated at 92%.
+    "unsaturated": LoaderCase("too_few_workers", _evidence(
+        workers=2, workers_cpu=1.9, node_cpu=0.88)),
+    "saturated": LoaderCase("decode_bound", _evidence(
+        workers=2, workers_cpu=1.9, node_cpu=0.92)),
+    # disk_busy (60%), with the trial reading from the disk.
+    "disk_over": LoaderCase("storage_bound", _evidence(
+        disk_busy=0.62, read_bytes=300 * MB, rchar=310 * MB)),
+    "disk_under": LoaderCase("latency_bound", _evidence(
+        disk_busy=0.58, read_bytes=300 * MB, rchar=310 * MB)),
+    "disk_not_read": LoaderCase("latency_bound", _evidence(
+        disk_busy=0.95, read_bytes=0.0, rchar=0.0)),
+    # rchar_over_read (4x) with the NIC full; network_busy (60%) with reads from elsewhere.
+    "ratio_over": LoaderCase("remote_storage", _evidence(
+        **{**REMOTE, "read_bytes": 100 * MB, "rchar": 420 * MB})),
+    "ratio_under": LoaderCase("latency_bound", _evidence(
+        **{**REMOTE, "read_bytes": 100 * MB, "rchar": 380 * MB})),
+    "nic_over": LoaderCase("remote_storage", _evidence(**{**REMOTE, "network_busy": 0.62})),
+    "nic_under": LoaderCase("latency_bound", _evidence(**{**REMOTE, "network_busy": 0.58})),
+    "no_link_speed": LoaderCase("latency_bound", _evidence(**{**REMOTE, "network_busy": None})),
+    # TrainwatchDataloaderBound's 30%: under it, no cause is recorded and no alert fires.
+    "not_bound": LoaderCase(None, _evidence(workers=2, workers_cpu=1.96), share=0.28),
+}
+
+
+@dataclass(frozen=True)
+class ExchangeCase:
+    """A 2-rank trial, each rank on its own node, under the scaling threshold (or not)."""
+
+    expected: str | None
+    own: tuple[float, float] = (0.2, 0.2)  # each rank's own step time, s
+    loader_share: float = 0.1
+    tx_busy: tuple[float | None, float | None] = (0.1, 0.1)  # transmit over link speed
+    efficiency: float = 0.3
+    phases: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+EXCHANGE_CASES = {
+    # RankStraggler's 1.25: 0.36 s over the median 0.28 is 1.29, 0.32 over 0.26 is 1.23.
+    "straggler": ExchangeCase("straggler", own=(0.2, 0.36)),
+    "almost_straggler": ExchangeCase("exchange", own=(0.2, 0.32)),
+    # DataloaderBound's 30% as the median rank's share.
+    "loader": ExchangeCase("loader", loader_share=0.35),
+    "loader_under": ExchangeCase("exchange", loader_share=0.25),
+    # network_busy (60%) on one of the two nodes, sending.
+    "network": ExchangeCase("network", tx_busy=(0.1, 0.62)),
+    "network_under": ExchangeCase("exchange", tx_busy=(0.1, 0.58)),
+    # No link speed: however fast the NIC sends, never the network.
+    "no_speed": ExchangeCase("exchange", tx_busy=(None, None)),
+    # ScalingInefficient's 70%: at 72% nothing holds the trial back.
+    "efficient": ExchangeCase(None, tx_busy=(0.9, 0.9), efficiency=0.72),
+}
+
+
+def _counter(per_second: float) -> str:
+    return f"0+{per_second * 60:.6f}x20"
+
+
+def _gauge(value: float) -> str:
+    return f"{value:.6f}x20"
+
+
+def _node(node: str, cpu: float, cores: float, disk: float, rx: float | None,
+          tx: float | None) -> list[tuple[str, str]]:
+    """An exporter's series; ``rx``/``tx`` as fractions of the link speed, None: no speed
+    (the NIC then moves 1.1 GB/s)."""
+    instance = f'{EXPORTER}, instance="{node}:9400"'
+    nic = f'{instance}, device="eth0"'
+    series = [
+        (f'trainwatch_host_info{{{instance}, nodename="{node}"}}', _gauge(1)),
+        (f"trainwatch_cpu_count{{{instance}}}", _gauge(cores)),
+        (f'trainwatch_cpu_seconds_total{{{instance}, mode="idle"}}',
+         _counter((1 - cpu) * cores)),
+        (f'trainwatch_cpu_seconds_total{{{instance}, mode="user"}}', _counter(cpu * cores)),
+        (f'trainwatch_disk_io_time_seconds_total{{{instance}, device="nvme0n1"}}',
+         _counter(disk)),
+        (f"trainwatch_network_receive_bytes_total{{{nic}}}",
+         _counter((rx if rx is not None else 0.88) * SPEED)),
+        (f"trainwatch_network_transmit_bytes_total{{{nic}}}",
+         _counter((tx if tx is not None else 0.88) * SPEED)),
+    ]
+    if rx is not None and tx is not None:
+        series.append((f"trainwatch_network_speed_bytes{{{nic}}}", _gauge(SPEED)))
+    return series
+
+
+def _rank(trial: str, rank: int, node: str, step: float, phases: dict[str, float]
+          ) -> list[tuple[str, str]]:
+    """A rank's pushed series: one step a second of ``step`` s, ``phases`` s of it each."""
+    key = f'{TRIAL}, experiment="x", trial="{trial}", rank="{rank}"'
+    series = [
+        (f'trainwatch_trial_info{{{key}, nodename="{node}", pid="1{rank}", world_size="2"}}',
+         _gauge(1)),
+        (f"push_time_seconds{{{key}}}", "0+60x20"),
+        (f"trainwatch_trial_step_seconds_sum{{{key}}}", _counter(step)),
+        (f"trainwatch_trial_step_seconds_count{{{key}}}", _counter(1)),
+    ]
+    series += [(f'trainwatch_trial_phase_seconds_sum{{{key}, phase="{phase}"}}',
+                _counter(seconds)) for phase, seconds in phases.items()]
+    return series
+
+
+def _loader_series(name: str, case: LoaderCase) -> list[tuple[str, str]]:
+    e, node = case.figures, f"node-{name}"
+    key = f'{TRIAL}, experiment="x", trial="{name}", rank="0"'
+    series = _rank(name, 0, node, 1.0, {"dataloader_next": case.share})
+    series += [(f"trainwatch_trial_loader_workers{{{key}}}", _gauge(e.workers or 0)),
+               (f'trainwatch_trial_loader_cpu_seconds_total{{{key}, process="workers"}}',
+                _counter(e.workers_cpu or 0)),
+               (f'trainwatch_trial_loader_cpu_seconds_total{{{key}, process="main"}}',
+                _counter(e.main_cpu or 0)),
+               (f"trainwatch_trial_loader_cpu_wait_seconds_total{{{key}}}",
+                _counter(e.workers_wait or 0)),
+               (f"trainwatch_trial_loader_read_bytes_total{{{key}}}", _counter(e.read_bytes or 0)),
+               (f"trainwatch_trial_loader_rchar_bytes_total{{{key}}}", _counter(e.rchar or 0))]
+    return series + _node(node, e.node_cpu or 0, e.cpu_count or 0, e.disk_busy or 0,
+                          e.network_busy, 0.0 if e.network_busy is not None else None)
+
+
+def _exchange_series(name: str, case: ExchangeCase) -> list[tuple[str, str]]:
+    series = []
+    samples = case.efficiency * 100  # per rank, against a 100 samples/s single-rank limit
+    for rank in (0, 1):
+        node = f"node-{name}-{rank}"
+        own, wait = case.own[rank], max(case.own) - case.own[rank]
+        step = own + wait
+        key = f'{TRIAL}, experiment="x", trial="{name}", rank="{rank}"'
+        series += _rank(name, rank, node, step, {"dataloader_next": case.loader_share * step,
+                                                 "wait_for_ranks": wait})
+        series += [(f"trainwatch_trial_samples_total{{{key}}}", _counter(samples)),
+                   (f"trainwatch_trial_step_limit_samples_per_second{{{key}}}", _gauge(100))]
+        busy = case.tx_busy[rank]
+        series += _node(node, 0.3, 16, 0.01, None if busy is None else 0.05, busy)
+    return series
+
+
+def _annotations(alert: str, labels: dict[str, str], value: str, cause: str) -> dict[str, str]:
+    """The rendered alert's annotations with its templates filled in as Prometheus would."""
+    [rule] = [r for g in yaml.safe_load((RULES / "trial.yml").read_text())["groups"]
+              for r in g["rules"] if r.get("alert") == alert]
+    filled = {}
+    for key, text in rule["annotations"].items():
+        for label, label_value in labels.items():
+            text = text.replace(f"{{{{ $labels.{label} }}}}", label_value)
+        filled[key] = text.replace("{{ $value | humanizePercentage }}", value)
+    return {**filled, "cause": cause}
+
+
+def _promtool_file(tmp_path: Path) -> Path:
+    series = [s for name, case in LOADER_CASES.items() for s in _loader_series(name, case)]
+    series += [s for name, case in EXCHANGE_CASES.items() for s in _exchange_series(name, case)]
+    loader_alerts = [{"exp_labels": {"severity": "warning", "experiment": "x", "trial": name,
+                                     "rank": "0", "phase": "dataloader_next"},
+                      "exp_annotations": _annotations(
+                          DATALOADER_BOUND, {"experiment": "x", "trial": name, "rank": "0"},
+                          f"{case.share:.0%}", case.expected)}
+                     for name, case in LOADER_CASES.items() if case.expected is not None]
+    # A multi-rank trial held back by its loader is data-loader-bound too: without the loader
+    # series, the cause is unknown.
+    loader_alerts += [{"exp_labels": {"severity": "warning", "experiment": "x", "trial": name,
+                                      "rank": str(rank), "phase": "dataloader_next"},
+                       "exp_annotations": _annotations(
+                           DATALOADER_BOUND, {"experiment": "x", "trial": name,
+                                              "rank": str(rank)},
+                           f"{case.loader_share:.0%}", "unknown")}
+                      for name, case in EXCHANGE_CASES.items()
+                      if case.loader_share > SETTINGS.threshold(DATALOADER_BOUND)
+                      for rank in (0, 1)]
+    exchange_alerts = [{"exp_labels": {"severity": "warning", "experiment": "x",
+                                       "trial": name},
+                        "exp_annotations": _annotations(
+                            SCALING_INEFFICIENT, {"experiment": "x", "trial": name},
+                            f"{case.efficiency:.0%}", case.expected)}
+                       for name, case in EXCHANGE_CASES.items() if case.expected is not None]
+    loader_records = [{"labels": f'{NAMES.loader_cause}{{experiment="x", trial="{name}", '
+                                 f'rank="0", cause="{case.expected}"}}', "value": 1}
+                      for name, case in LOADER_CASES.items() if case.expected is not None]
+    exchange_records = [{"labels": f'{NAMES.exchange_cause}{{experiment="x", trial="{name}", '
+                                   f'cause="{case.expected}"}}', "value": 1}
+                        for name, case in EXCHANGE_CASES.items() if case.expected is not None]
+    doc = {
+        "rule_files": [str(RULES / "recording.yml"), str(RULES / "trial.yml")],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "name": "each cause on both sides of its thresholds",
+            "interval": "1m",
+            "input_series": [{"series": s, "values": v} for s, v in series],
+            "promql_expr_test": [
+                {"expr": f'{NAMES.loader_cause}{{experiment="x"}}', "eval_time": EVAL,
+                 "exp_samples": loader_records},
+                {"expr": f'{NAMES.exchange_cause}{{experiment="x"}}', "eval_time": EVAL,
+                 "exp_samples": exchange_records}],
+            "alert_rule_test": [
+                {"eval_time": EVAL, "alertname": DATALOADER_BOUND, "exp_alerts": loader_alerts},
+                {"eval_time": EVAL, "alertname": SCALING_INEFFICIENT,
+                 "exp_alerts": exchange_alerts}],
+        }],
+    }
+    path = tmp_path / "causes.yml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, width=1000))
+    return path
+
+
+def test_the_rules_name_each_cause_on_both_sides_of_its_thresholds(tmp_path: Path) -> None:
+    assert "SUCCESS" in promtool("test", "rules", _promtool_file(tmp_path)).stdout
+
+
+def _loader_thresholds() -> tuple[dict[str, float], float]:
+    return (dict(SETTINGS.alert(DATALOADER_BOUND).causes), SETTINGS.threshold(CPU_SATURATED))
+
+
+@pytest.mark.parametrize("name", [n for n, c in LOADER_CASES.items() if c.expected])
+def test_diagnose_decides_each_loader_case_as_the_rule_does(name: str) -> None:
+    causes, saturated = _loader_thresholds()
+    found = loader_cause.decide(LOADER_CASES[name].figures, causes, saturated)
+    assert found is not None and found.kind == LOADER_CASES[name].expected, found
+
+
+@pytest.mark.parametrize("name", [n for n, c in EXCHANGE_CASES.items() if c.expected])
+def test_diagnose_decides_each_exchange_case_as_the_rule_does(name: str) -> None:
+    case = EXCHANGE_CASES[name]
+    median = sum(case.own) / 2
+    straggling = [(str(rank), f"node-{name}-{rank}", own / median)
+                  for rank, own in enumerate(case.own)
+                  if own / median > SETTINGS.threshold(RANK_STRAGGLER)]
+    nics = [exchange.NicUse(f"node-{name}-{rank}", "eth0", "transmit",
+                            (busy if busy is not None else 0.88) * SPEED,
+                            SPEED if busy is not None else None)
+            for rank, busy in enumerate(case.tx_busy)]
+    found = exchange.decide(straggling, None, case.loader_share,
+                            SETTINGS.threshold(DATALOADER_BOUND), nics,
+                            SETTINGS.alert(SCALING_INEFFICIENT).causes["network_busy"], "r")
+    assert found.cause == case.expected, found
