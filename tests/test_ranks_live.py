@@ -100,9 +100,11 @@ def test_scaling_efficiency_is_recorded_alerted_and_explained(stack: LiveStack) 
                   for s in prom.query(NAMES.scaling_efficiency)}
     # Both sleep >= 0.05 s per batch of 8 against a step limit of thousands of samples/s.
     assert set(efficiency) == {"straggler", "even"} and max(efficiency.values()) < 0.2
-    firing = {a["labels"]["trial"] for a in prom.alerts()
+    firing = {a["labels"]["trial"]: a for a in prom.alerts()
               if a["labels"]["alertname"] == "TrainwatchScalingInefficient"}
     assert "even" in firing, firing
+    # The alert names what holds the trial back, recorded with diagnose's thresholds.
+    assert firing["even"]["annotations"]["cause"] == "loader", firing["even"]
     causes = {}
     for trial in ("straggler", "even"):
         reports = json.loads(diagnose(stack, trial, "json").stdout)["reports"]
@@ -111,3 +113,5 @@ def test_scaling_efficiency_is_recorded_alerted_and_explained(stack: LiveStack) 
     assert causes == {"straggler": {"straggler"}, "even": {"loader"}}, causes
     text = diagnose(stack, "straggler", "text").stdout
     assert f"SCALING held back by a straggler: rank 1 on node {NODE}" in text, text
+    # Its extra 0.15 s a batch sleeps in its Dataset, read in dataloader_next (no workers).
+    assert "evidence: rank 1: its extra time is in dataloader_next: " in text, text
