@@ -8,7 +8,8 @@ How the ranks are served: one process, one asyncio HTTP/1.1 server (keep-alive, 
 loopback port, one path per rank: ``/rank/<i>/metrics``. Each body is what a pull-mode trial
 serves on its ``/metrics`` (the library's TrialCollector and LoaderProcessCollector with the
 grouping key as labels, as ``Trial`` registers them when ``TRAINWATCH_PULL_PORT`` is set: the
-six standard phases, the step histogram, samples, info, the loader's process tree). Rendering
+six standard phases, the step histogram, samples, info, the loader's process tree), training
+as a healthy rank does (train_batch most of the step: no trial alert fires). Rendering
 10,000 registries every 10 s would take this 2-core machine more than the interval, so
 ``TEMPLATES`` states are trained and rendered with ``generate_latest`` each interval, their
 trial/rank/nodename/pid label values left as tokens, and a rank's body is its template with its
@@ -37,6 +38,7 @@ import json
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -104,7 +106,7 @@ class RankPages:
         """Train every template a round's worth of steps and render it again."""
         parts = []
         for state, registry in self._registries:
-            train(state, self._rng)
+            train(state, self._rng, healthy=True)
             parts.append(_TOKEN.split(generate_latest(registry)))
         self._parts = parts  # one assignment: a request reads the old list or the new one
 
@@ -355,7 +357,7 @@ def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
             queries = []
             for title, expr in dashboard_queries():
                 try:
-                    queries.append((min(timed_query(prom.url, expr) for _ in range(2)), title))
+                    queries.append((timed_query(prom.url, expr), title))
                 except (OSError, RuntimeError) as exc:
                     queries.append((float("inf"), f"{title} ({exc})"))
             queries.sort(reverse=True)
@@ -402,10 +404,12 @@ def main(argv: list[str] | None = None) -> int:
                              "(e.g. an older checkout's prometheus/rules)")
     parser.add_argument("--max-rss-gib", type=float, default=8.0,
                         help="stop a size once Prometheus's RSS passes this (default 8)")
-    parser.add_argument("--diagnose-timeout", type=float, default=60.0,
+    parser.add_argument("--diagnose-timeout", type=float, default=30.0,
                         help="seconds `trainwatch diagnose` of the whole experiment may take "
-                             "(default 60)")
+                             "(default 30)")
     args = parser.parse_args(argv)
+    # A stopped run stops its Prometheus too (the context managers' exits run).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = [int(s) for s in args.sizes.split(",")]
     settings = args.phase_buckets.split(",")
     if any(s < 1 for s in sizes) or args.rounds < 2:

@@ -63,12 +63,20 @@ class Rank:
         train(self.state, rng)
 
 
-def train(state: TrialState, rng: random.Random) -> None:
-    """A round's worth of steps: every standard phase and the step observed."""
+def train(state: TrialState, rng: random.Random, healthy: bool = False) -> None:
+    """A round's worth of steps: every standard phase and the step observed. Each phase takes
+    1-50 ms (to_device + from_device are a third of the step: TrainwatchHostToDeviceBound
+    fires for every rank); ``healthy``: train_batch takes 50-250 ms and the others 1-20 ms, so
+    no trial alert fires, as in most of a real fleet."""
     for _ in range(STEPS_PER_ROUND):
         total = 0.0
         for phase in names.STANDARD_PHASES:
-            seconds = rng.uniform(0.001, 0.05)
+            if not healthy:
+                seconds = rng.uniform(0.001, 0.05)
+            elif phase == names.TRAIN_BATCH:
+                seconds = rng.uniform(0.05, 0.25)
+            else:
+                seconds = rng.uniform(0.001, 0.02)
             state.phase_histogram(phase).observe(seconds)
             total += seconds
         state.step.observe(total)
