@@ -51,6 +51,7 @@ def metric_names(expr: str) -> set[str]:
     """Metric names an expression selects (strings, ranges, matchers, groupings removed)."""
     e = STRING.sub('""', expr)
     e = re.sub(r"\[[^\]]*\]", " ", e)
+    e = re.sub(r"\boffset\s+-?(?:\d+[smhdwy]+)+", " ", e)  # `offset 5m`: a duration, no name
     e = GROUPING.sub(" ", e)
     e = re.sub(r"\{[^}]*\}", " ", e)
     names = set()
@@ -154,6 +155,7 @@ def test_metric_name_and_label_extraction() -> None:
     expr = ('max by (experiment, trial) (rate(x_total{job="a", phase=~"b|c"}[5m])) '
             '* on(uuid) group_left(name) info_metric > 0.3 or vector(1)')
     assert metric_names(expr) == {"x_total", "info_metric"}
+    assert metric_names("max (y_total offset 5m) and z offset 1h30m") == {"y_total", "z"}
     assert label_names(expr) == {"experiment", "trial", "job", "phase", "uuid", "name"}
 
 
