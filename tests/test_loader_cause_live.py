@@ -111,3 +111,16 @@ def test_the_text_report_gives_the_cause_and_its_evidence(stack: LiveStack) -> N
     assert "  cause: latency (workers wait, nothing on the node is busy): mostly waiting: " \
         in done.stdout, done.stdout
     assert f"  what to change: {remedies.LOADER_LATENCY_BOUND}" in done.stdout
+
+
+def test_the_alert_names_the_cause_diagnose_gives(stack: LiveStack) -> None:
+    """TrainwatchDataloaderBound's `cause` annotation reads the cause the rules record with the
+    same thresholds: the sleeping workers' latency-bound, as diagnose says."""
+    stack.prometheus.wait_for_series(
+        f'ALERTS{{alertname="TrainwatchDataloaderBound", alertstate="firing", '
+        f'experiment="{EXPERIMENT}", trial="sleeping"}}', 60)
+    [alert] = [a for a in stack.prometheus.alerts()
+               if a["labels"]["alertname"] == "TrainwatchDataloaderBound"
+               and a["labels"]["trial"] == "sleeping"]
+    assert alert["annotations"]["cause"] == diagnose(stack, "sleeping")["loader_cause"]["kind"]
+    assert alert["annotations"]["cause"] == "latency_bound", alert
