@@ -131,11 +131,11 @@ EXCHANGE_CASES = {
 
 
 def _counter(per_second: float) -> str:
-    return f"0+{per_second * 60:.6f}x20"
+    return f"0+{per_second * 60:.6f}x13"
 
 
 def _gauge(value: float) -> str:
-    return f"{value:.6f}x20"
+    return f"{value:.6f}x13"
 
 
 def _node(node: str, cpu: float, cores: float, disk: float, rx: float | None,
@@ -169,7 +169,7 @@ def _rank(trial: str, rank: int, node: str, step: float, phases: dict[str, float
     series = [
         (f'trainwatch_trial_info{{{key}, nodename="{node}", pid="1{rank}", world_size="2"}}',
          _gauge(1)),
-        (f"push_time_seconds{{{key}}}", "0+60x20"),
+        (f"push_time_seconds{{{key}}}", "0+60x13"),
         (f"trainwatch_trial_step_seconds_sum{{{key}}}", _counter(step)),
         (f"trainwatch_trial_step_seconds_count{{{key}}}", _counter(1)),
     ]
