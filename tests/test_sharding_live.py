@@ -1,6 +1,7 @@
 """Prometheus sharded by trial, run for real: two shard Prometheus servers with the scrape
 relabelling, rules and remote_write the chart renders for `prometheus.shards: 2` (taken from
-`helm template`, so test and chart cannot drift; only the targets and URLs are local), one real
+`helm template` by benchmarks/sharding.py, so test and chart cannot drift; only the targets and
+URLs are local), one real
 Pushgateway with two trials of three ranks each pushed through the library's push path, a real
 Alertmanager, and a central Prometheus receiving the shards' remote_write. A trial's ranks all
 land on one shard, the two trials on different shards, the loader-bound trial's alert fires on
@@ -15,25 +16,22 @@ import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from prometheus_client import CollectorRegistry, push_to_gateway
 
+from benchmarks.sharding import chart_shard_configs, local_shard_config
 from benchmarks.stack import (
     Prometheus,
     Service,
     http_get,
-    scrape_config,
     start_alertmanager,
     start_prometheus,
     start_pushgateway,
     wait_until,
 )
 from prometheus import generate_rules
-from tests.test_helm import one, template
 from trainwatch.cli import main as trainwatch
 from trainwatch.contract.records import RecordNames
 from trial_instrumentation import names
@@ -47,32 +45,6 @@ TRIALS = {"slow": 0.6, "healthy": 0.05}
 RANKS = 3
 RATE_WINDOW, FOR = "3s", "1s"
 RECORDS = RecordNames(RATE_WINDOW)
-
-
-def chart_shard_configs(shards: int = 2) -> list[dict[str, Any]]:
-    """Each shard's prometheus.yml as the chart renders it with ``prometheus.shards``."""
-    docs = tuple(d for d in yaml.safe_load_all(template("--set", f"prometheus.shards={shards}"))
-                 if d)
-    return [yaml.safe_load(one(docs, "ConfigMap", f"-prometheus-shard-{k}")["data"]["prometheus.yml"])
-            for k in range(shards)]
-
-
-def local_shard_config(chart: dict[str, Any], rules: Path, pushgateway: Service,
-                       central: Prometheus, alertmanager: Service) -> dict[str, Any]:
-    """The chart's shard config with local targets: its Pushgateway job (relabelling and all)
-    scraping ``pushgateway`` every second, its remote_write sent to ``central`` (flushed every
-    second), its alerts to ``alertmanager``, the fast rules from ``rules``."""
-    jobs = {job["job_name"]: job for job in chart["scrape_configs"]}
-    write, = chart["remote_write"]
-    return {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(rules / "*.yml")],
-        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [alertmanager.instance]}]}]},
-        "scrape_configs": [{**jobs["pushgateway"],
-                            **scrape_config("pushgateway", pushgateway.url, honor_labels=True)}],
-        "remote_write": [{**write, "url": f"{central.url}/api/v1/write",
-                          "queue_config": {"batch_send_deadline": "1s"}}],
-    }
 
 
 @dataclass
@@ -135,9 +107,10 @@ def sharded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sharded]:
         central = stack.enter_context(start_prometheus(
             dirs["central"], {"global": {"scrape_interval": "1s"}},
             "--web.enable-remote-write-receiver"))
-        shards = [stack.enter_context(start_prometheus(
-            dirs[f"shard-{k}"], local_shard_config(chart, rules, pgw, central, alertmanager)))
-            for k, chart in enumerate(chart_shard_configs())]
+        shards = [stack.enter_context(start_prometheus(dirs[f"shard-{k}"], local_shard_config(
+            chart, rules=rules, pushgateway_url=pgw.url, alertmanager=alertmanager.instance,
+            remote_write_url=f"{central.url}/api/v1/write")))
+            for k, chart in enumerate(chart_shard_configs(2))]
         pusher = threading.Thread(target=keep_pushing, args=(pgw.url, make_ranks(), stop),
                                   daemon=True)
         pusher.start()
