@@ -80,6 +80,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--trial", help="default: $TRAINWATCH_TRIAL")
     parser.add_argument("--pushgateway", help="default: $TRAINWATCH_PUSHGATEWAY (unset: no-op)")
     parser.add_argument("--push-interval", help="10, 10s, 1m; default 10 (seconds)")
+    parser.add_argument("--measure-limits", type=float, metavar="SECONDS",
+                        help="measure the loader's and the step's limits for this long each "
+                        "when training starts (default: not)")
     args = parser.parse_args(argv)
     if min(args.steps, args.epochs, args.batch_size, args.devices) < 1 or args.loader_delay < 0:
         parser.error("--steps, --epochs, --batch-size, --devices must be >= 1, --loader-delay >= 0")
@@ -89,7 +92,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def make_trainer(args: argparse.Namespace, *callbacks: pl.Callback) -> pl.Trainer:
     trainwatch = TrainwatchCallback(experiment=args.experiment, trial=args.trial,
                                     pushgateway=args.pushgateway,
-                                    push_interval=args.push_interval)
+                                    push_interval=args.push_interval,
+                                    measure_limits=args.measure_limits)
     return pl.Trainer(accelerator="cpu", devices=args.devices, max_epochs=args.epochs,
                       strategy="ddp" if args.devices > 1 else "auto",
                       callbacks=[trainwatch, *callbacks], logger=False,

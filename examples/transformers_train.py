@@ -67,6 +67,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--trial", help="default: $TRAINWATCH_TRIAL")
     parser.add_argument("--pushgateway", help="default: $TRAINWATCH_PUSHGATEWAY (unset: no-op)")
     parser.add_argument("--push-interval", type=float, help="seconds; default 10")
+    parser.add_argument("--measure-limits", type=float, metavar="SECONDS",
+                        help="measure the loader's and the step's limits for this long each "
+                        "when training starts (default: not)")
     args = parser.parse_args(argv)
     if min(args.steps, args.batch_size) < 1 or args.loader_delay < 0:
         parser.error("--steps and --batch-size must be >= 1, --loader-delay >= 0")
@@ -76,7 +79,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def make_trainer(args: argparse.Namespace, output_dir: str, world_size: int = 1) -> Trainer:
     trainwatch = TrainwatchCallback(experiment=args.experiment, trial=args.trial,
                                     pushgateway=args.pushgateway,
-                                    push_interval=args.push_interval)
+                                    push_interval=args.push_interval,
+                                    measure_limits=args.measure_limits)
     training = TrainingArguments(
         output_dir=output_dir, use_cpu=True, report_to=[], save_strategy="no",
         max_steps=args.steps, per_device_train_batch_size=args.batch_size, logging_steps=1,

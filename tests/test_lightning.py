@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -15,6 +16,7 @@ from tests.trial_support import EXAMPLES, load_example, pushed, pushed_value, ru
 pl = pytest.importorskip("lightning.pytorch")
 from trial_instrumentation import names
 from trial_instrumentation.lightning import TrainwatchCallback
+from trial_instrumentation.live_keys import KeyInUse
 
 STEPS, EPOCHS, BATCH, DELAY = 12, 2, 4, 0.02
 PHASE_COUNT = "trainwatch_trial_phase_seconds_count"
@@ -169,3 +171,58 @@ def test_flops_per_sample_takes_its_precision_from_the_trainer(
                          enable_model_summary=False, precision=trainer_precision)
     trainer.fit(module.Classifier(), module.make_loader(module.parse_args(["--steps", "1"])))
     assert seen == [1.5e6]
+
+
+def test_measure_limits_publishes_both_limits_and_training_starts_where_it_would_have(
+        pushgateway: Service) -> None:
+    module = example()
+    run_args = args(pushgateway, "limits", delay=0.05)  # the loader: 4 samples per 50 ms
+    run_args.measure_limits = 1.0
+    trainer = module.make_trainer(run_args)
+    [callback] = [c for c in trainer.callbacks if isinstance(c, TrainwatchCallback)]
+    model = module.Classifier()
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    at_first_step: dict[str, Any] = {}
+
+    class FirstStep(pl.Callback):  # type: ignore[misc]
+        def on_train_batch_start(self, trainer: Any, pl_module: Any, *rest: Any) -> None:
+            if not at_first_step:
+                at_first_step.update(weights={key: value.clone() for key, value
+                                              in pl_module.state_dict().items()},
+                                     momentum=len(trainer.optimizers[0].state))
+
+    trainer.callbacks.append(FirstStep())
+    trainer.fit(model, module.make_loader(run_args))
+
+    assert callback.limits is not None
+    loader, step = callback.limits
+    assert 0.5 * BATCH / 0.05 <= loader <= 1.01 * BATCH / 0.05
+    assert step > loader  # a tiny model on one cached batch
+    assert pushed_value(pushgateway, names.LOADER_LIMIT, trial="limits") == loader
+    assert pushed_value(pushgateway, names.STEP_LIMIT, trial="limits") == step
+    # The measurement trained on one batch for a second: the model and its optimizer were put
+    # back, and none of it is a step of the trial's.
+    assert all(at_first_step["weights"][key].equal(value) for key, value in before.items())
+    assert at_first_step["momentum"] == 0
+    assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="limits") == \
+        STEPS * EPOCHS
+    assert phases_of(pushgateway, "limits")[ti.TRAIN_BATCH] == STEPS * EPOCHS
+
+
+def test_a_trial_left_open_under_the_callbacks_key_is_refused_naming_both(
+        pushgateway: Service) -> None:
+    module = example()
+    run_args = args(pushgateway, "twice", delay=0.0)
+    mine_at = f"{__file__}:{sys._getframe().f_lineno + 1}"
+    with ti.Trial("lightning", "twice", pushgateway.url, push_interval=0.1):
+        fit_at = f"{__file__}:{sys._getframe().f_lineno + 2}"
+        with pytest.raises(KeyInUse) as refused:
+            module.make_trainer(run_args).fit(module.Classifier(), module.make_loader(run_args))
+    assert (f"trial lightning/twice rank 0 is already live in this process (created at "
+            f"{mine_at}); another Trial under the same key (created at {fit_at}, by the "
+            "Lightning TrainwatchCallback)") in str(refused.value)
+    assert "measure_limits=" in str(refused.value)
+    # Closed, the hand-made trial frees the key: the callback's fit pushes all its steps.
+    module.make_trainer(run_args).fit(module.Classifier(), module.make_loader(run_args))
+    assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="twice") == \
+        STEPS * EPOCHS

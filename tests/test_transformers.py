@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -23,6 +24,7 @@ pytest.importorskip("accelerate")
 from transformers import TrainerCallback
 
 from trial_instrumentation import names
+from trial_instrumentation.live_keys import KeyInUse
 from trial_instrumentation.transformers import TrainwatchCallback
 
 STEPS, BATCH, DELAY = 16, 4, 0.02
@@ -175,3 +177,59 @@ def test_torchrun_ranks_push_their_own_groups(pushgateway: Service) -> None:
         for phase in HF_PHASES:
             assert pushed_value(pushgateway, "trainwatch_trial_phase_seconds_count",
                                 experiment="ddp", rank=rank, phase=phase) == steps, (rank, phase)
+
+
+def test_measure_limits_publishes_both_limits_and_training_starts_where_it_would_have(
+        pushgateway: Service, tmp_path: Path) -> None:
+    module = example()
+    run_args = args(pushgateway, "limits", delay=0.05)  # the loader: 4 samples per 50 ms
+    run_args.measure_limits = 1.0
+    run_args.steps = 4
+    trainer = module.make_trainer(run_args, str(tmp_path))
+    [callback] = [c for c in trainer.callback_handler.callbacks
+                  if isinstance(c, TrainwatchCallback)]
+    before = {key: value.clone() for key, value in trainer.model.state_dict().items()}
+    at_first_step: dict[str, Any] = {}
+
+    class FirstStep(TrainerCallback):  # type: ignore[misc]
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if not at_first_step:
+                at_first_step.update(weights={key: value.clone() for key, value
+                                              in kwargs["model"].state_dict().items()},
+                                     moments=len(kwargs["optimizer"].state))
+
+    trainer.add_callback(FirstStep())
+    trainer.train()
+
+    assert callback.limits is not None
+    loader, step = callback.limits
+    assert 0.5 * BATCH / 0.05 <= loader <= 1.01 * BATCH / 0.05
+    assert step > 0
+    assert pushed_value(pushgateway, names.LOADER_LIMIT, trial="limits") == loader
+    assert pushed_value(pushgateway, names.STEP_LIMIT, trial="limits") == step
+    # A second of steps on one batch: the model and AdamW's moments were put back, and none
+    # of it is a step of the trial's.
+    assert all(at_first_step["weights"][key].equal(value) for key, value in before.items())
+    assert at_first_step["moments"] == 0
+    got = samples(pushgateway, "limits")
+    assert got[("trainwatch_trial_steps_total", None)] == 4
+    assert got[("trainwatch_trial_phase_seconds_count", ti.DATALOADER_NEXT)] == 4
+
+
+def test_a_trial_left_open_under_the_callbacks_key_is_refused_naming_both(
+        pushgateway: Service, tmp_path: Path) -> None:
+    module = example()
+    trainer = module.make_trainer(args(pushgateway, "twice", delay=0.0), str(tmp_path))
+    with ti.Trial("hf", "twice", pushgateway.url, push_interval=0.1), \
+            pytest.raises(KeyInUse, match=r"trial hf/twice rank 0 is already live in this "
+                                          rf"process \(created at {re.escape(__file__)}:\d+\); "
+                                          r"another Trial under the same key \(created at "
+                                          rf"{re.escape(__file__)}:\d+, by the Hugging Face "
+                                          r"TrainwatchCallback\)"):
+        trainer.train()
+
+
+def test_measure_limits_must_be_seconds_above_zero() -> None:
+    for bad in (0, -1.0, float("nan"), True):
+        with pytest.raises(ValueError, match=r"argument measure_limits=: invalid value"):
+            TrainwatchCallback(experiment="e", trial="t", measure_limits=bad)

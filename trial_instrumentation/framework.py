@@ -8,8 +8,9 @@ its batches. Each callback feeds the clock from its own framework's events.
 
 from __future__ import annotations
 
+import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from time import perf_counter
 from typing import Any
 
@@ -33,6 +34,66 @@ def callback_settings(experiment: str | None, trial: str | None, pushgateway: st
     # FLOPs without a precision: the framework's own precision setting gives it at setup.
     configuration.resolve(**with_precision(settings, "fp32"), rank=0, world_size=1)
     return settings
+
+
+def limit_seconds(value: float | None) -> float | None:
+    """A callback's ``measure_limits=``, checked when the callback is made."""
+    if value is not None and (isinstance(value, bool) or not float(value) > 0):
+        raise ValueError(f"argument measure_limits=: invalid value {value!r} (seconds to "
+                         "measure each limit for, > 0; None: not measured)")
+    return None if value is None else float(value)
+
+
+def measure_limits(trial: Trial, seconds: float, samples: Samples, loader: Iterable[Any],
+                   to_device: Callable[[Any], Any], step: Callable[[Any], Any],
+                   stateful: Sequence[Any]) -> tuple[float, float] | None:
+    """A callback's ``measure_limits=``: the loader's limit over the trainer's own training
+    ``loader``, then the step's on one of its batches (``to_device`` puts it where the model
+    is), each for ``seconds`` and published in the trial's group (:meth:`Trial.
+    measure_loader_limit`, :meth:`Trial.measure_step_limit`). ``step`` trains on the batch; the
+    ``stateful`` objects (the model, its optimizers) get their state back afterwards, so
+    training starts from where it would have. A failure is logged and training goes on."""
+    import torch  # both frameworks train with it
+
+    saved = [_copied(obj.state_dict()) for obj in stateful]
+    try:
+        loader_rate = trial.measure_loader_limit(loader, seconds, samples)
+        batch = to_device(next(iter(loader)))
+        with torch.enable_grad():
+            step_rate = trial.measure_step_limit(step, batch, seconds, samples)
+    except Exception:  # a measurement must not cost the training run
+        log.exception("trainwatch: measuring the loader's and the step's limits failed; "
+                      "training goes on without them")
+        return None
+    finally:
+        for obj, state in zip(stateful, saved, strict=True):
+            obj.load_state_dict(state)
+    log.info("trainwatch: the loader delivers %.0f samples/s, the step consumes %.0f "
+             "samples/s (each measured alone for %gs)", loader_rate, step_rate, seconds)
+    return loader_rate, step_rate
+
+
+def _copied(value: Any) -> Any:
+    """A state dict's copy, its tensors in host memory (the device holds the model once)."""
+    if hasattr(value, "detach"):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, Mapping):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copied(item) for item in value)
+    return copy.deepcopy(value)
+
+
+def on_device(batch: Any, device: Any) -> Any:
+    """``batch`` (tensors, or mappings and sequences of them) moved to ``device``."""
+    if hasattr(batch, "to") and hasattr(batch, "detach"):
+        return batch.to(device)
+    if isinstance(batch, Mapping):
+        return {key: on_device(item, device) for key, item in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        items = [on_device(item, device) for item in batch]
+        return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
+    return batch
 
 
 def with_precision(settings: dict[str, Any], framework_precision: str | None) -> dict[str, Any]:

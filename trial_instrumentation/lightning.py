@@ -45,7 +45,14 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
                       "pip install 'trainwatch[lightning]'") from exc
 
 from trial_instrumentation import flops, names
-from trial_instrumentation.framework import Samples, StepClock, callback_settings, with_precision
+from trial_instrumentation.framework import (
+    Samples,
+    StepClock,
+    callback_settings,
+    limit_seconds,
+    measure_limits,
+    with_precision,
+)
 from trial_instrumentation.trial import Trial
 
 log = logging.getLogger(__name__)
@@ -163,14 +170,21 @@ class TrainwatchCallback(Callback):
 
     Arguments are :class:`~trial_instrumentation.Trial`'s (left out: ``TRAINWATCH_*``), less
     the ranks, which come from the trainer; ``samples`` is the batch size or a function of the
-    batch (default: inferred). Bad settings raise ``ValueError`` here, before training.
+    batch (default: inferred). ``measure_limits``: seconds to measure the loader's and the
+    step's limits for, each, when training starts (:func:`framework.measure_limits`: the
+    trainer's training dataloader alone, then ``training_step``, backward and the optimizers'
+    step on one of its batches, the model and optimizers put back afterwards); the rates land
+    in ``limits``. Bad settings raise ``ValueError`` here, before training.
     """
 
     def __init__(self, experiment: str | None = None, trial: str | None = None,
-                 pushgateway: str | None = None, *,
-                 samples: Samples = None, **trial_args: Any) -> None:
+                 pushgateway: str | None = None, *, samples: Samples = None,
+                 measure_limits: float | None = None, **trial_args: Any) -> None:
         self._args = callback_settings(experiment, trial, pushgateway, trial_args, "the Trainer")
         self._samples = samples
+        self._limit_seconds = limit_seconds(measure_limits)
+        #: (loader, step) samples/s, once ``measure_limits`` measured them.
+        self.limits: tuple[float, float] | None = None
         self.trial: Trial | None = None  # the running fit's trial (set up on each rank)
         self._timer: _StepTimer | None = None
         self._restore: list[Callable[[], None]] = []
@@ -198,6 +212,26 @@ class TrainwatchCallback(Callback):
                 continue
             setattr(connector, attr, timer.timed_call(method, phase, last=attr == _CONNECTOR_PHASES[-1][0]))
             self._restore.append(lambda attr=attr: delattr(connector, attr))  # type: ignore[misc]
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        if self._limit_seconds is None or self._timer is None:
+            return
+        # Before the loop's first fetch: nothing measured here is a step of the trial's.
+        restore = {"log": pl_module.__dict__.get("log"), "log_dict": pl_module.__dict__.get(
+            "log_dict")}
+        pl_module.log = pl_module.log_dict = _ignore  # training_step's self.log outside a step
+        try:
+            self.limits = measure_limits(
+                self._timer.trial, self._limit_seconds, self._samples, trainer.train_dataloader,
+                trainer.strategy.batch_to_device, lambda batch: _train_on(trainer, pl_module,
+                                                                          batch),
+                [pl_module, *trainer.optimizers])
+        finally:
+            for name, value in restore.items():
+                if value is None:
+                    delattr(pl_module, name)
+                else:
+                    setattr(pl_module, name, value)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
                              batch_idx: int) -> None:
@@ -229,3 +263,20 @@ class TrainwatchCallback(Callback):
         if self.trial is not None:
             self.trial.close(clean=clean)
             self.trial = None
+
+
+def _ignore(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _train_on(trainer: Any, module: Any, batch: Any) -> None:
+    """One training step on ``batch`` outside the loop: ``training_step``; with automatic
+    optimization, backward and every optimizer's step (manual optimization does its own)."""
+    out = module.training_step(batch, 0)
+    if not module.automatic_optimization:
+        return
+    loss = out["loss"] if isinstance(out, dict) else out
+    loss.backward()
+    for optimizer in trainer.optimizers:
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)

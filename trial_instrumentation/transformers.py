@@ -46,7 +46,15 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
                       "pip install 'trainwatch[transformers]'") from exc
 
 from trial_instrumentation import flops, names
-from trial_instrumentation.framework import Samples, StepClock, callback_settings, with_precision
+from trial_instrumentation.framework import (
+    Samples,
+    StepClock,
+    callback_settings,
+    limit_seconds,
+    measure_limits,
+    on_device,
+    with_precision,
+)
 from trial_instrumentation.trial import Trial
 
 log = logging.getLogger(__name__)
@@ -107,6 +115,27 @@ class _StepTimer(StepClock):
         super().end_step(now)
 
 
+def _measure(trial: Trial, seconds: float, samples: Samples, loader: Any, model: Any,
+             optimizer: Any) -> tuple[float, float] | None:
+    """The limits over the dataloader Accelerate wraps (iterated apart from the Trainer's own
+    iteration, whose state it keeps), a step being the model's forward with the batch's labels,
+    backward and the optimizer's step."""
+    if model is None or optimizer is None:
+        log.warning("trainwatch: the Trainer gave no model or optimizer; the limits are not "
+                    "measured")
+        return None
+    device = next(model.parameters()).device
+
+    def step(batch: Any) -> None:
+        outputs = model(**batch)
+        outputs["loss"].backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return measure_limits(trial, seconds, samples, getattr(loader, "base_dataloader", loader),
+                          lambda batch: on_device(batch, device), step, [model, optimizer])
+
+
 # The type of an object, settable even where the class shadows ``__class__`` with a read-only
 # property (Accelerate's DataLoaderShard reports the wrapped loader's class through one).
 _TYPE_SLOT = object.__dict__["__class__"]
@@ -134,15 +163,22 @@ class TrainwatchCallback(TrainerCallback):  # type: ignore[misc]
 
     Arguments are :class:`~trial_instrumentation.Trial`'s (left out: ``TRAINWATCH_*``), less
     the ranks, which come from ``TrainingArguments``; ``samples`` is the batch size or a
-    function of a batch (default: inferred). Bad settings raise ``ValueError`` here.
+    function of a batch (default: inferred). ``measure_limits``: seconds to measure the
+    loader's and the step's limits for, each, when training starts
+    (:func:`framework.measure_limits`: the training dataloader alone, then the model's forward,
+    backward and the optimizer's step on one of its batches, the model and optimizer put back
+    afterwards); the rates land in ``limits``. Bad settings raise ``ValueError`` here.
     """
 
     def __init__(self, experiment: str | None = None, trial: str | None = None,
-                 pushgateway: str | None = None, *,
-                 samples: Samples = None, **trial_args: Any) -> None:
+                 pushgateway: str | None = None, *, samples: Samples = None,
+                 measure_limits: float | None = None, **trial_args: Any) -> None:
         self._args = callback_settings(experiment, trial, pushgateway, trial_args,
                                        "TrainingArguments")
         self._samples = samples
+        self._limit_seconds = limit_seconds(measure_limits)
+        #: (loader, step) samples/s, once ``measure_limits`` measured them.
+        self.limits: tuple[float, float] | None = None
         self.trial: Trial | None = None  # the running train()'s trial
         self._timer: _StepTimer | None = None
         self._loader: Any = None
@@ -168,6 +204,9 @@ class TrainwatchCallback(TrainerCallback):  # type: ignore[misc]
             log.warning("trainwatch: the Trainer gave no train_dataloader; dataloader_next and "
                         "samples are not measured")
             return
+        if self._limit_seconds is not None:  # before the loader is timed: no step of the trial
+            self.limits = _measure(trial, self._limit_seconds, self._samples, loader,
+                                   kwargs.get("model"), kwargs.get("optimizer"))
         try:
             _TYPE_SLOT.__set__(loader, _timed_class(type(loader), timer))
         except TypeError:  # a loader whose layout forbids it: time the rest all the same

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from prometheus_client import CollectorRegistry, start_http_server
 
 from trial_instrumentation import config as configuration
-from trial_instrumentation import flops, limits, names
+from trial_instrumentation import flops, limits, live_keys, names
 from trial_instrumentation.collector import TrialCollector, TrialState
 from trial_instrumentation.gpus import TrainingGpus
 from trial_instrumentation.lifecycle import ExitHooks
@@ -66,6 +66,10 @@ class Trial:
         del given["self"]
         self.config = configuration.resolve(**given)
         cfg = self.config
+        # One live trial per key in a process (live_keys.py): refused here, held from start().
+        self._created = live_keys.created_here()
+        if cfg.enabled:
+            live_keys.check(self._key, self, self._created)
         #: The trial's private registry; register your own collectors here to push them too.
         self.registry = CollectorRegistry()
         self._gpus = TrainingGpus(cfg.local_rank, given=cfg.gpu_uuids)
@@ -98,6 +102,10 @@ class Trial:
             profiles = ProfileCollector(self._profiler.poll_trigger,
                                         cfg.grouping_key if pull else None)
             self.registry.register(profiles)
+
+    @property
+    def _key(self) -> live_keys.Key:
+        return self.config.experiment, self.config.trial, str(self.config.rank)
 
     @classmethod
     def from_env(cls) -> Trial:
@@ -196,6 +204,8 @@ class Trial:
         """Start pushing (or serving); ``with Trial(...)`` calls it."""
         cfg = self.config
         who = f"trial {cfg.experiment}/{cfg.trial} rank {cfg.rank}"
+        if cfg.enabled and not self._closed:
+            live_keys.claim(self._key, self, self._created)
         if self._state.started_at is None:
             self._state.started_at = time.time()
         if cfg.pushgateway is not None and self._pusher is None:
@@ -229,6 +239,12 @@ class Trial:
         if self._closed:
             return
         self._closed = True
+        try:
+            self._close(clean, reason)
+        finally:
+            live_keys.release(self._key, self)  # after its final push: the key is free
+
+    def _close(self, clean: bool, reason: str | None) -> None:
         for finish in self._before_close:
             try:
                 finish()
