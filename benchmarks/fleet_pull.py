@@ -278,6 +278,21 @@ def diagnose_experiment(url: str, timeout: float) -> str:
     return f"{took:.2f} s"
 
 
+def api(prom: Prometheus, path: str, **params: str) -> Any:
+    """``/api/v1/<path>``'s data, waiting up to 120 s (a loaded server answers slowly; the
+    harness's own helper waits 5 s)."""
+    query = urllib.parse.urlencode(params)
+    with urllib.request.urlopen(f"{prom.url}/api/v1/{path}?{query}", timeout=120) as resp:
+        doc = json.loads(resp.read())
+    if doc.get("status") != "success":
+        raise RuntimeError(f"Prometheus {path} {params} failed: {doc}")
+    return doc["data"]
+
+
+def query(prom: Prometheus, expr: str) -> list[dict[str, Any]]:
+    return list(api(prom, "query", query=expr)["result"])
+
+
 def load() -> str:
     return "/".join(f"{v:.1f}" for v in os.getloadavg())
 
@@ -330,7 +345,7 @@ def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
                 pages.refresh()
                 rss = max(rss, proc_status(prom.proc.pid, "VmRSS") / 2**20)
                 if round_ >= rounds // 2:
-                    for group in prom.api("rules")["groups"]:
+                    for group in api(prom, "rules")["groups"]:
                         name = group["name"]
                         if group["evaluationTime"] >= groups.get(name, (0.0, 0.0))[0]:
                             groups[name] = (group["evaluationTime"], group["interval"])
@@ -346,13 +361,13 @@ def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
             spent = time.time() - began
             last = head_stats(prom)
             window = f"{max(INTERVAL, spent):.0f}s"
-            durations = [float(v) for s in prom.query(
+            durations = [float(v) for s in query(prom,
                 f'scrape_duration_seconds{{job="{names.JOB}"}}[{window}]')
                 for _, v in s["values"]]
-            [scraped] = prom.query(f'sum(scrape_samples_scraped{{job="{names.JOB}"}})')
-            failed = prom.query(f'count(up{{job="{names.JOB}"}} == 0)')
+            [scraped] = query(prom, f'sum(scrape_samples_scraped{{job="{names.JOB}"}})')
+            failed = query(prom, f'count(up{{job="{names.JOB}"}} == 0)')
             costly = sorted(((r.get("evaluationTime", 0.0), r.get("name", ""))
-                             for g in prom.api("rules")["groups"] for r in g["rules"]),
+                             for g in api(prom, "rules")["groups"] for r in g["rules"]),
                             reverse=True)[:5]
             queries = []
             for title, expr in dashboard_queries():
