@@ -36,10 +36,12 @@ def _indent(text: str) -> str:
     return "\n".join(f"  {line}" for line in text.splitlines())
 
 
-def _on_node(s: Settings, per_instance: str) -> str:
-    """Each rank's node's figure: ``per_instance`` (by instance) joined through host_info."""
+def _on_node(s: Settings, per_instance: str, ranks: str) -> str:
+    """The figure of the node of each rank ``ranks`` selects: ``per_instance`` (by instance)
+    joined through host_info."""
     trial, exporter = s.selector("trial"), s.selector("exporter")
-    return (f"max {by(*TRIAL_LABELS)} (\n  {select(names.TRIAL_INFO, trial)}\n"
+    return (f"max {by(*TRIAL_LABELS)} (\n  ({select(names.TRIAL_INFO, trial)}\n"
+            f"   and {on(*TRIAL_LABELS)} {ranks})\n"
             f"  * {on('nodename')} group_left ()\n  max {by('nodename')} (\n"
             f"    ({per_instance})\n    * {on('instance')} group_left (nodename)\n"
             f"    {select('trainwatch_host_info', exporter)}\n  )\n)")
@@ -57,35 +59,40 @@ def loader_worker_cpu(s: Settings) -> str:
     cpu = f"{names.LOADER_CPU_SECONDS}_total"
     workers = (f"max {by(*TRIAL_LABELS)} "
                f"(max_over_time({select(names.LOADER_WORKERS, trial)}[{w}]))")
-    workers_cpu = rate(cpu, f'process="{names.PROCESS_WORKERS}"')
-    waited = rate(f"{names.LOADER_CPU_WAIT_SECONDS}_total")
+    # The workers' CPU and run-queue wait summed in one pass (the two series differ in their
+    # labels, so `or` keeps both; a trial without the wait counter sums its CPU alone).
+    workers_cpu = select(cpu, trial, f'process="{names.PROCESS_WORKERS}"')
+    waited = select(f"{names.LOADER_CPU_WAIT_SECONDS}_total", trial)
+    wanted = (f"sum {by(*TRIAL_LABELS)} (\n  rate({workers_cpu}[{w}])\n"
+              f"  or rate({waited}[{w}])\n)")
     main_cpu = rate(cpu, f'process="{names.PROCESS_MAIN}"')
-    return (f"(\n  {workers_cpu}\n  + ({waited} or 0 * {workers_cpu})\n)\n"
-            f"/ ({workers} > 0)\nor\n"
+    return (f"{wanted}\n/ ({workers} > 0)\nor\n"
             f"{main_cpu}\nand {on(*TRIAL_LABELS)} ({workers} == 0)")
 
 
 def loader_cause(s: Settings, n: RecordNames) -> str:
     """Per data-loader-bound rank: too few workers, decode-bound, storage-bound, remote storage
     or latency-bound (loader_cause.decide's order and thresholds)."""
-    trial, exporter, w = s.selector("trial"), s.selector("exporter"), s.rate_window
+    exporter, w = s.selector("exporter"), s.rate_window
     t = s.alert(DATALOADER_BOUND).causes
     on_rank = on(*TRIAL_LABELS)
-
-    def rate(metric: str) -> str:
-        return f"sum {by(*TRIAL_LABELS)} (rate({select(metric, trial)}[{w}]))"
-
-    node_cpu = _on_node(s, n.cpu_utilization)
-    cores = _on_node(s, f"max {by('instance')} ({select('trainwatch_cpu_count', exporter)})")
+    # Only the data-loader-bound ranks are judged, and each figure is read for them alone
+    # (most ranks of a fleet are not: the node joins then cost next to nothing).
+    bound = (f"{select(n.phase_share, s.selector('dataloader_phase'))} > "
+             f"{number(s.threshold(DATALOADER_BOUND))}")
+    node_cpu = _on_node(s, n.cpu_utilization, bound)
+    cores = _on_node(s, f"max {by('instance')} ({select('trainwatch_cpu_count', exporter)})",
+                     bound)
     disk = _on_node(s, f"max {by('instance')} (rate("
-                       f"{select('trainwatch_disk_io_time_seconds_total', exporter)}[{w}]))")
+                       f"{select('trainwatch_disk_io_time_seconds_total', exporter)}[{w}]))",
+                    bound)
     nic = _on_node(s, f"max {by('instance')} (\n  {n.device_rate('network_receive_bytes')}\n"
                       f"  / {on('instance', 'device')} max {by('instance', 'device')} "
-                      f"({select('trainwatch_network_speed_bytes', exporter)})\n)")
-    read_bytes = rate(f"{names.LOADER_READ_BYTES}_total")
-    rchar = rate(f"{names.LOADER_RCHAR_BYTES}_total")
-    busy = f"{n.loader_worker_cpu} >= {number(t['worker_busy'])}"
-    waiting = f"{n.loader_worker_cpu} < {number(t['worker_busy'])}"
+                      f"({select('trainwatch_network_speed_bytes', exporter)})\n)", bound)
+    read_bytes, rchar = n.loader_read_bytes, n.loader_rchar_bytes
+    worker = f"({n.loader_worker_cpu} and {on_rank} {bound})"
+    busy = f"{worker} >= {number(t['worker_busy'])}"
+    waiting = f"{worker} < {number(t['worker_busy'])}"
     # The node has a whole idle core and is not saturated: more workers would run.
     spare = (f"(1 - {node_cpu})\n* {cores}\n>= 1\n"
              f"and {on_rank}\n{node_cpu}\n< {number(s.threshold(CPU_SATURATED))}")
@@ -105,24 +112,22 @@ def loader_cause(s: Settings, n: RecordNames) -> str:
          f"unless {on_rank} (\n{_indent(local)}\n)"),
         (f"{waiting}\nunless {on_rank} (\n{_indent(local)}\n)\n"
          f"unless {on_rank} (\n{_indent(remote)}\n)"))))
-    labelled = "\nor\n".join(_labelled(expr, cause, TRIAL_LABELS)
-                              for cause, expr in causes.items())
-    bound = (f"{select(n.phase_share, s.selector('dataloader_phase'))} > "
-             f"{number(s.threshold(DATALOADER_BOUND))}")
-    return f"(\n{_indent(labelled)}\n)\nand {on(*TRIAL_LABELS)}\n{bound}"
+    return "\nor\n".join(_labelled(expr, cause, TRIAL_LABELS) for cause, expr in causes.items())
 
 
 def exchange_cause(s: Settings, n: RecordNames) -> str:
     """Per multi-rank trial under TrainwatchScalingInefficient's threshold: a straggler, the
     loader, the network or the exchange (exchange.decide's order and thresholds)."""
     trial, exporter = s.selector("trial"), s.selector("exporter")
-    per_trial = _PER_TRIAL
-    straggler = (f"count {by(*per_trial)} (\n  {n.rank_step_mean}\n"
-                 f"  / {on(*per_trial)} group_left\n"
+    per_trial, on_trial = _PER_TRIAL, on(*_PER_TRIAL)
+    # Each figure is read for the trials under the threshold alone (cheap: one record).
+    under = f"{n.scaling_efficiency} < {number(s.threshold(SCALING_INEFFICIENT))}"
+    straggler = (f"count {by(*per_trial)} (\n  ({n.rank_step_mean} and {on_trial} {under})\n"
+                 f"  / {on_trial} group_left\n"
                  f"  quantile {by(*per_trial)} (0.5, {n.rank_step_mean})\n"
                  f"  > {number(s.threshold(RANK_STRAGGLER))}\n)")
     loader = (f"quantile {by(*per_trial)} (0.5, "
-              f"{select(n.phase_share, s.selector('dataloader_phase'))})\n"
+              f"{select(n.phase_share, s.selector('dataloader_phase'))} and {on_trial} {under})\n"
               f"> {number(s.threshold(DATALOADER_BOUND))}")
     speed = (f"max {by('instance', 'device')} "
              f"({select('trainwatch_network_speed_bytes', exporter)})")
@@ -131,27 +136,33 @@ def exchange_cause(s: Settings, n: RecordNames) -> str:
         f'"direction", "{direction}", "", "")'
         for direction, stem in (("receive", "network_receive_bytes"),
                                 ("transmit", "network_transmit_bytes")))
-    network = (f"max {by(*per_trial)} (\n  {select(names.TRIAL_INFO, trial)}\n"
-               f"  * {on('nodename')} group_left ()\n  max {by('nodename')} (\n"
+    network = (f"max {by(*per_trial)} (\n  ({select(names.TRIAL_INFO, trial)} and {on_trial} "
+               f"{under})\n  * {on('nodename')} group_left ()\n  max {by('nodename')} (\n"
                f"    max {by('instance')} ({link})\n"
                f"    * {on('instance')} group_left (nodename)\n"
                f"    {select('trainwatch_host_info', exporter)}\n  )\n)\n"
                f">= {number(s.alert(SCALING_INEFFICIENT).causes['network_busy'])}")
-    slow = (f"{n.scaling_efficiency} < {number(s.threshold(SCALING_INEFFICIENT))}\n"
-            f"and {on(*per_trial)}\ncount {by(*per_trial)} "
+    slow = (f"{under}\nand {on_trial}\ncount {by(*per_trial)} "
             f"({select(names.TRIAL_INFO, trial)}) > 1")
     conditions = [straggler, loader, network]
     causes = []
-    for i, (cause, condition) in enumerate(zip(EXCHANGE_CAUSES, [*conditions, slow])):
-        earlier = "".join(f"\nunless {on(*per_trial)} (\n{_indent(c)}\n)"
-                          for c in conditions[:i])
+    for i, (cause, condition) in enumerate(zip(EXCHANGE_CAUSES, [*conditions, under])):
+        earlier = "".join(f"\nunless {on_trial} (\n{_indent(c)}\n)" for c in conditions[:i])
         causes.append(_labelled(f"{condition}{earlier}", cause, per_trial))
     labelled = "\nor\n".join(causes)
-    return f"(\n{_indent(labelled)}\n)\nand {on(*per_trial)}\n{slow}"
+    return f"(\n{_indent(labelled)}\n)\nand {on_trial}\n{slow}"
 
 
 def cause_rules(s: Settings) -> list[dict[str, Any]]:
     n = RecordNames(s.rate_window)
+    trial, w = s.selector("trial"), s.rate_window
+
+    def rate(metric: str) -> str:
+        return f"sum {by(*TRIAL_LABELS)} (rate({select(metric, trial)}[{w}]))"
+
+    # Each raw series read once per evaluation; the causes read these records.
     return [{"record": n.loader_worker_cpu, "expr": loader_worker_cpu(s)},
+            {"record": n.loader_read_bytes, "expr": rate(f"{names.LOADER_READ_BYTES}_total")},
+            {"record": n.loader_rchar_bytes, "expr": rate(f"{names.LOADER_RCHAR_BYTES}_total")},
             {"record": n.loader_cause, "expr": loader_cause(s, n)},
             {"record": n.exchange_cause, "expr": exchange_cause(s, n)}]

@@ -81,6 +81,16 @@ class RecordNames:
         return f"trial:trainwatch_trial_loader_worker_cpu:rate{self.window}"
 
     @property
+    def loader_read_bytes(self) -> str:
+        """Per rank: bytes/s its process tree made the block devices read."""
+        return f"trial:trainwatch_trial_loader_read_bytes:rate{self.window}"
+
+    @property
+    def loader_rchar_bytes(self) -> str:
+        """Per rank: bytes/s its process tree read through any read call."""
+        return f"trial:trainwatch_trial_loader_rchar_bytes:rate{self.window}"
+
+    @property
     def loader_cause(self) -> str:
         """Per data-loader-bound rank: why its loader is slow, in the ``cause`` label (1)."""
         return f"trial:trainwatch_trial_loader_cause:info_rate{self.window}"
