@@ -19,15 +19,20 @@ from trainwatch.diagnose.runs import (
     Run,
     find_runs,
     latest_per_rank,
+    resolution,
     retention,
 )
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
 
-BASE = int(time.time()) - 2 * 3600  # the first run's first sample
-WIDE = 8 * 3600  # a range read at a 15 s resolution (8 h over RESOLUTION_POINTS)
-WIDE_NOW = BASE + 385  # 5 s after the restarted run's last sample: inside the last bucket
-EDGE = WIDE_NOW - WIDE  # where the wide range begins
+# The first run's first sample, on a multiple of the wide range's 15 s buckets, so where the
+# range begins within its first bucket is known (see EDGE).
+BASE = (int(time.time()) - 2 * 3600) // 15 * 15
+WIDE = 8 * 3600 + 15  # a range read at a 15 s resolution (over RESOLUTION_POINTS)
+WIDE_NOW = BASE + 385.25  # 5 s after the restarted run's last sample: inside the last bucket
+# Where the wide range begins (to the second): 10.25 s past a bucket boundary, so its first
+# bucket ends 4.75 s in and holds the "edge" run's first sample (3 s in).
+EDGE = BASE + 385 - WIDE
 
 
 def _run(trial: str, rank: str, pid: str, times: list[int], started: int,
@@ -82,7 +87,7 @@ def _edges(runs: list[Run]) -> dict[str, tuple[float, float]]:
 
 def test_each_run_in_the_range_is_found_with_its_exact_first_and_last_sample(
         api: PrometheusAPI) -> None:
-    runs = find_runs(api, 600, experiment="e", now=BASE + 400)
+    runs = find_runs(api, 600, experiment="e", now=BASE + 400.25)
     assert _edges(runs) == {"100": (BASE, BASE + 40), "200": (BASE + 70, BASE + 380),
                             "300": (BASE, BASE + 95), "400": (BASE + 123, BASE + 123)}
     # Oldest first per rank, ranks in order: a restart is a second run of the same rank.
@@ -91,7 +96,7 @@ def test_each_run_in_the_range_is_found_with_its_exact_first_and_last_sample(
 
 
 def test_a_run_is_read_at_its_last_sample_its_start_last_push_and_exit(api: PrometheusAPI) -> None:
-    runs = {r.pid: r for r in find_runs(api, 600, experiment="e", trial="t", now=BASE + 400)}
+    runs = {r.pid: r for r in find_runs(api, 600, experiment="e", trial="t", now=BASE + 400.25)}
     assert set(runs) == {"100", "200", "300"}
     clean, restarted, failed = runs["100"], runs["200"], runs["300"]
     assert (clean.started, clean.pushed, clean.exit_reason) == (BASE - 2, BASE + 39, "clean")
@@ -101,15 +106,15 @@ def test_a_run_is_read_at_its_last_sample_its_start_last_push_and_exit(api: Prom
     assert (failed.exit_reason, failed.world_size, failed.nodename) == ("failed", "2", "n1")
     # Only the restart is still scraped at `now` (the others' last samples are over 5 m old).
     assert {pid for pid, r in runs.items() if r.current} == {"200"}
-    assert [r.state(60, now=BASE + 400) for r in (clean, restarted, failed)] == [
+    assert [r.state(60, now=BASE + 400.25) for r in (clean, restarted, failed)] == [
         ENDED_CLEAN, RUNNING, FAILED]
-    assert restarted.state(20, now=BASE + 400) == STALE  # its last push 21 s before now
+    assert restarted.state(20, now=BASE + 400.25) == STALE  # its last push 21 s before now
 
 
 def test_selectors_narrow_the_runs_to_a_trial_and_a_rank(api: PrometheusAPI) -> None:
     assert [r.pid for r in find_runs(api, 600, experiment="e", trial="t", rank="1",
-                                     now=BASE + 400)] == ["300"]
-    assert find_runs(api, 600, experiment="other", now=BASE + 400) == []
+                                     now=BASE + 400.25)] == ["300"]
+    assert find_runs(api, 600, experiment="other", now=BASE + 400.25) == []
 
 
 def test_a_wide_range_finds_a_one_push_run_and_exact_edges_at_both_ends(
@@ -127,12 +132,12 @@ def test_a_wide_range_finds_a_one_push_run_and_exact_edges_at_both_ends(
 
 def test_the_range_ends_at_now(api: PrometheusAPI) -> None:
     """Runs that start after `now` are not there yet; one that ended is there at its end."""
-    runs = find_runs(api, 600, experiment="e", trial="t", now=BASE + 50)
+    runs = find_runs(api, 600, experiment="e", trial="t", now=BASE + 50.25)
     assert _edges(runs) == {"100": (BASE, BASE + 40), "300": (BASE, BASE + 50)}
 
 
 def test_latest_per_rank_picks_the_run_on_at_an_instant(api: PrometheusAPI) -> None:
-    runs = find_runs(api, 600, experiment="e", trial="t", now=BASE + 400)
+    runs = find_runs(api, 600, experiment="e", trial="t", now=BASE + 400.25)
     assert [r.pid for r in latest_per_rank(runs)] == ["200", "300"]
     assert [r.pid for r in latest_per_rank(runs, at=BASE + 60)] == ["100", "300"]
     assert [r.pid for r in latest_per_rank(runs, at=BASE + 70)] == ["200", "300"]
@@ -144,6 +149,44 @@ def test_retention_is_read_from_prometheus_and_defaults_to_its_15_days(
     assert DEFAULT_RETENTION == 15 * 86400
     nobody = PrometheusAPI(f"http://127.0.0.1:{free_port()}", timeout=2)
     assert retention(nobody) == 15 * 86400
+
+
+class _Answers:
+    """What status/runtimeinfo says: the one call `retention` makes."""
+
+    def __init__(self, retention: str) -> None:
+        self.info = {"storageRetention": retention}
+
+    def get(self, path: str) -> dict[str, str]:
+        assert path == "status/runtimeinfo"
+        return self.info
+
+
+@pytest.mark.parametrize(("said", "seconds"), [
+    ("30d", 30 * 86400), ("7d or 10GiB", 7 * 86400),  # a size bound too: the time comes first
+    ("10GiB", DEFAULT_RETENTION), ("", DEFAULT_RETENTION)])  # only a size; nothing
+def test_retention_reads_the_time_bound_of_what_prometheus_says(said: str, seconds: float) -> None:
+    assert retention(_Answers(said)) == seconds  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("since", "step"), [
+    (0.5, 1), (600, 1), (2000, 1), (2001, 2), (3998, 2), (3999, 2), (4000, 2), (4001, 3),
+    (WIDE, 15), (15 * 86400, 648)])
+def test_the_subquery_keeps_to_2000_buckets_of_whole_seconds(since: float, step: int) -> None:
+    assert resolution(since) == step
+
+
+def test_a_run_is_not_current_unless_found_at_now_and_its_length_is_never_negative() -> None:
+    quiet = Run("e", "t", "0", "1", "n", "1", first=100.0, last=200.0, pushed=200.0)
+    assert quiet.current is False and quiet.state(60, now=210.0) == STALE
+    assert quiet.seconds == 100.0
+    skewed = Run("e", "t", "0", "1", "n", "1", first=100.0, last=100.0, started=110.0,
+                 pushed=100.0)
+    assert skewed.seconds == 0.0  # started (its own clock) after its last push (the gateway's)
+    once = Run("e", "t", "0", "1", "n", "1", first=100.0, last=100.0, pushed=100.0)
+    assert once.seconds == 0.0
+    with pytest.raises(AttributeError):  # shared by diagnose, trials and compare: read-only
+        quiet.last = 300.0  # type: ignore[misc]
 
 
 def test_a_push_from_a_clock_slightly_ahead_is_running_not_stale() -> None:

@@ -103,13 +103,19 @@ def _series_key(labels: Labels) -> tuple[str, ...]:
     return tuple(labels.get(k, "") for k in (*names.GROUPING_LABELS, "pid", "nodename"))
 
 
+def resolution(since: float) -> int:
+    """The subquery's step over a range of ``since`` seconds: whole seconds, at most
+    RESOLUTION_POINTS buckets (a wider range costs more buckets, never more points)."""
+    return max(1, math.ceil(since / RESOLUTION_POINTS))
+
+
 def find_runs(api: PrometheusAPI, since: float, experiment: str | None = None,
               trial: str | None = None, rank: str | None = None,
               now: float | None = None) -> list[Run]:
     """Every run with samples in the last ``since`` seconds, oldest first per rank."""
     now = time.time() if now is None else now
     since = max(1.0, since)
-    step = max(1, math.ceil(since / RESOLUTION_POINTS))
+    step = resolution(since)
     sel = {"experiment": experiment, "trial": trial, "rank": rank}
     info = select(names.TRIAL_INFO, **sel)
     at_now = api.pinned(now)
