@@ -8,17 +8,19 @@
     RULE_MUTATION_REV=HEAD python -m mutation.rules  # the committed rules and cases
 
 Each rule in prometheus/rules/*.yml is parsed (mutation/promql.py) and mutated one node at a
-time, plus its ``for:`` removed, halved and doubled. A mutant runs in a scratch copy
+time (a node inside a fragment that the rule holds more than once, as rulegen writes one variable
+into several places, in all its copies at once), plus its ``for:`` removed, halved and doubled. A mutant runs in a scratch copy
 (.mutation/rules/) of the rule files with that one rule's text changed, against every cases file
-in prometheus/tests that loads the mutated file, keeping only the checks of the rules the mutant
-can reach (itself and the rules that read it); it is killed when a file that passes unmutated
-fails. Writes docs/rule-mutation-report.md and
+in prometheus/tests (and those a test builds, GENERATED_CASES) that loads the mutated file,
+keeping only the checks of the rules the mutant can reach (itself and the rules that read it);
+it is killed when a file that passes unmutated fails. Writes docs/rule-mutation-report.md and
 exits 1 when under 95% of the non-equivalent mutants are killed or a survivor is neither killed
 nor explained in mutation/rule_equivalents.toml.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -46,6 +48,10 @@ STATE = REPO / ".mutation" / "rules"
 RESULTS = STATE / "results.json"
 EQUIVALENTS = Path(__file__).with_name("rule_equivalents.toml")
 TIMEOUT_S = 180
+# Cases files a test builds instead of keeping in prometheus/tests ("module:function"; the
+# function writes the file into the folder it is given and returns its path): they judge the
+# mutants too, their rule_files read as the snapshot's rules of the same name.
+GENERATED_CASES = ("tests.test_cause_rules:_promtool_file",)
 
 
 @dataclass
@@ -112,6 +118,8 @@ def build_mutants(rules_dir: Path, rate_window: str, shared: str = "",
         at = rule["expr"].find(shared) if shared else -1
         inside = range(at, at + len(shared)) if at >= 0 else range(0)
 
+        repeated = repeated_spans(rule["expr"], tree)
+
         def add(kind: str, change: str, expr: str, new_block: str,
                 name: str = name, text: str = text, start: int = start, end: int = end,
                 seen: Counter[str] = seen, rule_id: str = rule_id,
@@ -124,7 +132,11 @@ def build_mutants(rules_dir: Path, rate_window: str, shared: str = "",
         for m in promql.mutants(rule["expr"], rate_window, tree):
             if m.start in inside and m.start + len(m.old) - 1 in inside:
                 continue
-            add(m.kind, m.change, m.text, render_expr(block, rule["expr"], m.text))
+            mutated = everywhere(rule["expr"], m, repeated)
+            if mutated is None:  # a later copy of a repeated fragment: mutated with the first
+                seen[m.change] += 1
+                continue
+            add(m.kind, m.change, mutated, render_expr(block, rule["expr"], mutated))
         if "for" in rule:
             line = f"    for: {rule['for']}\n"
             add("for", f"`for: {rule['for']}` removed", rule["expr"], block.replace(line, "", 1))
@@ -144,6 +156,34 @@ def build_mutants(rules_dir: Path, rate_window: str, shared: str = "",
             out.append(RuleMutant(shared_name, m.kind, label, m.text, changed,
                                   [f[2]["alert"] for f in users if "alert" in f[2]]))
     return out
+
+
+REPEATED_MIN_CHARS = 40
+
+
+def repeated_spans(expr: str, tree: list[promql.Node]) -> list[tuple[int, int]]:
+    """(start, end) of each syntax node of ``expr`` (of at least REPEATED_MIN_CHARS) whose
+    text occurs more than once in it: a fragment that one rulegen variable or helper writes
+    several times into a rule (causes.py's node figures, the MFU rule's GPU join)."""
+    return sorted({(n.start, n.end) for n in tree if n.end - n.start >= REPEATED_MIN_CHARS
+                   and expr.count(expr[n.start:n.end]) > 1})
+
+
+def everywhere(expr: str, m: promql.Mutant, repeated: list[tuple[int, int]]) -> str | None:
+    """``m``'s expression, or, where ``m`` rewrites a node inside a repeated fragment (the
+    smallest holding it), ``expr`` with every copy of that fragment rewritten alike, as a bug
+    in the code that writes it would be; None for a node inside a later copy (its mutant is
+    the first copy's)."""
+    end = m.start + len(m.old)
+    holding = [(s, e) for s, e in repeated if s <= m.start and end <= e]
+    if not holding:
+        return m.text
+    start, stop = min(holding, key=lambda span: span[1] - span[0])
+    fragment = expr[start:stop]
+    if expr.find(fragment) != start:
+        return None
+    offset = m.start - start
+    return expr.replace(fragment, fragment[:offset] + m.new + fragment[offset + len(m.old):])
 
 
 def _names(names: set[str]) -> re.Pattern[str]:
@@ -177,7 +217,7 @@ def shared_fragment(rules_dir: Path) -> tuple[str, str]:
 def cases_for(cases: dict[str, str], files: list[str], reach: list[str]
               ) -> list[tuple[str, dict[str, Any]]]:
     """(name, document) of each cases file (name -> text) that loads one of ``files``, with
-    only the checks of the rules in ``reach`` (see :func:`only_alerts`). A rule file's own
+    only the checks of the rules in ``reach`` (see :func:`only_needed`). A rule file's own
     cases file first, then the shortest (a mutant stops at the first file that kills it)."""
     chosen = []
     for name in sorted(cases, key=lambda n: (n not in files, len(cases[n]))):
@@ -201,16 +241,42 @@ def _checks(test: dict[str, Any], reach: list[str]) -> dict[str, Any] | None:
     return {**test, **{key: value for key, value in checks.items() if value or key in test}}
 
 
-def only_alerts(rule_texts: dict[str, str], reach: list[str]) -> dict[str, str]:
-    """The rule files with every alert out of ``reach`` left out, the recording rules kept: no
-    rule reads an alert, and the others' evaluation (their annotation templates run queries)
-    is much of promtool's time. Used with only the checks of the rules in ``reach``."""
-    out = {}
-    for name, text in rule_texts.items():
-        doc = yaml.safe_load(text)
+def only_needed(rule_texts: dict[str, str], reach: list[str],
+                cases: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    """The rule files with only the rules that the checks of ``cases`` (those of the rules in
+    ``reach``, see :func:`cases_for`) can see: the alerts in ``reach``, and the recording rules
+    in ``reach``, named by a check, or read (by expression or annotation query) by one kept.
+    No rule reads an alert, and the others' evaluation is much of promtool's time."""
+    docs = {name: yaml.safe_load(text) for name, text in rule_texts.items()}
+    every = [r for doc in docs.values() for g in doc["groups"] for r in g["rules"]]
+    records = _names({r["record"] for r in every if "record" in r})
+    wanted = set(reach) | set(records.findall(yaml.safe_dump([doc for _, doc in cases])))
+    while True:
+        more = {name for r in every if (r.get("alert") or r["record"]) in wanted
+                for name in records.findall(yaml.safe_dump(r))} - wanted
+        if not more:
+            break
+        wanted |= more
+    for doc in docs.values():
         for group in doc["groups"]:
-            group["rules"] = [r for r in group["rules"] if r.get("alert", reach[0]) in reach]
-        out[name] = yaml.safe_dump(doc, sort_keys=False, width=10**6)
+            group["rules"] = [r for r in group["rules"] if (r.get("alert") or r["record"]) in wanted]
+    return {name: yaml.safe_dump(doc, sort_keys=False, width=10**6) for name, doc in docs.items()}
+
+
+def generated_cases(folder: Path, refs: tuple[str, ...] = GENERATED_CASES) -> dict[str, str]:
+    """name -> text of each of ``refs``' cases files (see GENERATED_CASES), named after its
+    module, with every rule file it loads as ``../rules/<name>``."""
+    out = {}
+    for ref in refs:
+        module, _, function = ref.partition(":")
+        try:
+            build = getattr(importlib.import_module(module), function)
+        except (ImportError, AttributeError) as e:
+            raise SystemExit(f"mutation/rules.py GENERATED_CASES: {ref}: {e}") from None
+        (folder / module).mkdir(parents=True, exist_ok=True)
+        doc = yaml.safe_load(Path(build(folder / module)).read_text())
+        doc["rule_files"] = [f"../rules/{Path(f).name}" for f in doc["rule_files"]]
+        out[f"{module.rpartition('.')[2]}.yml"] = yaml.safe_dump(doc, sort_keys=False, width=1000)
     return out
 
 
@@ -301,6 +367,7 @@ def run_all(jobs: int, argv: list[str]) -> None:
     rules_dir = snapshot(os.environ.get("RULE_MUTATION_REV", ""))
     rule_texts = {p.name: p.read_text() for p in sorted(rules_dir.glob("*.yml"))}
     cases = {p.name: p.read_text() for p in sorted((rules_dir.parent / "tests").glob("*.yml"))}
+    cases.update(generated_cases(STATE / "generated"))
     rate_window = yaml.safe_load((REPO / "prometheus" / "thresholds.yaml").read_text())["rate_window"]
     mutants = build_mutants(rules_dir, rate_window, *shared_fragment(rules_dir))
     broken: set[str] = set()
@@ -323,8 +390,7 @@ def run_all(jobs: int, argv: list[str]) -> None:
         else:
             texts = {**rule_texts, **m.files}
             judge(m, promtool_test(STATE / f"work-{index}",
-                                   only_alerts(texts, m.reach),
-                                   chosen, True))
+                                   only_needed(texts, m.reach, chosen), chosen, True))
             shutil.rmtree(STATE / f"work-{index}", ignore_errors=True)
         print(f"[{index + 1}/{len(mutants)}] {m.outcome:8} {m.rule}: {m.change}", file=sys.stderr)
 
@@ -335,8 +401,12 @@ def run_all(jobs: int, argv: list[str]) -> None:
     fresh = {(m.rule, m.change): {**{k: v for k, v in asdict(m).items() if k != "files"},
                                   "file": " ".join(m.files)}
              for m in (mutants[i] for i in indexes)}
-    if last:  # a partial run: its mutants replace theirs in the last full run
-        last["mutants"] = [fresh.get((m["rule"], m["change"]), m) for m in last["mutants"]]
+    if last:  # a partial run: its mutants replace theirs in the last full run (all of a rule
+        # rerun by name: a rule edited since has other mutants)
+        kept = [fresh.get((m["rule"], m["change"]), m) for m in last["mutants"]
+                if m["rule"] not in argv]
+        known = {(m["rule"], m["change"]) for m in kept}
+        last["mutants"] = kept + [m for key, m in fresh.items() if key not in known]
         last.setdefault("reruns", []).append(
             f"{now}: {len(indexes)} mutants ({' '.join(argv)}) in "
             f"{round(time.monotonic() - began)} s")

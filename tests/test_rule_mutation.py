@@ -95,3 +95,58 @@ def test_the_cases_kill_a_known_bad_mutant_of_a_real_alert(tmp_path: Path) -> No
     rules.judge(bad, runs)
     assert bad.outcome == "killed", runs
     assert "DataloaderBound" in bad.detail
+
+
+def _built_cases(folder: Path) -> Path:
+    path = folder / "built.yml"
+    check = {"expr": 'ALERTS{alertname="TrainwatchTrialStale"}', "eval_time": "1m",
+             "exp_samples": []}
+    path.write_text(yaml.safe_dump({"rule_files": [str(rules.RULES / "trial.yml")],
+                                    "tests": [{"name": "x", "promql_expr_test": [check]}]}))
+    return path
+
+
+def test_a_cases_file_a_test_builds_judges_mutants_with_the_snapshots_rules(
+        tmp_path: Path) -> None:
+    built = rules.generated_cases(tmp_path, ("tests.test_rule_mutation:_built_cases",))
+    assert list(built) == ["test_rule_mutation.yml"]
+    doc = yaml.safe_load(built["test_rule_mutation.yml"])
+    assert doc["rule_files"] == ["../rules/trial.yml"]
+    # It judges the mutants of the rule files it loads, as a file of prometheus/tests would.
+    assert [n for n, _ in rules.cases_for(built, ["trial.yml"], ["TrainwatchTrialStale"])] == [
+        "test_rule_mutation.yml"]
+    assert rules.cases_for(built, ["recording.yml"], ["TrainwatchTrialStale"]) == []
+    with pytest.raises(SystemExit, match="GENERATED_CASES: tests.test_rule_mutation:gone"):
+        rules.generated_cases(tmp_path, ("tests.test_rule_mutation:gone",))
+
+
+def test_a_fragment_written_twice_into_a_rule_is_mutated_once_in_both_copies() -> None:
+    part = 'sum by (a) (rate(trainwatch_x_seconds_total{job="j"}[5m]))'
+    expr = f"{part} > 1 and on (a) {part} < 5"
+    [(tree, _)] = promql.parse([expr])
+    spans = rules.repeated_spans(expr, tree)
+    found = [(m, rules.everywhere(expr, m, spans)) for m in promql.mutants(expr, "5m", tree)]
+    second = expr.rindex(part)
+    later = [t for m, t in found if m.start >= second and m.start + len(m.old) <= len(expr) - 4]
+    first = [t for m, t in found if m.start + len(m.old) <= len(part)]
+    # A node of the first copy is rewritten in both; the second copy's are not mutants again.
+    assert later == [None] * len(first) and len(first) > 3
+    for text in first:
+        assert text is not None
+        left, right = text.removesuffix(" < 5").split(" > 1 and on (a) ")
+        assert left == right != part
+    assert expr.replace("[5m]", "[2m30s]") in first
+    # A node outside the fragment is rewritten once.
+    assert f"{part} >= 1 and on (a) {part} < 5" in [t for _, t in found]
+
+
+def test_a_mutant_runs_with_only_the_rules_its_checks_can_see() -> None:
+    group = {"name": "g", "rules": [
+        {"record": "a", "expr": "sum(x)"}, {"record": "b", "expr": "a * 2"},
+        {"record": "c", "expr": "sum(y)"}, {"record": "d", "expr": "sum(z)"},
+        {"alert": "X", "expr": "b > 1", "annotations": {"v": "{{ with query `a` }}{{ end }}"}},
+        {"alert": "Y", "expr": "d > 1"}]}
+    cases = [("t.yml", {"tests": [{"promql_expr_test": [{"expr": "b / c"}]}]})]
+    kept = rules.only_needed({"r.yml": yaml.safe_dump({"groups": [group]})}, ["b", "X"], cases)
+    [left] = yaml.safe_load(kept["r.yml"])["groups"]
+    assert [r.get("record") or r["alert"] for r in left["rules"]] == ["a", "b", "c", "X"]
