@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, Self
 from unittest import mock
 
+import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from benchmarks.fleet_scale import PHASE_BUCKETS, quantile, train
@@ -293,6 +294,37 @@ def query(prom: Prometheus, expr: str) -> list[dict[str, Any]]:
     return list(api(prom, "query", query=expr)["result"])
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rule_cpu(prom: Prometheus, rules: Path, at: float, repeat: int = 3) -> dict[str, float]:
+    """Prometheus's CPU seconds per evaluation of each group of ``rules`` (*.yml), its rules'
+    expressions run as instant queries at ``at`` wrapped in count() (no result to encode).
+    Prometheus must be idle (``quiesce``): the CPU it uses meanwhile is the queries'. Unlike
+    evaluationTime, this does not grow while the process waits for a CPU on a loaded machine."""
+    cost: dict[str, float] = {}
+    for path in sorted(rules.glob("*.yml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            before = cpu_seconds(prom.proc.pid)
+            for _ in range(repeat):
+                for rule in group["rules"]:
+                    api(prom, "query", query=f"count(({rule['expr']}))", time=f"{at:.3f}")
+            cost[group["name"]] = (cpu_seconds(prom.proc.pid) - before) / repeat
+    return cost
+
+
+def quiesce(prom: Prometheus, workdir: Path) -> None:
+    """Reload ``prom`` with no scrape job and no rule: only the queries run from here on."""
+    (workdir / "prometheus.yml").write_text(yaml.safe_dump(
+        {"global": {"scrape_interval": f"{INTERVAL:g}s"}, "scrape_configs": []}))
+    request = urllib.request.Request(f"{prom.url}/-/reload", method="POST")
+    with urllib.request.urlopen(request, timeout=120):
+        pass
+
+
 def load() -> str:
     return "/".join(f"{v:.1f}" for v in os.getloadavg())
 
@@ -320,7 +352,7 @@ def rules_dir(rules_from: Path | None) -> Iterator[Path]:
 
 
 def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
-             max_rss: float, diagnose_timeout: float) -> None:
+             max_rss: float, diagnose_timeout: float, cost_rules: list[Path]) -> None:
     label = f"{size:>6} ranks, phase buckets {setting}"
     print(f"{label}: load average at start {load()}", flush=True)
     pages = RankPages(size, PHASE_BUCKETS[setting], seed=size)
@@ -385,6 +417,11 @@ def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
             diag_all = diagnose_experiment(prom.url, diagnose_timeout)
             rss = max(rss, proc_status(prom.proc.pid, "VmRSS") / 2**20)
             end_load = load()
+            costs = {}
+            if cost_rules:
+                quiesce(prom, workdir)
+                for source in (rules, *cost_rules):
+                    costs[source] = rule_cpu(prom, source, began + spent)
     appended = (last["prometheus_tsdb_head_samples_appended_total"]
                 - first["prometheus_tsdb_head_samples_appended_total"]) / spent
     cores = (last["process_cpu_seconds_total"] - first["process_cpu_seconds_total"]) / spent
@@ -404,6 +441,10 @@ def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
           "all; slowest " + "; ".join(f"{t} {q:.3f} s" for q, t in queries[:3]))
     print(f"        diagnose {diag}; the whole experiment {diag_all}")
     print(f"        load average at end {end_load}", flush=True)
+    for source, cost in costs.items():
+        print(f"        rule CPU per evaluation ({source}): {sum(cost.values()):.2f} s in all; "
+              + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in cost.items()),
+              flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -419,6 +460,10 @@ def main(argv: list[str] | None = None) -> int:
                              "(e.g. an older checkout's prometheus/rules)")
     parser.add_argument("--max-rss-gib", type=float, default=8.0,
                         help="stop a size once Prometheus's RSS passes this (default 8)")
+    parser.add_argument("--cost-rules", type=Path, action="append", default=[],
+                        help="after the run, stop scraping and evaluating and measure "
+                             "Prometheus's CPU seconds per evaluation of each rule group, of the "
+                             "loaded rules and of these (repeatable; e.g. an older checkout's)")
     parser.add_argument("--diagnose-timeout", type=float, default=30.0,
                         help="seconds `trainwatch diagnose` of the whole experiment may take "
                              "(default 30)")
@@ -439,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         for setting in settings:
             try:
                 run_size(size, args.rounds, setting, args.rules_from, args.max_rss_gib,
-                         args.diagnose_timeout)
+                         args.diagnose_timeout, args.cost_rules)
             except (TimeoutError, RuntimeError) as exc:
                 print(f"{size:>6} ranks, phase buckets {setting}: gave up: {exc}")
     return 0
