@@ -365,8 +365,11 @@ def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
                              "evaluation_interval": f"{INTERVAL:g}s"},
                   "rule_files": [str(rules / "*.yml")], "scrape_configs": [pull_job(sd_file)]}
         with start_prometheus(workdir, config) as prom:
-            wait_until(lambda: prom.query(f'count(up{{job="{names.JOB}"}} == 1) == {size}'),
-                       timeout=12 * INTERVAL, what=f"all {size} targets up", interval=2.0)
+            started = time.monotonic()
+            wait_until(lambda: query(prom, f'count(up{{job="{names.JOB}"}} == 1) == {size}'),
+                       timeout=36 * INTERVAL, what=f"all {size} targets up", interval=2.0)
+            print(f"        every target up {time.monotonic() - started:.0f} s after Prometheus "
+                  "was ready", file=sys.stderr, flush=True)
             began = time.time()
             groups: dict[str, tuple[float, float]] = {}  # name -> (max evaluation, interval)
             slowest: dict[str, tuple[float, str]] = {}  # group -> its slowest rule then
