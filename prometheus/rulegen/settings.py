@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from trainwatch.contract.alerts import TRIAL_STALE
-from trial_instrumentation.durations import is_prometheus_duration
+from trial_instrumentation.durations import is_prometheus_duration, parse_duration
 
 DEFAULT_THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds.yaml"
 # Where alerts link when thresholds.yaml names no runbook_url: docs/runbooks.md as published.
@@ -134,7 +134,14 @@ class Settings:
             stale = dataclasses.replace(alerts[TRIAL_STALE], threshold=float(stale_after))
             alerts = {**alerts, TRIAL_STALE: stale}
         window = check_duration(rate_window, "override rate_window") if rate_window else None
+        # The quantiles' slower group keeps its interval only while it is no longer than the
+        # rate window: rules rendered with a 10 s window (live tests, a demo) evaluate them
+        # at the global interval like the rest, not once a minute.
+        quantiles = self.quantile_interval
+        if window and quantiles and parse_duration(quantiles) > parse_duration(window):
+            quantiles = None
         return dataclasses.replace(self, alerts=alerts, rate_window=window or self.rate_window,
+                                   quantile_interval=quantiles,
                                    runbook_url=runbook or self.runbook_url,
                                    source=f"{self.source} (with overrides)")
 
