@@ -25,3 +25,25 @@ def test_a_rate_window_shorter_than_the_quantile_interval_drops_it() -> None:
     assert load_settings().with_overrides(rate_window="1m").quantile_interval == "1m"
     assert load_settings().with_overrides(rate_window="10m").quantile_interval == "1m"
     assert load_settings().with_overrides(for_="5s").quantile_interval == "1m"
+
+
+
+def test_diagnose_inlines_the_chained_rules_so_a_window_without_records_reads_raw_series() -> None:
+    import yaml
+
+    from prometheus.rulegen import render_files
+    from trainwatch.contract.records import RecordNames
+    from trainwatch.diagnose.deployed import Deployment
+
+    settings = load_settings().with_overrides(rate_window="30s")
+    loaded = [r for text in render_files(settings).values()
+              for g in yaml.safe_load(text)["groups"] for r in g["rules"]]
+    rules = [{"type": "recording", "name": r["record"], "query": r["expr"],
+              "labels": r.get("labels")} if "record" in r else
+             {"type": "alerting", "name": r["alert"], "annotations": r["annotations"]}
+             for r in loaded]
+    deployment = Deployment.from_rules(rules)
+    [(share, _)] = deployment.queries[RecordNames("30s").phase_share]
+    assert ":rate30s" not in share, share  # only raw series: nothing recorded is read
+    assert "rate(trainwatch_trial_phase_seconds_sum{" in share
+    assert "rate(trainwatch_trial_step_seconds_sum{" in share

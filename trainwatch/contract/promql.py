@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+
 from trial_instrumentation.names import GROUPING_LABELS
 
 # A trial's identity: the Pushgateway grouping key of trial_instrumentation.
@@ -49,3 +52,31 @@ def escape(value: str) -> str:
 def number(value: float) -> str:
     """A threshold as PromQL writes it: 0.3 -> '0.3', 300.0 -> '300'."""
     return f"{value:g}"
+
+
+def inline(expr: str, records: Mapping[str, str], within: tuple[str, ...] = ()) -> str:
+    """``expr`` with each record of ``records`` it reads bare (as a chained rule reads the
+    intermediate rates before it) written as that record's own expression, in parentheses,
+    all the way down: the rule as one expression over the raw series, for a time its records
+    were not evaluated. A reference with matchers (``x{phase="a"}``) stays, and so does a
+    record's reference to itself or to a record it is ``within`` (a rule that reads its own
+    earlier value).
+
+    >>> inline("a:b:rate5m / c:d:rate5m", {"a:b:rate5m": "sum(rate(a[5m]))", "c:d:rate5m": "e"})
+    '(sum(rate(a[5m]))) / (e)'
+    >>> inline("x:y", {"x:y": "f or x:y offset 1m"}, within=("x:y",))
+    'x:y'
+    >>> inline("x:y + 1", {"x:y": "f or x:y offset 1m"})
+    '(f or x:y offset 1m) + 1'
+    """
+    def written(found: re.Match[str]) -> str:
+        name = found[0]
+        if name not in records or name in within:
+            return name
+        return f"({inline(records[name], records, (*within, name))})"
+
+    return _BARE.sub(written, expr)
+
+
+# A metric name not part of a longer name and not followed by matchers.
+_BARE = re.compile(r"(?<![\w:])[a-zA-Z_:][\w:]*(?![\w:{(])")

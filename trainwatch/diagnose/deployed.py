@@ -19,6 +19,7 @@ from trainwatch.contract.alerts import (
     SCALING_INEFFICIENT,
     TRIAL_STALE,
 )
+from trainwatch.contract.promql import inline
 from trainwatch.contract.records import RecordNames
 
 # The alerts whose threshold the CLI reads (names: trainwatch.contract.alerts).
@@ -120,6 +121,11 @@ class Deployment:
             if rule.get("type") == "recording" and rule.get("query"):
                 found = (str(rule["query"]), dict(rule.get("labels") or {}))
                 queries[rule["name"]] = (*queries.get(rule["name"], ()), found)
+        # A chained rule reads records evaluated just before it: inline, it reads their
+        # expressions instead (a name with several expressions is never read bare).
+        single = {name: found[0][0] for name, found in queries.items() if len(found) == 1}
+        queries = {name: tuple((inline(q, single, (name,)), labels) for q, labels in found)
+                   for name, found in queries.items()}
         return cls(names=names, alerts=alerts, queries=queries)
 
 
