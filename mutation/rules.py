@@ -20,6 +20,7 @@ nor explained in mutation/rule_equivalents.toml.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -214,6 +215,26 @@ def shared_fragment(rules_dir: Path) -> tuple[str, str]:
     return (max(shared, key=len), "live_trials() gate") if shared else ("", "")
 
 
+@functools.lru_cache(maxsize=128)
+def _load(text: str) -> Any:
+    """``text`` parsed (libyaml), kept for the texts in use (the cases, the unmutated rule
+    files): shared, never to be changed in place."""
+    return yaml.load(text, Loader=yaml.CSafeLoader)
+
+
+def _text(obj: Any) -> str:
+    """Every string in ``obj`` (a parsed YAML document or part of one), a line each."""
+    if isinstance(obj, dict):
+        return "\n".join(_text(v) for v in obj.values())
+    if isinstance(obj, list):
+        return "\n".join(_text(v) for v in obj)
+    return str(obj)
+
+
+def _dump(doc: Any) -> str:
+    return yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False, width=10**6)
+
+
 def cases_for(cases: dict[str, str], files: list[str], reach: list[str]
               ) -> list[tuple[str, dict[str, Any]]]:
     """(name, document) of each cases file (name -> text) that loads one of ``files``, with
@@ -221,12 +242,12 @@ def cases_for(cases: dict[str, str], files: list[str], reach: list[str]
     cases file first, then the shortest (a mutant stops at the first file that kills it)."""
     chosen = []
     for name in sorted(cases, key=lambda n: (n not in files, len(cases[n]))):
-        doc = yaml.safe_load(cases[name])
+        doc = _load(cases[name])
         if not any(f"../rules/{file}" in doc["rule_files"] for file in files):
             continue
-        doc["tests"] = list(filter(None, (_checks(t, reach) for t in doc["tests"])))
-        if doc["tests"]:
-            chosen.append((name, doc))
+        tests = list(filter(None, (_checks(t, reach) for t in doc["tests"])))
+        if tests:
+            chosen.append((name, {**doc, "tests": tests}))
     return chosen
 
 
@@ -235,7 +256,7 @@ def _checks(test: dict[str, Any], reach: list[str]) -> dict[str, Any] | None:
     checks = {"alert_rule_test": [c for c in test.get("alert_rule_test", [])
                                   if c["alertname"] in reach],
               "promql_expr_test": [c for c in test.get("promql_expr_test", [])
-                                   if named.search(yaml.safe_dump(c))]}
+                                   if named.search(_text(c))]}
     if not any(checks.values()):
         return None
     return {**test, **{key: value for key, value in checks.items() if value or key in test}}
@@ -247,20 +268,20 @@ def only_needed(rule_texts: dict[str, str], reach: list[str],
     ``reach``, see :func:`cases_for`) can see: the alerts in ``reach``, and the recording rules
     in ``reach``, named by a check, or read (by expression or annotation query) by one kept.
     No rule reads an alert, and the others' evaluation is much of promtool's time."""
-    docs = {name: yaml.safe_load(text) for name, text in rule_texts.items()}
+    docs = {name: _load(text) for name, text in rule_texts.items()}
     every = [r for doc in docs.values() for g in doc["groups"] for r in g["rules"]]
     records = _names({r["record"] for r in every if "record" in r})
-    wanted = set(reach) | set(records.findall(yaml.safe_dump([doc for _, doc in cases])))
+    reads = [(r.get("alert") or r["record"], set(records.findall(_text(r))))
+             for r in every]
+    wanted = set(reach) | set(records.findall(_text([d for _, d in cases])))
     while True:
-        more = {name for r in every if (r.get("alert") or r["record"]) in wanted
-                for name in records.findall(yaml.safe_dump(r))} - wanted
+        more = {name for rule, read in reads if rule in wanted for name in read} - wanted
         if not more:
             break
         wanted |= more
-    for doc in docs.values():
-        for group in doc["groups"]:
-            group["rules"] = [r for r in group["rules"] if (r.get("alert") or r["record"]) in wanted]
-    return {name: yaml.safe_dump(doc, sort_keys=False, width=10**6) for name, doc in docs.items()}
+    return {name: _dump({**doc, "groups": [
+        {**g, "rules": [r for r in g["rules"] if (r.get("alert") or r["record"]) in wanted]}
+        for g in doc["groups"]]}) for name, doc in docs.items()}
 
 
 def generated_cases(folder: Path, refs: tuple[str, ...] = GENERATED_CASES) -> dict[str, str]:
@@ -290,7 +311,7 @@ def promtool_test(work: Path, rule_texts: dict[str, str], cases: list[tuple[str,
         (work / "rules" / name).write_text(text)
     runs = []
     for name, doc in cases:
-        (work / "tests" / name).write_text(yaml.safe_dump(doc, sort_keys=False))
+        (work / "tests" / name).write_text(_dump(doc))
         try:
             proc = subprocess.run(["promtool", "test", "rules", name], cwd=work / "tests",
                                   capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
