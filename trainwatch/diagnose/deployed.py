@@ -145,23 +145,24 @@ def _alert_rule(name: str, rule: Mapping[str, Any] | None, where: str) -> AlertR
     if not remedy:
         raise DeploymentError(f"{where}: alert {name} has no `remedy` annotation; deploy the "
                               "current prometheus/rules")
-    busy = annotations.get("busy")
-    try:
-        gate = None if busy is None else float(str(busy))
-    except ValueError:
-        raise DeploymentError(f"{where}: alert {name} has a non-numeric `busy` annotation "
-                              f"({busy!r}); deploy the current prometheus/rules") from None
+    gate = _optional_number(annotations, "busy", name, where)
     try:
         causes = {key.removeprefix("cause_"): float(str(value))
                   for key, value in annotations.items() if key.startswith("cause_")}
     except ValueError:
         raise DeploymentError(f"{where}: alert {name} has a non-numeric `cause_` annotation; "
                               "deploy the current prometheus/rules") from None
-    raw_mfu = annotations.get("mfu_low")
-    try:
-        mfu_low = None if raw_mfu is None else float(str(raw_mfu))
-    except ValueError:
-        raise DeploymentError(f"{where}: alert {name} has a non-numeric `mfu_low` annotation "
-                              f"({raw_mfu!r}); deploy the current prometheus/rules") from None
+    mfu_low = _optional_number(annotations, "mfu_low", name, where)
     return AlertRule(name, threshold, str(remedy), annotations.get("runbook_url"), gate, causes,
                      mfu_low)
+
+
+def _optional_number(annotations: Mapping[str, Any], key: str, name: str, where: str
+                     ) -> float | None:
+    """An annotation that holds a number, or None where the rule has none."""
+    raw = annotations.get(key)
+    try:
+        return None if raw is None else float(str(raw))
+    except ValueError:
+        raise DeploymentError(f"{where}: alert {name} has a non-numeric `{key}` annotation "
+                              f"({raw!r}); deploy the current prometheus/rules") from None
