@@ -111,7 +111,10 @@ def test_a_clean_exit_never_deletes_the_group_another_process_still_pushes_to(
         assert first.wait(timeout=30) == 0
         # The first process's clean exit deleted nothing: the group is there, and the second
         # process's pushes go on landing in it.
-        assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="shared")
+        # (Its step counter is there, whichever process pushed last: the second one's first
+        # pushes, before it has finished a step, say 0.)
+        assert pushed_value(pushgateway, "trainwatch_trial_steps_total",
+                            trial="shared") is not None
         wait_until(lambda: pushed_value(pushgateway, names.TRIAL_INFO, trial="shared",
                                         pid=str(second.pid)) == 1,
                    what="the second process's push after the first one's clean exit")

@@ -222,10 +222,11 @@ def test_the_step_path_without_a_request_allocates_nothing_and_makes_no_call_of_
     assert grown < 4096, grown  # a per-step allocation would be ~20_000 x 28+ bytes
     # What it costs, counted rather than timed (a timing is noise on a loaded machine): the
     # Python and C calls of 20,000 steps, against the loader that can never be asked. A check
-    # that did anything per step (a call, a lock, a clock read) would add 20,000 of them.
+    # that did anything per step (a call, a lock, a clock read) would add 20,000 of them; a
+    # few calls once per pass (the garbage collector's, say) are not the step's.
     armed, never = _calls(loader), _calls(plain)
-    assert armed["call"] - never["call"] <= 2, (armed, never)
-    assert armed["c_call"] - never["c_call"] <= 2, (armed, never)
+    assert armed["call"] - never["call"] < 100, (armed, never)
+    assert armed["c_call"] - never["c_call"] < 100, (armed, never)
 
 
 def _calls(iterable: Any) -> dict[str, int]:
