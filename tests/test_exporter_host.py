@@ -322,11 +322,14 @@ def test_a_failing_section_leaves_the_others_and_reports_failure(
     assert registry.get_sample_value("trainwatch_host_info", {"nodename": "n1"}) == 1
 
 
-# Three /proc/diskstats lines: a kernel 4.18+ line (field 10, io_ticks, is 4321 ms), one of
-# kernel 2.6 (11 fields) and a line cut short, which is skipped.
+# /proc/diskstats lines: a kernel 4.18+ line (field 10, io_ticks, is 4321 ms), one of
+# kernel 2.6 (11 fields), a line cut right after field 10 (read), and lines cut before it
+# (skipped).
 DISKSTATS = """\
  252       0 vda 100 0 800 50 200 0 1600 70 0 4321 120 0 0 0 0
    8       0 sda 10 0 80 5 20 0 160 7 0 250 12
+   8       2 sdc 10 0 80 5 20 0 160 7 0 375
+   8       3 sdd 10 0 80 5 20 0 160 7 0
    8       1 sda1 10 0
 """
 
@@ -335,7 +338,7 @@ def test_disk_busy_time_is_psutils_busy_time_in_seconds_else_diskstats_field_10(
         tmp_path: Path) -> None:
     diskstats = tmp_path / "diskstats"
     diskstats.write_text(DISKSTATS)
-    assert diskstats_io_seconds(diskstats) == {"vda": 4.321, "sda": 0.25}
+    assert diskstats_io_seconds(diskstats) == {"vda": 4.321, "sda": 0.25, "sdc": 0.375}
     assert diskstats_io_seconds(tmp_path / "absent") == {}  # not Linux: nothing, no failure
     with_busy = SimpleNamespace(**vars(disk_io(1)), busy_time=1500)
     reads: list[int] = []
@@ -356,11 +359,12 @@ def test_disk_busy_time_is_psutils_busy_time_in_seconds_else_diskstats_field_10(
 def test_link_speed_in_bytes_per_second_and_absent_where_the_kernel_reports_none(
         tmp_path: Path) -> None:
     for device, speed in {"eth0": "25000\n", "eth1": "-1\n", "eth2": "0\n",
-                          "ib0": "not a number\n"}.items():
+                          "ib0": "not a number\n", "slow0": "1\n"}.items():
         (tmp_path / device).mkdir()
         (tmp_path / device / "speed").write_text(speed)
     (tmp_path / "lo").mkdir()  # loopback: reading its speed fails with EINVAL; no file here
     assert link_speed_bytes(tmp_path, "eth0") == 25000 * 125_000  # 25 Gbit/s = 3.125 GB/s
+    assert link_speed_bytes(tmp_path, "slow0") == 125_000  # the slowest a kernel says: 1 Mbit/s
     for device in ("eth1", "eth2", "ib0", "lo", "missing"):
         assert link_speed_bytes(tmp_path, device) is None, device
     per_nic = {name: SimpleNamespace(bytes_recv=1, bytes_sent=2) for name in ("eth0", "eth1")}

@@ -205,7 +205,7 @@ def test_an_unwritable_directory_warns_once_and_training_goes_on(
                                            trial.config.grouping_key) == 10
 
 
-def test_the_step_path_without_a_request_allocates_nothing_and_makes_no_call_of_its_own() -> None:
+def test_the_loaders_step_path_without_a_request_allocates_nothing_and_makes_no_call_of_its_own() -> None:
     trial = ti.Trial(experiment="prof", trial="idle", pull_port=0)
     assert isinstance(trial._profiler, OnDemandProfiler)
     loader = trial.loader(range(20_000), samples=1)

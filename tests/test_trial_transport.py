@@ -223,3 +223,22 @@ def test_a_dripping_gateway_is_a_counted_and_warned_failure_within_one_interval(
                 pusher.stop(timeout=0.1)
         assert time.monotonic() - start < config.push_interval
     assert any("failed: TimeoutError" in r.getMessage() for r in caplog.records)
+
+
+def test_a_deadline_that_passes_over_a_closed_socket_raises_nothing_in_its_thread() -> None:
+    """The deadline shuts its sockets down from a timer thread; one already closed (the push
+    ended as the deadline passed) is skipped, not an error on stderr from that thread."""
+    from trial_instrumentation.transport import _Deadline
+
+    raised: list[BaseException | None] = []
+    before = threading.excepthook
+    threading.excepthook = lambda args: raised.append(args.exc_value)
+    try:
+        sock = socket.socket()
+        sock.close()
+        deadline = _Deadline(0.01)
+        deadline.watch(sock)
+        deadline._timer.join(5)
+    finally:
+        threading.excepthook = before
+    assert deadline.passed and raised == []
