@@ -87,7 +87,7 @@ def test_the_hash_is_django_pbkdf2_sha256() -> None:
     ("pbkdf2_sha256$2000001$salt$AAAA", "2000001 iterations is over the limit of 2000000"),
     # A 5,000-digit count is quoted cut to 20 characters.
     ("pbkdf2_sha256$" + "9" * 5000 + "$salt$AAAA",
-     "9" * 17 + "... iterations is over the limit of 2000000"),
+     "9" * 17 + r"\.\.\. iterations is over the limit of 2000000"),  # (a pattern)
     # A digest one byte short or one byte long is no SHA-256 digest.
     ("pbkdf2_sha256$10$salt$" + base64.b64encode(b"x" * 31).decode(),
      "the hash part is 31 bytes, not the 32 of a SHA-256 digest"),
