@@ -10,7 +10,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from trainwatch.contract.promql import select
 from trainwatch.promapi import PrometheusAPI, PrometheusError
+from trial_instrumentation import names
 
 # How far back a trial is looked for without --since: a year of the trial's info series, found
 # through the index (/api/v1/series), not by reading samples.
@@ -21,21 +23,11 @@ class NotOnAnyServer(LookupError):
     """No server given holds the trial; the message names each and what it said."""
 
 
-def _selector(experiment: str, trial: str | None) -> str:
-    labels = [f'experiment="{_escape(experiment)}"']
-    if trial is not None:
-        labels.append(f'trial="{_escape(trial)}"')
-    return "trainwatch_trial_info{" + ", ".join(labels) + "}"
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
 def holds(api: PrometheusAPI, experiment: str, trial: str | None, since: float | None) -> bool:
     """Whether ``api``'s server has any series of the experiment (and trial) since then."""
     now = time.time()
-    found = api.get("series", **{"match[]": _selector(experiment, trial),
+    info = select(names.TRIAL_INFO, experiment=experiment, trial=trial)
+    found = api.get("series", **{"match[]": info,
                                  "start": f"{now - (since or LOOKBACK_SECONDS):.3f}",
                                  "end": f"{now:.3f}"})
     return bool(found)
