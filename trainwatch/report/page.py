@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import time
 from collections.abc import Iterable
 
@@ -13,6 +12,7 @@ from trainwatch.diagnose.report import RankReport
 from trainwatch.diagnose.runs import RUNNING
 from trainwatch.report import trace_table
 from trainwatch.report.collect import Document
+from trainwatch.report.markup import e
 from trainwatch.report.plots import histogram_svg, panel_svg
 from trainwatch.report.series import RAW, Panel
 from trainwatch.report.window import utc
@@ -45,10 +45,6 @@ figure.panel figcaption .source { font-weight: normal; color: var(--muted); }
 .capture { margin-bottom: 1rem; } .capture .tables { display: flex; flex-wrap: wrap;
   gap: .5rem 2.5rem; align-items: flex-start; margin-top: .6rem; }
 """
-
-
-def e(value: object) -> str:
-    return html.escape("" if value is None else str(value))
 
 
 def page(doc: Document) -> str:

@@ -5,12 +5,11 @@ compute, communication: trial_instrumentation.trace_split). One line when no ran
 
 from __future__ import annotations
 
-import html
-
 from trainwatch.cliutil import ago
 from trainwatch.diagnose.report import RankReport
 from trainwatch.diagnose.traces import TraceSummary, step_range
 from trainwatch.report.collect import Document
+from trainwatch.report.markup import e
 from trainwatch.report.window import utc
 from trial_instrumentation.trace_split import KINDS
 
@@ -20,10 +19,6 @@ WHERE = {"cuda": "GPU time: its streams merged, from its first kernel to its las
                  "overlaps it",
          "cpu": "CPU time: no GPU activity was captured; over the recorded steps, the process's "
                 "operators on any thread (idle: Python between them, the data loader, sleeps)"}
-
-
-def e(value: object) -> str:
-    return html.escape("" if value is None else str(value))
 
 
 def duration(seconds: float | None) -> str:
