@@ -219,7 +219,7 @@ def shared_fragment(rules_dir: Path) -> tuple[str, str]:
 def _load(text: str) -> Any:
     """``text`` parsed (libyaml), kept for the texts in use (the cases, the unmutated rule
     files): shared, never to be changed in place."""
-    return yaml.load(text, Loader=yaml.CSafeLoader)
+    return yaml.load(text, Loader=_LOADER)
 
 
 def _text(obj: Any) -> str:
@@ -232,7 +232,12 @@ def _text(obj: Any) -> str:
 
 
 def _dump(doc: Any) -> str:
-    return yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False, width=10**6)
+    return yaml.dump(doc, Dumper=_DUMPER, sort_keys=False, width=10**6)
+
+
+# libyaml where PyYAML was built with it (its wheels are); the pure-Python twins otherwise.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def cases_for(cases: dict[str, str], files: list[str], reach: list[str]
