@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from trainwatch.contract import remedies
 from trainwatch.contract.checks import EXCHANGE_CAUSES
-from trainwatch.contract.promql import BY_TRIAL, by
+from trainwatch.contract.promql import BY_TRIAL, by, on
 from trainwatch.contract.promql import select as selector
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
@@ -163,7 +163,7 @@ def phase_excess(api: PrometheusAPI, window: str, rank: tuple[str, str, str]
     sel = {"experiment": rank[0], "trial": rank[1]}
     per_step = (f"sum {by(*names.GROUPING_LABELS, 'phase')} "
                 f"(rate({selector(f'{names.PHASE_SECONDS}_sum', **sel)}[{window}]))\n"
-                f"/ on ({', '.join(names.GROUPING_LABELS)}) group_left\n"
+                f"/ {on(*names.GROUPING_LABELS)} group_left\n"
                 f"sum {BY_TRIAL} (rate({selector(f'{names.STEP_SECONDS}_count', **sel)}"
                 f"[{window}]))")
     mine: dict[str, float] = {}
