@@ -176,6 +176,7 @@ bench: tools venv
 	$(PY) -m benchmarks.exporter_scrape
 	$(PY) -m benchmarks.instrumentation_overhead
 	$(PY) -m benchmarks.fleet_scale --sizes 100,1000  # 4,000: see benchmarks/README.md
+	$(PY) -m benchmarks.fleet_pull --sizes 1000 --phase-buckets none --rounds 6  # 4,000, 10,000 on shards: benchmarks/README.md
 
 # Mutation testing (cosmic-ray) of the modules in mutation/targets.toml against their fast unit
 # tests; writes docs/mutation-report.md. Not part of `make test`: the nine targets add up to

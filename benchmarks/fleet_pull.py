@@ -48,6 +48,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 from unittest import mock
@@ -56,6 +57,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from benchmarks.fleet_scale import PHASE_BUCKETS, quantile, train
+from benchmarks.fleet_shards import pod_labels, shard_of, shard_scrape
 from benchmarks.http_load import proc_status
 from benchmarks.stack import Prometheus, start_prometheus, wait_until
 from prometheus import generate_rules
@@ -180,14 +182,17 @@ class TargetServer:
 
 def file_sd_groups(port: int, size: int) -> list[dict[str, Any]]:
     """One file_sd target group per rank: its path on the shared port, and the labels the
-    chart's pull-mode job gives a pod (instance unique per rank, namespace, pod)."""
+    chart's pull-mode job gives a pod (instance unique per rank, namespace, pod), and the
+    discovery labels the chart's job relabels a pod by (``--shards``: its trial's shard)."""
     groups = []
     for index in range(size):
         trial, rank = divmod(index, RANKS_PER_TRIAL)
         groups.append({"targets": [f"127.0.0.1:{port}"],
                        "labels": {"__metrics_path__": f"/rank/{index}/metrics",
                                   "instance": f"127.0.0.1:{port}/rank/{index}",
-                                  "namespace": EXPERIMENT, "pod": f"t{trial}-rank{rank}"}})
+                                  "namespace": EXPERIMENT, "pod": f"t{trial}-rank{rank}",
+                                  **pod_labels(EXPERIMENT, f"t{trial}", f"t{trial}-rank{rank}",
+                                               port)}})
     return groups
 
 
@@ -205,10 +210,10 @@ def pull_job(sd_file: Path) -> dict[str, Any]:
             "file_sd_configs": [{"files": [str(sd_file)]}]}
 
 
-def dashboard_queries() -> list[tuple[str, str]]:
+def dashboard_queries(trial: str = "t0") -> list[tuple[str, str]]:
     """(dashboard: panel, expr) of every panel query of the Fleet and Trial profile dashboards,
     their variables set to one experiment, one trial and every rank."""
-    values = {"$experiment": EXPERIMENT, "$trial": "t0", "$rank": ".*", "$instance": ".*",
+    values = {"$experiment": EXPERIMENT, "$trial": trial, "$rank": ".*", "$instance": ".*",
               "$gpu": ".*"}
     found = []
     for name in DASHBOARDS:
@@ -240,7 +245,7 @@ def timed_query(url: str, expr: str, timeout: float = 60.0) -> float:
     return time.perf_counter() - start
 
 
-def time_diagnose(url: str) -> tuple[float, list[tuple[float, str]]]:
+def time_diagnose(url: str, trial: str = "t0") -> tuple[float, list[tuple[float, str]]]:
     """``trainwatch diagnose`` of one trial, in process: its wall time and each API call's."""
     from trainwatch.cli import main as cli
 
@@ -258,7 +263,7 @@ def time_diagnose(url: str) -> tuple[float, list[tuple[float, str]]]:
     with mock.patch.object(PrometheusAPI, "get", get), open(os.devnull, "w") as sink, \
             mock.patch.object(sys, "stdout", sink):
         code = cli(["diagnose", "--prometheus", url, "--timeout", "60", "--experiment",
-                    EXPERIMENT, "--trial", "t0"])
+                    EXPERIMENT, "--trial", trial])
     if code not in (0, 1):  # 1: a finding; 2: it could not diagnose
         raise RuntimeError(f"trainwatch diagnose exited {code}")
     return time.perf_counter() - start, sorted(calls, reverse=True)
@@ -352,7 +357,8 @@ def rules_dir(rules_from: Path | None) -> Iterator[Path]:
 
 
 def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
-             max_rss: float, diagnose_timeout: float, cost_rules: list[Path]) -> None:
+             max_rss: float, diagnose_timeout: float, cost_rules: list[Path],
+             shards: int = 1) -> None:
     label = f"{size:>6} ranks, phase buckets {setting}"
     print(f"{label}: load average at start {load()}", flush=True)
     pages = RankPages(size, PHASE_BUCKETS[setting], seed=size)
@@ -361,70 +367,137 @@ def run_size(size: int, rounds: int, setting: str, rules_from: Path | None,
         workdir = Path(tmp)
         sd_file = workdir / "ranks.json"
         write_file_sd(sd_file, file_sd_groups(server.port, size))
+        run = Run(pages, server, rules, rounds, max_rss, diagnose_timeout, cost_rules)
         config = {"global": {"scrape_interval": f"{INTERVAL:g}s",
                              "evaluation_interval": f"{INTERVAL:g}s"},
                   "rule_files": [str(rules / "*.yml")], "scrape_configs": [pull_job(sd_file)]}
-        with start_prometheus(workdir, config) as prom:
-            started = time.monotonic()
-            wait_until(lambda: query(prom, f'count(up{{job="{names.JOB}"}} == 1) == {size}'),
-                       timeout=36 * INTERVAL, what=f"all {size} targets up", interval=2.0)
-            print(f"        every target up {time.monotonic() - started:.0f} s after Prometheus "
-                  "was ready", file=sys.stderr, flush=True)
-            began = time.time()
-            groups: dict[str, tuple[float, float]] = {}  # name -> (max evaluation, interval)
-            slowest: dict[str, tuple[float, str]] = {}  # group -> its slowest rule then
-            rss = 0.0
-            first = head_stats(prom)
-            for round_ in range(rounds):
-                start = time.monotonic()
-                pages.refresh()
-                rss = max(rss, proc_status(prom.proc.pid, "VmRSS") / 2**20)
-                if round_ >= rounds // 2:
-                    for group in api(prom, "rules")["groups"]:
-                        name = group["name"]
-                        if group["evaluationTime"] >= groups.get(name, (0.0, 0.0))[0]:
-                            groups[name] = (group["evaluationTime"], group["interval"])
-                            slowest[name] = max((r.get("evaluationTime", 0.0), r.get("name", ""))
-                                                for r in group["rules"])
-                print(f"        round {round_ + 1}/{rounds}: served {server.served}, RSS "
-                      f"{rss:.2f} GiB, load {load()}", file=sys.stderr, flush=True)
-                if rss > max_rss:
-                    print(f"{label}: stopped after round {round_ + 1}: Prometheus RSS "
-                          f"{rss:.2f} GiB > {max_rss:g} GiB")
-                    break
-                time.sleep(max(0.0, INTERVAL - (time.monotonic() - start)))
-            spent = time.time() - began
-            last = head_stats(prom)
-            window = f"{max(INTERVAL, spent):.0f}s"
-            durations = [float(v) for s in query(prom,
-                f'scrape_duration_seconds{{job="{names.JOB}"}}[{window}]')
-                for _, v in s["values"]]
-            [scraped] = query(prom, f'sum(scrape_samples_scraped{{job="{names.JOB}"}})')
-            failed = query(prom, f'count(up{{job="{names.JOB}"}} == 0)')
-            costly = sorted(((r.get("evaluationTime", 0.0), r.get("name", ""))
-                             for g in api(prom, "rules")["groups"] for r in g["rules"]),
-                            reverse=True)[:5]
-            queries = []
-            for title, expr in dashboard_queries():
-                try:
-                    queries.append((timed_query(prom.url, expr), title))
-                except (OSError, RuntimeError) as exc:
-                    queries.append((float("inf"), f"{title} ({exc})"))
-            queries.sort(reverse=True)
-            try:
-                diag_wall, diag_calls = time_diagnose(prom.url)
-                diag = (f"one trial {diag_wall:.2f} s ({len(diag_calls)} API calls; slowest "
-                        f"{diag_calls[0][0]:.3f} s: {diag_calls[0][1][:120]!r})")
-            except Exception as exc:  # noqa: BLE001 - a broken diagnose must not lose the run
-                diag = f"one trial failed: {exc!r}"
-            diag_all = diagnose_experiment(prom.url, diagnose_timeout)
+        if shards == 1:
+            measure(run, workdir / "prometheus", config, label, size, "t0")
+            return
+        (workdir / "central").mkdir()
+        with start_prometheus(workdir / "central", {"global": {"scrape_interval": "1m"}},
+                              "--web.enable-remote-write-receiver") as central:
+            jobs, writes = shard_scrape(shards, sd_file, central.url, INTERVAL)
+            trials = -(-size // RANKS_PER_TRIAL)
+            for k in range(shards):
+                mine = [t for t in range(trials) if shard_of(EXPERIMENT, f"t{t}", shards) == k]
+                ranks = sum(min(RANKS_PER_TRIAL, size - RANKS_PER_TRIAL * t) for t in mine)
+                (workdir / f"shard-{k}").mkdir()
+                measure(run, workdir / f"shard-{k}",
+                        {**config, "scrape_configs": [jobs[k]], "remote_write": [writes[k]]},
+                        f"{label}, shard {k}/{shards} ({len(mine)} trials, {ranks} ranks)",
+                        ranks, f"t{mine[0]}")
+            measure_central(central, f"{label}, central (remote_write of {shards} shards)")
+
+
+@dataclass(frozen=True)
+class Run:
+    """What every Prometheus of one size is measured against."""
+
+    pages: RankPages
+    server: TargetServer
+    rules: Path
+    rounds: int
+    max_rss: float
+    diagnose_timeout: float
+    cost_rules: list[Path]
+
+
+def measure_central(central: Prometheus, label: str) -> None:
+    """The global view after the shards ran: what reached it, and the dashboards and diagnose
+    read from it alone (Grafana's datasource in the sharded chart)."""
+    stats = head_stats(central)
+    shards = sorted((s["metric"].get("prometheus_shard", "?"), int(float(s["value"][1])))
+                    for s in query(central, "count by (prometheus_shard) "
+                                   f"(last_over_time({names.TRIAL_INFO}[1h]))"))
+    queries = []
+    for title, expr in dashboard_queries():
+        try:
+            queries.append((timed_query(central.url, expr), title))
+        except (OSError, RuntimeError) as exc:
+            queries.append((float("inf"), f"{title} ({exc})"))
+    queries.sort(reverse=True)
+    try:
+        wall, calls = time_diagnose(central.url)
+        diag = f"one trial {wall:.2f} s ({len(calls)} API calls)"
+    except Exception as exc:  # noqa: BLE001 - a broken diagnose must not lose the run
+        diag = f"one trial failed: {exc!r}"
+    rss = proc_status(central.proc.pid, "VmRSS") / 2**20
+    print(f"{label}: head series {stats['prometheus_tsdb_head_series']:,.0f}, RSS {rss:.2f} GiB, "
+          "ranks received per shard " + ", ".join(f"{k}: {n}" for k, n in shards))
+    print(f"        dashboards: {len(queries)} queries, {sum(q for q, _ in queries):.2f} s in "
+          "all; slowest " + "; ".join(f"{t} {q:.3f} s" for q, t in queries[:3]))
+    print(f"        diagnose {diag}; load average {load()}", flush=True)
+
+
+def measure(run: Run, workdir: Path, config: dict[str, Any], label: str, size: int,
+            trial: str) -> None:
+    """One Prometheus with ``config`` scraping ``size`` of the ranks for ``run.rounds`` rounds:
+    its figures, printed under ``label``; ``trial`` (one it holds) for the queries."""
+    pages, server, rules, rounds = run.pages, run.server, run.rules, run.rounds
+    max_rss, diagnose_timeout, cost_rules = run.max_rss, run.diagnose_timeout, run.cost_rules
+    workdir.mkdir(exist_ok=True)
+    with start_prometheus(workdir, config) as prom:
+        started = time.monotonic()
+        wait_until(lambda: query(prom, f'count(up{{job="{names.JOB}"}} == 1) == {size}'),
+                   timeout=36 * INTERVAL, what=f"all {size} targets up", interval=2.0)
+        print(f"        every target up {time.monotonic() - started:.0f} s after Prometheus "
+              "was ready", file=sys.stderr, flush=True)
+        began = time.time()
+        groups: dict[str, tuple[float, float]] = {}  # name -> (max evaluation, interval)
+        slowest: dict[str, tuple[float, str]] = {}  # group -> its slowest rule then
+        rss = 0.0
+        first = head_stats(prom)
+        for round_ in range(rounds):
+            start = time.monotonic()
+            pages.refresh()
             rss = max(rss, proc_status(prom.proc.pid, "VmRSS") / 2**20)
-            end_load = load()
-            costs = {}
-            if cost_rules:
-                quiesce(prom, workdir)
-                for source in (rules, *cost_rules):
-                    costs[source] = rule_cpu(prom, source, began + spent)
+            if round_ >= rounds // 2:
+                for group in api(prom, "rules")["groups"]:
+                    name = group["name"]
+                    if group["evaluationTime"] >= groups.get(name, (0.0, 0.0))[0]:
+                        groups[name] = (group["evaluationTime"], group["interval"])
+                        slowest[name] = max((r.get("evaluationTime", 0.0), r.get("name", ""))
+                                            for r in group["rules"])
+            print(f"        round {round_ + 1}/{rounds}: served {server.served}, RSS "
+                  f"{rss:.2f} GiB, load {load()}", file=sys.stderr, flush=True)
+            if rss > max_rss:
+                print(f"{label}: stopped after round {round_ + 1}: Prometheus RSS "
+                      f"{rss:.2f} GiB > {max_rss:g} GiB")
+                break
+            time.sleep(max(0.0, INTERVAL - (time.monotonic() - start)))
+        spent = time.time() - began
+        last = head_stats(prom)
+        window = f"{max(INTERVAL, spent):.0f}s"
+        durations = [float(v) for s in query(prom,
+            f'scrape_duration_seconds{{job="{names.JOB}"}}[{window}]')
+            for _, v in s["values"]]
+        [scraped] = query(prom, f'sum(scrape_samples_scraped{{job="{names.JOB}"}})')
+        failed = query(prom, f'count(up{{job="{names.JOB}"}} == 0)')
+        costly = sorted(((r.get("evaluationTime", 0.0), r.get("name", ""))
+                         for g in api(prom, "rules")["groups"] for r in g["rules"]),
+                        reverse=True)[:5]
+        queries = []
+        for title, expr in dashboard_queries(trial):
+            try:
+                queries.append((timed_query(prom.url, expr), title))
+            except (OSError, RuntimeError) as exc:
+                queries.append((float("inf"), f"{title} ({exc})"))
+        queries.sort(reverse=True)
+        try:
+            diag_wall, diag_calls = time_diagnose(prom.url, trial)
+            diag = (f"one trial {diag_wall:.2f} s ({len(diag_calls)} API calls; slowest "
+                    f"{diag_calls[0][0]:.3f} s: {diag_calls[0][1][:120]!r})")
+        except Exception as exc:  # noqa: BLE001 - a broken diagnose must not lose the run
+            diag = f"one trial failed: {exc!r}"
+        diag_all = diagnose_experiment(prom.url, diagnose_timeout)
+        rss = max(rss, proc_status(prom.proc.pid, "VmRSS") / 2**20)
+        end_load = load()
+        costs = {}
+        if cost_rules:
+            quiesce(prom, workdir)
+            for source in (rules, *cost_rules):
+                costs[source] = rule_cpu(prom, source, began + spent)
     appended = (last["prometheus_tsdb_head_samples_appended_total"]
                 - first["prometheus_tsdb_head_samples_appended_total"]) / spent
     cores = (last["process_cpu_seconds_total"] - first["process_cpu_seconds_total"]) / spent
@@ -467,6 +540,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="after the run, stop scraping and evaluating and measure "
                              "Prometheus's CPU seconds per evaluation of each rule group, of the "
                              "loaded rules and of these (repeatable; e.g. an older checkout's)")
+    parser.add_argument("--shards", type=int, default=1,
+                        help="split the ranks by trial over this many Prometheus servers as the "
+                             "chart does (prometheus.shards), each measured in turn, with a "
+                             "central one receiving their remote_write (default 1: one server)")
     parser.add_argument("--diagnose-timeout", type=float, default=30.0,
                         help="seconds `trainwatch diagnose` of the whole experiment may take "
                              "(default 30)")
@@ -475,19 +552,20 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = [int(s) for s in args.sizes.split(",")]
     settings = args.phase_buckets.split(",")
-    if any(s < 1 for s in sizes) or args.rounds < 2:
-        parser.error("--sizes must be >= 1 and --rounds >= 2")
+    if any(s < 1 for s in sizes) or args.rounds < 2 or args.shards < 1:
+        parser.error("--sizes and --shards must be >= 1 and --rounds >= 2")
     if unknown := [s for s in settings if s not in PHASE_BUCKETS]:
         parser.error(f"--phase-buckets: {unknown} not among {list(PHASE_BUCKETS)}")
     if args.rules_from is not None and not list(args.rules_from.glob("*.yml")):
         parser.error(f"--rules-from: no *.yml in {args.rules_from}")
     print(f"fleet_pull: {args.rounds} rounds of {INTERVAL:g} s per size, {RANKS_PER_TRIAL} "
-          f"ranks per trial, rules from {args.rules_from or 'a fresh render'}")
+          f"ranks per trial, rules from {args.rules_from or 'a fresh render'}"
+          + (f", {args.shards} shards by trial (the chart's)" if args.shards > 1 else ""))
     for size in sizes:
         for setting in settings:
             try:
                 run_size(size, args.rounds, setting, args.rules_from, args.max_rss_gib,
-                         args.diagnose_timeout, args.cost_rules)
+                         args.diagnose_timeout, args.cost_rules, args.shards)
             except (TimeoutError, RuntimeError) as exc:
                 print(f"{size:>6} ranks, phase buckets {setting}: gave up: {exc}")
     return 0

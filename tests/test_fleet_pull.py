@@ -10,6 +10,8 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.fleet_pull import RankPages, TargetServer, file_sd_groups, pull_job, write_file_sd
+from benchmarks.fleet_shards import shard_of, shard_scrape
+from benchmarks.stack import start_prometheus, wait_until
 from trial_instrumentation import names
 
 
@@ -73,10 +75,34 @@ def test_file_sd_lists_one_target_per_rank_with_its_path_and_a_unique_instance(
     groups = json.loads(sd.read_text())
     assert len(groups) == 16 and not list(tmp_path.glob("*.tmp"))
     assert {g["targets"][0] for g in groups} == {"127.0.0.1:9100"}
-    assert groups[9]["labels"] == {"__metrics_path__": "/rank/9/metrics",
-                                   "instance": "127.0.0.1:9100/rank/9",
-                                   "namespace": "fleet", "pod": "t1-rank1"}
+    labels = groups[9]["labels"]
+    assert {k: v for k, v in labels.items() if not k.startswith("__meta_")} == {
+        "__metrics_path__": "/rank/9/metrics", "instance": "127.0.0.1:9100/rank/9",
+        "namespace": "fleet", "pod": "t1-rank1"}
+    assert labels["__meta_kubernetes_pod_annotation_trainwatch_io_trial"] == "t1"
+    assert labels["__meta_kubernetes_pod_annotation_trainwatch_io_port"] == "9100"
     assert len({g["labels"]["instance"] for g in groups}) == 16
     job = pull_job(sd)
     assert job["job_name"] == names.JOB and job["honor_labels"] is True
     assert job["file_sd_configs"] == [{"files": [str(sd)]}]
+
+
+def test_a_shard_keeps_exactly_the_trials_shard_of_predicts_every_rank_of_each(
+        tmp_path: Path) -> None:
+    """The chart's shard job (helm-rendered relabelling) over the benchmark's discovery labels
+    keeps the trials ``shard_of`` puts on that shard, with all their ranks: what the sharded
+    run waits for. Nothing is scraped successfully (no server): discovery alone is compared."""
+    shards, shard, size = 3, 1, 8 * 24
+    sd = tmp_path / "ranks.json"
+    write_file_sd(sd, file_sd_groups(9, size))  # port 9: nothing answers, nothing matters
+    jobs, writes = shard_scrape(shards, sd, "http://127.0.0.1:9", interval=10.0)
+    assert writes[shard]["url"] == "http://127.0.0.1:9/api/v1/write"
+    (tmp_path / "prom").mkdir()
+    config = {"global": {"scrape_interval": "10s"}, "scrape_configs": [jobs[shard]]}
+    with start_prometheus(tmp_path / "prom", config) as prom:
+        active = wait_until(lambda: prom.api("targets", state="active")["activeTargets"],
+                            what="the shard's targets discovered")
+    kept = {t["labels"]["pod"] for t in active}
+    want = {f"t{t}-rank{r}" for t in range(size // 8) for r in range(8)
+            if shard_of("fleet", f"t{t}", shards) == shard}
+    assert kept == want and 0 < len(want) < size
