@@ -11,7 +11,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.fleet_pull import RankPages, TargetServer, file_sd_groups, pull_job, write_file_sd
 from benchmarks.fleet_shards import shard_of, shard_scrape
-from benchmarks.stack import start_prometheus, wait_until
 from trial_instrumentation import names
 
 
@@ -87,22 +86,20 @@ def test_file_sd_lists_one_target_per_rank_with_its_path_and_a_unique_instance(
     assert job["file_sd_configs"] == [{"files": [str(sd)]}]
 
 
-def test_a_shard_keeps_exactly_the_trials_shard_of_predicts_every_rank_of_each(
+
+def test_each_shards_job_is_the_charts_pull_job_on_file_sd_keeping_its_share(
         tmp_path: Path) -> None:
-    """The chart's shard job (helm-rendered relabelling) over the benchmark's discovery labels
-    keeps the trials ``shard_of`` puts on that shard, with all their ranks: what the sharded
-    run waits for. Nothing is scraped successfully (no server): discovery alone is compared."""
-    shards, shard, size = 3, 1, 8 * 24
+    """The chart's shard jobs as the sharded run uses them: discovery from the file, its own
+    hashmod keep. (That shard_of predicts Prometheus's hashmod: tests/test_sharding_live.py.)"""
     sd = tmp_path / "ranks.json"
-    write_file_sd(sd, file_sd_groups(9, size))  # port 9: nothing answers, nothing matters
-    jobs, writes = shard_scrape(shards, sd, "http://127.0.0.1:9", interval=10.0)
-    assert writes[shard]["url"] == "http://127.0.0.1:9/api/v1/write"
-    (tmp_path / "prom").mkdir()
-    config = {"global": {"scrape_interval": "10s"}, "scrape_configs": [jobs[shard]]}
-    with start_prometheus(tmp_path / "prom", config) as prom:
-        active = wait_until(lambda: prom.api("targets", state="active")["activeTargets"],
-                            what="the shard's targets discovered")
-    kept = {t["labels"]["pod"] for t in active}
-    want = {f"t{t}-rank{r}" for t in range(size // 8) for r in range(8)
-            if shard_of("fleet", f"t{t}", shards) == shard}
-    assert kept == want and 0 < len(want) < size
+    jobs, writes = shard_scrape(3, sd, "http://127.0.0.1:9", interval=10.0)
+    assert len(jobs) == len(writes) == 3
+    for k, job in enumerate(jobs):
+        assert job["job_name"] == names.JOB and job["honor_labels"] is True
+        assert job["file_sd_configs"] == [{"files": [str(sd)]}]
+        assert "kubernetes_sd_configs" not in job and job["scrape_interval"] == "10s"
+        hashmod, keep = job["relabel_configs"][-3:-1]
+        assert (hashmod["action"], hashmod["modulus"], keep["regex"]) == ("hashmod", 3, str(k))
+        assert writes[k]["url"] == "http://127.0.0.1:9/api/v1/write"
+    spread = [shard_of("fleet", f"t{t}", 3) for t in range(300)]
+    assert {spread.count(k) for k in range(3)} <= set(range(70, 131)), spread
