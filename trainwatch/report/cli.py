@@ -11,6 +11,7 @@ from typing import Any
 
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, duration
 from trainwatch.diagnose.report import UnknownTrial
+from trainwatch.diagnose.servers import holding
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 from trainwatch.report.window import Asked, Window, parse_time
 from trainwatch.stack.lookup import prometheus_url
@@ -24,7 +25,7 @@ def add_parser(commands: Any) -> None:
         "trial or one that ended within Prometheus's retention. With no time given, the "
         "window is the trial's life (its latest run's first sample to its last, or to now "
         "while it runs).")
-    add_prometheus(report, timeout=30.0)
+    add_prometheus(report, timeout=30.0, several=True)
     add_trial(report)
     report.add_argument("--since", type=duration, metavar="DURATION",
                         help="the window: this long back from --end, --at or now (default: the "
@@ -78,7 +79,10 @@ def run(args: argparse.Namespace) -> int:
         except ImportError as err:
             raise ValueError(f"{err.name} is not installed: pip install 'trainwatch[report]'"
                              ) from None
-        api = PrometheusAPI(prometheus_url(args.prometheus), timeout=args.timeout)
+        apis = [PrometheusAPI(prometheus_url(url), timeout=args.timeout)
+                for url in (args.prometheus or [None])]
+        # The shards of a Prometheus sharded by trial: the one holding the trial is read.
+        api = holding(apis, args.experiment, args.trial, None)  # --since is the window
         doc = collect.collect(api, args.experiment, args.trial, args.rank, asked,
                               args.baseline)
         text = page.page(doc)
