@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -213,3 +214,95 @@ def test_diagnose_given_every_shard_reads_the_one_holding_the_trial(
     code = trainwatch(["compare", *urls, f"{EXPERIMENT}/slow", f"{EXPERIMENT}/healthy"])
     err = capsys.readouterr().err
     assert code == 2 and "different Prometheus servers" in err and err.count("\n") == 1, err
+
+
+def test_report_given_every_shard_reads_the_one_holding_the_trial(
+        sharded: Sharded, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    where = shard_of(sharded)
+    sharded.shards[where["slow"]].wait_for_series(
+        'ALERTS{alertname="TrainwatchDataloaderBound", alertstate="firing"}', timeout=40)
+    urls = [arg for s in sharded.shards for arg in ("--prometheus", s.url)]
+    page = tmp_path / "slow.html"
+    code = trainwatch(["report", *urls, "--experiment", EXPERIMENT, "--trial", "slow",
+                       "-o", str(page)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "3 rank(s)" in out
+    html = page.read_text()
+    assert html.count('data-kind="dataloader"') == RANKS
+    assert sharded.shards[where["slow"]].url in html
+    assert "Thresholds" not in html  # the shard's own rules: nothing to say
+    code = trainwatch(["report", *urls, "--experiment", EXPERIMENT, "--trial", "absent",
+                       "-o", str(tmp_path / "absent.html")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and all(s.url in err for s in sharded.shards), err
+    assert not (tmp_path / "absent.html").exists()
+
+
+def test_the_central_server_alone_answers_as_the_shard_holding_the_trial(
+        sharded: Sharded, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The global view loads no rules and holds no raw series: diagnose, trials and report
+    read its recorded series and judge them by the thresholds this trainwatch ships, and say
+    so; the verdict and its figures are the shard's."""
+    where = shard_of(sharded)
+    home, central = sharded.shards[where["slow"]], sharded.central
+    central.wait_for_series('ALERTS{alertname="TrainwatchDataloaderBound", '
+                            'alertstate="firing", trial="slow"}', timeout=40)
+
+    def diagnose(url: str, *more: str) -> tuple[int, str]:
+        code = trainwatch(["diagnose", "--prometheus", url, "--experiment", EXPERIMENT,
+                           "--trial", "slow", *more])
+        return code, capsys.readouterr().out
+
+    (home_code, home_out), (code, out) = diagnose(home.url, "--format", "json"), \
+        diagnose(central.url, "--format", "json")
+    assert (code, home_code) == (1, 1), out
+    mine, theirs = json.loads(out), json.loads(home_out)
+    assert "thresholds_from" not in theirs
+    said, = mine["thresholds_from"]
+    assert "thresholds.yaml" in said and central.url in said and "global view" in said
+    central_reports = {r["rank"]: r for r in mine["reports"]}
+    home_reports = {r["rank"]: r for r in theirs["reports"]}
+    assert sorted(central_reports) == sorted(home_reports) == [str(r) for r in range(RANKS)]
+    for rank, there in home_reports.items():
+        here = central_reports[rank]
+        for key in ("kind", "title", "bottleneck", "threshold", "alert", "remedy",
+                    "runbook_url", "metric", "exit_code"):
+            assert here["verdict"][key] == there["verdict"][key], (rank, key)
+        assert here["verdict"]["kind"] == "dataloader"
+        assert abs(here["verdict"]["measured"] - there["verdict"]["measured"]) < 0.02
+        assert here["window"] == there["window"] == RATE_WINDOW
+        shares = {p["phase"]: p["share"] for p in here["phases"]}
+        assert set(shares) == {p["phase"] for p in there["phases"]}
+        assert abs(shares[names.DATALOADER_NEXT] - TRIALS["slow"]) < 0.02
+        assert here["step_seconds"].keys() == there["step_seconds"].keys() != set()
+        assert here["ranks"]["vs_median"] == pytest.approx(there["ranks"]["vs_median"], 0.05)
+        # Its alerts: the ALERTS series the shard wrote, as the shard's own alerts list them.
+        assert [(a["name"], a["state"]) for a in here["alerts"]] == \
+            [(a["name"], a["state"]) for a in there["alerts"]] == \
+            [("TrainwatchDataloaderBound", "firing")]
+    code, text = diagnose(central.url)
+    assert code == 1 and text.startswith(f"thresholds: {said}\n"), text
+    # What only the raw series give is refused in one line, not answered from nothing.
+    assert trainwatch(["diagnose", "--prometheus", central.url, "--experiment", EXPERIMENT,
+                       "--window", "1m"]) == 2
+    err = capsys.readouterr().err
+    assert "--window" in err and "global view" in err and err.count("\n") == 1, err
+    assert trainwatch(["compare", "--prometheus", central.url, f"{EXPERIMENT}/slow",
+                       f"{EXPERIMENT}/healthy"]) == 2
+    err = capsys.readouterr().err
+    assert "raw counters" in err and "global view" in err and err.count("\n") == 1, err
+    # trials over the global view lists both shards' trials, with the shards' causes.
+    assert trainwatch(["trials", "--prometheus", central.url, "--experiment", EXPERIMENT,
+                       "--format", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["thresholds_from"] == [said]
+    assert {(r["trial"], r["rank"], r["cause"]) for r in listed["trials"]} == \
+        {(t, str(r), "dataloader" if t == "slow" else "no_gpu_metrics")
+         for t in TRIALS for r in range(RANKS)}
+    # report too: its verdict for every rank, saying where the thresholds came from.
+    page = tmp_path / "central.html"
+    assert trainwatch(["report", "--prometheus", central.url, "--experiment", EXPERIMENT,
+                       "--trial", "slow", "-o", str(page)]) == 0, capsys.readouterr().err
+    html = page.read_text()
+    assert html.count('data-kind="dataloader"') == RANKS and "global view" in html

@@ -18,9 +18,9 @@ from typing import Any
 
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, duration
 from trainwatch.diagnose import compare, render
-from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.history import gather_runs
 from trainwatch.diagnose.report import UnknownTrial
+from trainwatch.diagnose.rulesource import deployment_of
 from trainwatch.diagnose.servers import NotOnAnyServer, holding
 from trainwatch.diagnose.trials import DEFAULT_SINCE, list_trials
 from trainwatch.diagnose.verdict import worst_exit_code
@@ -67,28 +67,39 @@ def run(args: argparse.Namespace) -> int:
         apis = [PrometheusAPI(prometheus_url(url), timeout=args.timeout)
                 for url in (args.prometheus or [None])]
         if args.command == "trials":
-            rows = []
+            rows, notes = [], []
             for api in apis:  # the shards of a sharded Prometheus: each lists its own trials
-                deployment = Deployment.from_rules(api.rules(), where=f"Prometheus at {api.url}")
+                deployment = deployment_of(api)
+                notes += [deployment.source] if deployment.source else []
                 rows += list_trials(api, deployment, args.experiment, args.since)
-            print(render.trials_json(rows) if args.format == "json" else render.trials_text(rows))
+            print(render.trials_json(rows, notes) if args.format == "json"
+                  else "\n".join([*render.notes_text(notes), render.trials_text(rows)]))
             return EXIT_OK
         if args.command == "compare":
             api = compare_server(apis, args.first, args.second, args.since)
-            deployment = Deployment.from_rules(api.rules(), where=f"Prometheus at {api.url}")
+            deployment = deployment_of(api)
+            if deployment.source is not None:
+                raise ValueError(f"compare reads the trials' raw counters, which Prometheus at "
+                                 f"{api.url} (a global view) does not hold: give the shard "
+                                 "holding both, or run diagnose on each")
             found = compare.compare_refs(api, deployment, args.first, args.second, args.since)
             print(compare.as_json(found) if args.format == "json" else compare.as_text(found))
             return EXIT_OK
         api = holding(apis, args.experiment, args.trial, args.since)
-        deployment = Deployment.from_rules(api.rules(), where=f"Prometheus at {api.url}")
+        deployment = deployment_of(api)
+        if deployment.source is not None and args.window is not None:
+            raise ValueError(f"--window reads the raw series, which Prometheus at {api.url} "
+                             "(a global view) does not hold: give the shards (--prometheus "
+                             "once per shard) for --window")
         reports = gather_runs(api, deployment, args.experiment, args.trial, args.rank,
                               since=args.since, at=args.at, window=args.window)
     except (ValueError, PrometheusError, UnknownTrial, NotOnAnyServer) as err:
         # DeploymentError is a ValueError
         print(f"trainwatch {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    print(render.reports_json(reports) if args.format == "json"
-          else render.reports_text(reports))
+    notes = [deployment.source] if deployment.source else []
+    print(render.reports_json(reports, notes) if args.format == "json"
+          else "\n".join([*render.notes_text(notes), render.reports_text(reports)]))
     return worst_exit_code(r.verdict for r in reports if r.verdict is not None)
 
 
@@ -101,6 +112,6 @@ def compare_server(apis: list[PrometheusAPI], first: str, second: str,
     api = holding(apis, a[0], a[1], since)
     if holding(apis, b[0], b[1], since) is not api:
         raise NotOnAnyServer(f"{first} and {second} are on different Prometheus servers; "
-                             "compare reads one: give the global view (its recorded series) "
-                             "or run diagnose on each")
+                             "compare reads one shard's raw series: run diagnose on each (or "
+                             "on the global view)")
     return api

@@ -71,6 +71,9 @@ class Deployment:
     queries: Mapping[str, tuple[tuple[str, Mapping[str, str]], ...]] = field(default_factory=dict)
     # The window the loaded rules record over, where :meth:`over` replaced it for a report.
     replaced_window: str | None = None
+    # Where the thresholds come from when not from the server's own loaded rules (a global
+    # view loading none: trainwatch.diagnose.rulesource), said in the output; None: its own.
+    source: str | None = None
 
     @property
     def dashboard_window(self) -> str:

@@ -129,10 +129,8 @@ def _loader_over_life(api: PrometheusAPI, deployment: Deployment, run: Run
     api = api.pinned(run.last)
     window = f"{max(1, math.ceil(run.last - run.start))}s"
     sel = dict(zip(names.GROUPING_LABELS, run.key))
-    node_cpu = api.value(
-        f"{select(names.TRIAL_INFO, **sel)} * on(nodename) group_left() max by (nodename) "
-        f"(avg_over_time({deployment.names.cpu_utilization}[{window}]) * on(instance) "
-        f"group_left(nodename) {loader_cause.HOST_INFO})")
+    node_cpu = api.value(loader_cause.node_cpu(
+        f"avg_over_time({deployment.names.cpu_utilization}[{window}])", **sel))
     found = loader_cause.gather(lambda expr: by_rank(api, expr), window, {run.key: node_cpu},
                                 **sel)
     return found.get(run.key)

@@ -33,6 +33,10 @@ from trainwatch.promapi import Labels
 from trial_instrumentation import names
 
 HOST_INFO = "trainwatch_host_info"
+# One host_info series per node: a global view of a sharded Prometheus holds a node's series
+# once per shard that scraped it (its `prometheus_shard` label), and a join on `instance`
+# against several would fail (many-to-many) or count the node twice.
+HOSTS = f"max by (instance, nodename) ({HOST_INFO})"
 TOO_FEW_WORKERS, DECODE_BOUND, STORAGE_BOUND, REMOTE_STORAGE, LATENCY_BOUND = LOADER_CAUSES
 DATALOADER = "dataloader"  # the verdict this explains (contract.checks.CHECKS' kind)
 Key = tuple[str, str, str]
@@ -137,6 +141,22 @@ def _rate(value: float | None) -> str:
     return "unknown" if value is None else f"{value / 1e6:.1f} MB/s"
 
 
+def node_figure(per_node: str, **sel: str | None) -> str:
+    """Each rank's node's figure: ``per_node`` (by instance, one series per instance) joined
+    through host_info on the rank's nodename. Every side is one series per instance or node
+    before it is joined, so a global view holding a node's series once per shard joins them
+    as one (HOSTS)."""
+    return (f"max {BY_TRIAL} ({selector(names.TRIAL_INFO, **sel)} * on(nodename) "
+            f"group_left() max by (nodename) (({per_node}) * on(instance) "
+            f"group_left(nodename) {HOSTS}))")
+
+
+def node_cpu(cpu: str, **sel: str | None) -> str:
+    """Each rank's node's CPU busy from ``cpu`` (the recorded CPU utilization, or an
+    expression over it), one series per instance however many shards wrote it."""
+    return node_figure(f"max by (instance) ({cpu})", **sel)
+
+
 def gather(query: Callable[[str], Mapping[Key, list[tuple[Labels, float]]]], window: str,
            node_cpu: Mapping[Key, float | None], **sel: str | None) -> dict[Key, LoaderEvidence]:
     """Every rank's evidence: a few queries (``query`` answers one by rank) for all ranks."""
@@ -145,10 +165,7 @@ def gather(query: Callable[[str], Mapping[Key, list[tuple[Labels, float]]]], win
         return f"sum {BY_TRIAL} (rate({selector(metric, **sel, **labels)}[{window}]))"
 
     def on_node(per_node: str) -> str:
-        """The trial's node's figure: ``per_node`` is by instance, joined through host_info."""
-        return (f"max {BY_TRIAL} ({selector(names.TRIAL_INFO, **sel)} * on(nodename) "
-                f"group_left() max by (nodename) (({per_node}) * on(instance) "
-                f"group_left(nodename) {HOST_INFO}))")
+        return node_figure(per_node, **sel)
 
     cpu = f"{names.LOADER_CPU_SECONDS}_total"
     queries = {

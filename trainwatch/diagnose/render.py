@@ -167,11 +167,18 @@ def verdict_text(r: RankReport) -> list[str]:
     return lines
 
 
+def notes_text(notes: Sequence[str]) -> list[str]:
+    """Where the thresholds came from, one line each, where not from the server's own rules."""
+    return [f"thresholds: {note}" for note in notes]
+
+
 def reports_text(reports: Sequence[RankReport]) -> str:
     return "\n\n".join(report_text(r) for r in reports)
 
 
-def reports_json(reports: Sequence[RankReport]) -> str:
+def reports_json(reports: Sequence[RankReport], notes: Sequence[str] = ()) -> str:
+    """``notes``: where the thresholds came from when not from the server's loaded rules (a
+    global view: trainwatch.diagnose.rulesource), as ``thresholds_from``."""
     docs = []
     for r in reports:
         doc = dataclasses.asdict(r)
@@ -180,7 +187,8 @@ def reports_json(reports: Sequence[RankReport]) -> str:
         if r.verdict is not None:
             doc["verdict"]["exit_code"] = r.verdict.exit_code
         docs.append(doc)
-    return json.dumps({"reports": docs}, indent=2, ensure_ascii=False)
+    extra = {"thresholds_from": list(notes)} if notes else {}
+    return json.dumps({"reports": docs, **extra}, indent=2, ensure_ascii=False)
 
 
 def trials_text(rows: Sequence[TrialRow]) -> str:
@@ -205,5 +213,6 @@ def _age(seconds: float | None) -> str:
     return "-" if seconds is None else f"{ago(seconds)} ago"
 
 
-def trials_json(rows: Sequence[TrialRow]) -> str:
-    return json.dumps({"trials": [dataclasses.asdict(r) for r in rows]}, indent=2)
+def trials_json(rows: Sequence[TrialRow], notes: Sequence[str] = ()) -> str:
+    extra = {"thresholds_from": list(notes)} if notes else {}
+    return json.dumps({"trials": [dataclasses.asdict(r) for r in rows], **extra}, indent=2)

@@ -15,7 +15,7 @@ from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS
 from trainwatch.contract.promql import select as selector
 from trainwatch.contract.records import QUANTILES
-from trainwatch.diagnose import loader_cause, traces
+from trainwatch.diagnose import loader_cause, rulesource, traces
 from trainwatch.diagnose import mfu as mfus
 from trainwatch.diagnose import verdict as verdicts
 from trainwatch.diagnose.deployed import Deployment
@@ -185,9 +185,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
                                    window_avg(n.trial_gpu_tensor_active))
     busy_avg = by_rank(api, f"avg by ({', '.join((*TRIAL_LABELS, 'source'))}) (avg_over_time("
                             f"{selector(n.trial_gpu_busy, **sel)}[{n.window}]))")
-    on_host = f"{n.cpu_utilization} * on(instance) group_left(nodename) {HOST_INFO}"
-    cpu = by_rank(api, f"max {BY_TRIAL} ({selector(names.TRIAL_INFO, **sel)} * on(nodename) "
-                        f"group_left() max by (nodename) ({on_host}))")
+    cpu = by_rank(api, loader_cause.node_cpu(n.cpu_utilization, **sel))
     age = by_rank(api, push_age(**sel))
     profiles = traces.gather(lambda expr: by_rank(api, expr), **sel)
     utilizations = mfus.gather(lambda expr: by_rank(api, expr), n, **sel)
@@ -202,7 +200,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
                  if now - start < parse_duration(n.window)}
     young = (young_ranks(api, selector, n.window, **sel) | restarted) - stale
     lives = lifetimes(api, selector, n.window, **sel) if young or stale else {}
-    firing = api.alerts()
+    firing = rulesource.alerts(api, deployment)
     instances = {labels.get("nodename"): labels.get("instance")
                  for labels, _ in api.query(HOST_INFO)}
     nodes = {_rank_key(i): i.get("nodename") for i in infos}

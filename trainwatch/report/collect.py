@@ -13,6 +13,7 @@ from typing import Any
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import select as selector
 from trainwatch.contract.records import RecordNames
+from trainwatch.diagnose import rulesource
 from trainwatch.diagnose.compare import Comparison, compare_refs, parse_reference
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.history import gather_runs, unknown_message
@@ -56,6 +57,9 @@ class Document:
     stale_after: float = math.inf  # TrainwatchTrialStale's threshold, for the runs' states
     span: tuple[float, float] | None = None  # the plots' time axis; None: the whole window
     rate_window: str = ""  # the window of the rates drawn (the recorded series')
+    # Where the thresholds came from when not from the server's loaded rules (a global view:
+    # trainwatch.diagnose.rulesource); None: its own.
+    thresholds_from: str | None = None
     gpu_names: dict[str, str] = field(default_factory=dict)  # uuid -> product name
     histogram: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     sections: list[tuple[str, list[Panel], str | None]] = field(default_factory=list)
@@ -129,7 +133,7 @@ def collect(api: PrometheusAPI, experiment: str, trial: str | None, rank: str | 
     ones (series.RECORDED, series.RAW); by default from the recorded ones where they cover the
     window."""
     rules = api.rules()
-    deployment = Deployment.from_rules(rules, where=f"Prometheus at {api.url}")
+    deployment = rulesource.deployment_of(api, rules)
     now, kept = time.time(), retention(api)
     if baseline is not None:
         b_experiment, b_trial, b_rank = parse_reference(baseline)
@@ -151,8 +155,11 @@ def collect(api: PrometheusAPI, experiment: str, trial: str | None, rank: str | 
     reports = gather_runs(api, deployment, experiment, trial, rank, since=kept, at=at, now=now)
     read = None if window.ends_now else min(window.end, max(r.last for r in runs))
     doc = Document(api.url, experiment, trial, rank, window, read, reports, now=now,
-                   stale_after=deployment.threshold(TRIAL_STALE))
+                   stale_after=deployment.threshold(TRIAL_STALE),
+                   thresholds_from=deployment.source)
     hosts = draw(api, doc, deployment, runs, force)
+    if deployment.source is not None:  # a global view: the shipped rules' runbooks
+        rules = rulesource.shipped_rules()
     runbooks = {r["name"]: (r.get("annotations") or {}).get("runbook_url")
                 for r in rules if r.get("type") == "alerting"}
     doc.alerts = fired(api, window, reports, runbooks, hosts)

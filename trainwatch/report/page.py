@@ -109,6 +109,7 @@ def header(doc: Document) -> str:
         ("Rates", e(f"over {doc.rate_window} windows (the recording rules'); a run's first "
                     "window is drawn as its counters' mean since it started")),
         ("Prometheus", e(doc.prometheus)),
+        *([("Thresholds", e(doc.thresholds_from))] if doc.thresholds_from else []),
         ("Generated", e(utc(time.time()))),
     ])
 
