@@ -5,8 +5,9 @@ URLs are local), one real
 Pushgateway with two trials of three ranks each pushed through the library's push path, a real
 Alertmanager, and a central Prometheus receiving the shards' remote_write. A trial's ranks all
 land on one shard, the two trials on different shards, the loader-bound trial's alert fires on
-its shard and reaches the Alertmanager, its recorded series are queryable centrally, and
-`trainwatch diagnose` given both shards finds it.
+its shard and reaches the Alertmanager, its recorded series are queryable centrally,
+`trainwatch diagnose` and `report` given both shards find it, and diagnose, trials and report
+given the central one alone answer as its shard does.
 """
 
 from __future__ import annotations
