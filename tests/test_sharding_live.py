@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, push_to_gateway
 
+from benchmarks.fleet_shards import shard_of as predicted_shard
 from benchmarks.sharding import chart_shard_configs, local_shard_config
 from benchmarks.stack import (
     Prometheus,
@@ -141,6 +142,9 @@ def test_a_trials_ranks_are_all_on_one_shard_and_the_trials_apart(sharded: Shard
     where = shard_of(sharded)
     assert sorted(where) == sorted(TRIALS)
     assert where["slow"] != where["healthy"], where
+    # Where Prometheus's hashmod put each trial is where benchmarks/fleet_shards.py predicts
+    # (the sharded fleet benchmark waits for exactly those ranks on each shard).
+    assert where == {t: predicted_shard(EXPERIMENT, t, 2) for t in TRIALS}
     # Every series of a trial, not only its info: each rank's phase sums and its group's
     # push_time_seconds, all on the trial's shard and none on the other.
     for metric, per_rank in (("trainwatch_trial_info", 1), ("trainwatch_trial_phase_seconds_sum", 2),
