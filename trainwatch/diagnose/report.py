@@ -241,7 +241,8 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
                                        profile, life.steps, cleanup)
             if key in ended:
                 r.verdict = verdicts.exited(ended[key], r.push_age_seconds or 0.0, r.verdict)
-        elif key in young:
+        elif key in young and key in lives:  # not in lives: no raw samples here (a global
+            # view holds the recorded rates only), which are all there is to go by
             life = _from_lifetime(r, lives.get(key, Lifetime()))
             r.verdict = verdicts.early(decide(Measurements(dict(r.phases), r.node_cpu, *gpu),
                                               deployment.alerts), life.steps)
