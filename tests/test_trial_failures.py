@@ -8,6 +8,7 @@ import functools
 import gc
 import logging
 import statistics
+import sys
 import time
 import tracemalloc
 from collections.abc import Iterator
@@ -102,6 +103,23 @@ def test_only_server_errors_are_worth_retrying() -> None:
                          500: True, 502: True, 503: True, 599: True}
 
 
+def held(package: list[tracemalloc.Filter]) -> list[tracemalloc.Trace]:
+    """What the package holds now, with no garbage: a failed push's exception, traceback and
+    frames form a cycle that holds its body (~2 kB) until the cyclic GC runs. The pusher fails
+    every few ms, so it must not run between the collection and the snapshot: on a loaded
+    machine it did (one snapshot read +53 kB of such garbage against the one before it, with two
+    busy processes beside a fresh-clone run). A long switch interval keeps the GIL here for
+    both: the pusher waits, whatever push it has in flight is all it holds."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(60.0)
+    try:
+        gc.collect()
+        snapshot = tracemalloc.take_snapshot()
+    finally:
+        sys.setswitchinterval(interval)
+    return snapshot.filter_traces(package)
+
+
 def test_memory_stays_flat_over_many_failed_pushes(
         bad_gateway: tuple[str, StatusServer | None]) -> None:
     url, server = bad_gateway
@@ -116,16 +134,11 @@ def test_memory_stays_flat_over_many_failed_pushes(
     try:
         with trial:
             wait_until(lambda: failures(trial) >= 20, timeout=20, what="20 failures")
-            # Collected first: a failed push's exception, traceback and frames form a cycle
-            # that holds its body (~2 kB) until the cyclic GC runs. That garbage comes and goes
-            # with the GC's timing (+56 kB one run, -31 kB the next); a leak survives collect().
-            gc.collect()
-            before = tracemalloc.take_snapshot().filter_traces(package)
+            before = held(package)
             counted = failures(trial)
             wait_until(lambda: failures(trial) >= counted + FAILED_PUSHES, timeout=30,
                        what=f"{FAILED_PUSHES} more failures")
-            gc.collect()
-            after = tracemalloc.take_snapshot().filter_traces(package)
+            after = held(package)
     finally:
         tracemalloc.stop()
     grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
