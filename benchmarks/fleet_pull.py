@@ -2,7 +2,11 @@
 file-based service discovery, scraped at 10 s with the trainwatch rules loaded.
 
     .venv/bin/python -m benchmarks.fleet_pull [--sizes 1000,4000,10000] [--rounds 12]
-        [--phase-buckets default,none] [--rules-from DIR] [--max-rss-gib 8]
+        [--phase-buckets default,none] [--rules-from DIR] [--max-rss-gib 8] [--shards N]
+
+``--shards N``: the ranks split by trial over N Prometheus servers as the chart splits them
+(benchmarks/fleet_shards.py), each measured in turn with the machine to itself, as on a node of
+its own, then the central Prometheus their remote_write fed (the global view).
 
 How the ranks are served: one process, one asyncio HTTP/1.1 server (keep-alive, no gzip) on one
 loopback port, one path per rank: ``/rank/<i>/metrics``. Each body is what a pull-mode trial
