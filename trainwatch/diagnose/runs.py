@@ -36,6 +36,9 @@ _BY_REASON = {names.EXIT_CLEAN: ENDED_CLEAN, names.EXIT_FAILED: FAILED,
               names.EXIT_TERMINATED: TERMINATED}
 # The subquery's points over the range: its resolution is the range over this (at least 1 s).
 RESOLUTION_POINTS = 2000
+# How far back an instant query looks for a series' latest sample (Prometheus's default
+# --query.lookback-delta): a run's last values are read as one would read them at its end.
+LOOKBACK_SECONDS = 300
 # Retention assumed when Prometheus does not say (its own default).
 DEFAULT_RETENTION = 15 * 86400.0
 
@@ -132,39 +135,78 @@ def find_runs(api: PrometheusAPI, since: float, experiment: str | None = None,
             coarse[key][fn] = value
             labels_of[key] = labels
     current = {_series_key(labels) for labels, _ in at_now.query(info)}
-    runs = []
-    for key, bounds in coarse.items():
-        if "min" not in bounds or "max" not in bounds:
-            continue
-        labels = labels_of[key]
-        one = {**{k: labels.get(k) for k in names.GROUPING_LABELS}, "pid": labels.get("pid"),
-               "nodename": labels.get("nodename")}
-        exact = select(names.TRIAL_INFO, **one)
-        first = _edge(api, exact, bounds["min"], step, min)
-        last = _edge(api, exact, bounds["max"], step, max)
-        runs.append(_at_last(api, labels, first, last, key in current))
+    keys = [key for key, bounds in coarse.items() if "min" in bounds and "max" in bounds]
+    firsts = _edges(api, info, {key: coarse[key]["min"] for key in keys}, step, min)
+    lasts = _edges(api, info, {key: coarse[key]["max"] for key in keys}, step, max)
+    finals = _finals(api, sel, {key: coarse[key]["max"] for key in keys}, step)
+    runs = [_at_last(labels_of[key], firsts[key], lasts[key], finals, key in current)
+            for key in keys]
     return sorted(runs, key=lambda r: (r.key, r.first))
 
 
-def _edge(api: PrometheusAPI, series: str, at: float, step: int,
-          pick: Callable[[list[float]], float]) -> float:
-    """The exact first (``min``) or last (``max``) sample time in the bucket ending at ``at``."""
-    times = [t for _, samples in api.pinned(at).samples(f"{series}[{step}s]")
-             for t, _ in samples]
-    return pick(times) if times else at
+def _edges(api: PrometheusAPI, info: str, buckets: dict[tuple[str, ...], float], step: int,
+           pick: Callable[[list[float]], float]) -> dict[tuple[str, ...], float]:
+    """Each run's exact first (``min``) or last (``max``) sample time in its bucket (ending at
+    the time ``buckets`` gives it): one query per bucket for every run with an edge in it, not
+    one a run (a fleet's runs mostly start, and all running ones end, in the same bucket)."""
+    found: dict[tuple[str, ...], float] = {}
+    wanted: dict[float, set[tuple[str, ...]]] = defaultdict(set)
+    for key, at in buckets.items():
+        wanted[at].add(key)
+    for at, keys in wanted.items():
+        for labels, samples in api.pinned(at).samples(f"{info}[{step}s]"):
+            key = _series_key(labels)
+            if key in keys and samples:
+                found[key] = pick([t for t, _ in samples])
+    return {key: found.get(key, at) for key, at in buckets.items()}
 
 
-def _at_last(api: PrometheusAPI, labels: Labels, first: float, last: float,
-             current: bool) -> Run:
+# What a run's last sample says, per grouping key: (sample time, value, labels) of each series.
+Finals = dict[tuple[str, RankKey], list[tuple[float, float, Labels]]]
+_FINAL = (names.START_TIME, "push_time_seconds", names.EXIT)
+
+
+def _finals(api: PrometheusAPI, sel: dict[str, str | None],
+            buckets: dict[tuple[str, ...], float], step: int) -> Finals:
+    """The start time, push time and exit series of every run's rank, over each bucket its runs
+    end in and the lookback before it: what an instant query at a run's last sample reads is
+    the latest of them at or before it (``_at_last``). One query per metric and bucket."""
+    found: Finals = defaultdict(list)
+    for at in set(buckets.values()):
+        pinned = api.pinned(at)
+        for metric in _FINAL:
+            for labels, samples in pinned.samples(
+                    f"{select(metric, **sel)}[{step + LOOKBACK_SECONDS}s]"):
+                key = (labels.get("experiment", ""), labels.get("trial", ""),
+                       labels.get("rank", ""))
+                found[(metric, key)].extend((t, v, labels) for t, v in samples)
+    return found
+
+
+def _at(finals: Finals, metric: str, key: RankKey, last: float) -> list[tuple[float, Labels]]:
+    """Each series of ``metric`` for the rank as an instant query at ``last`` reads it: its
+    latest sample at or before ``last``, within the lookback (value, labels)."""
+    latest: dict[tuple[tuple[str, str], ...], tuple[float, float, Labels]] = {}
+    for t, v, labels in finals.get((metric, key), []):
+        if last - LOOKBACK_SECONDS < t <= last:
+            series = tuple(sorted(labels.items()))
+            if series not in latest or t > latest[series][0]:
+                latest[series] = (t, v, labels)
+    return [(v, labels) for _, v, labels in latest.values()]
+
+
+def _at_last(labels: Labels, first: float, last: float, finals: Finals, current: bool) -> Run:
     """The run, with what its last sample says: its start, last push and exit reason."""
-    pinned = api.pinned(last)
-    sel: dict[str, str | None] = {k: labels.get(k, "") for k in names.GROUPING_LABELS}
-    started = pinned.value(select(names.START_TIME, **sel))
-    pushed = pinned.value(select("push_time_seconds", **sel))
-    reasons = [lbl.get("reason", "") for lbl, _ in pinned.query(select(names.EXIT, **sel))]
-    return Run(labels.get("experiment", ""), labels.get("trial", ""), labels.get("rank", ""),
-               labels.get("pid", ""), labels.get("nodename", ""), labels.get("world_size", ""),
-               first, last, started=started, pushed=pushed,
+    key = (labels.get("experiment", ""), labels.get("trial", ""), labels.get("rank", ""))
+
+    def largest(metric: str) -> float | None:
+        values = [v for v, _ in _at(finals, metric, key, last) if not math.isnan(v)]
+        return max(values) if values else None
+
+    reasons = [lbl.get("reason", "") for _, lbl in _at(finals, names.EXIT, key, last)]
+    return Run(*key, labels.get("pid", ""), labels.get("nodename", ""),
+               labels.get("world_size", ""), first, last, started=largest(names.START_TIME),
+               pushed=largest("push_time_seconds"),
                exit_reason=reasons[0] if reasons else None, current=current)
 
 
