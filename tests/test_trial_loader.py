@@ -12,6 +12,7 @@ import pytest
 
 from trial_instrumentation import loader
 from trial_instrumentation.loader import Progress, TimedLoader, batch_size_of
+from trial_instrumentation.profiling import StepBoundary
 from trial_instrumentation.timing import Histogram
 
 BOUNDS = (0.25, 1.0)
@@ -136,3 +137,31 @@ def test_on_start_runs_once_when_iteration_starts_and_len_is_the_iterables() -> 
 ])
 def test_batch_size_of(batch: object, size: int) -> None:
     assert batch_size_of(batch) == size
+
+
+class CountingBoundary(StepBoundary):
+    """A profiler's boundary as the loop sees it: armed or not, and how often a step ended."""
+
+    __slots__ = ("ended",)
+
+    def __init__(self, armed: bool) -> None:
+        super().__init__()
+        self.armed, self.ended = armed, 0
+
+    def step_ended(self) -> None:
+        self.ended += 1
+
+
+@pytest.mark.parametrize("armed", [True, False])
+def test_a_break_ends_the_step_at_the_profilers_boundary_only_while_armed(armed: bool) -> None:
+    """The step a ``break`` leaves is a step like the others for a capture (it counts toward
+    it, or starts a pending one); with nothing asked the boundary is never called."""
+    boundary = CountingBoundary(armed)
+    step = Histogram((1.0,))
+    timed = TimedLoader([[1], [2], [3]], Histogram((1.0,)), step, Progress(), boundary=boundary)
+    for batch in timed:
+        if batch == [2]:
+            break
+    assert sum(step.counts) == 2  # the first step and the one the break closed
+    assert boundary.ended == (2 if armed else 0)
+
