@@ -275,10 +275,17 @@ def test_every_piece_can_be_switched_off() -> None:
     assert list(yaml.safe_load_all(template("--set", ",".join(kps_off)))) == []
 
 
-def test_names_fit_in_63_characters() -> None:
-    docs = yaml.safe_load_all(template(release="a-release-name-that-goes-on-and-on-for-far-too-long-x"))
-    names = [d["metadata"]["name"] for d in docs if d]
+def test_names_fit_in_63_characters_and_keep_apart() -> None:
+    docs = [d for d in yaml.safe_load_all(template(
+        release="a-release-name-that-goes-on-and-on-for-far-too-long-x")) if d]
+    names = [d["metadata"]["name"] for d in docs]
     assert names and all(len(n) <= 63 for n in names), names
+    # The fullname is cut, not the component: no two resources of a kind share a name (a cut
+    # component made the Prometheus, Grafana, Alertmanager... Deployments one name).
+    kinds = [(d["kind"], d["metadata"]["name"]) for d in docs]
+    assert len(kinds) == len(set(kinds)), sorted(kinds)
+    deployments = {d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"}
+    assert "a-release-name-that-goes-on-and-on-for-far-too-long-x-t-grafana" in deployments
 
 
 @pytest.mark.parametrize("mode", ["standalone", "kube-prometheus-stack"])

@@ -22,14 +22,14 @@ Full name: release-chart unless the release name already contains the chart name
 {{- end }}
 
 {{/*
-Name of one component's resources, "<fullname>-<component>", cut to 63 characters again; a
-numbered component (prometheus-shard-12) keeps its number, so cut names never collide.
-Call with (list $ "exporter").
+Name of one component's resources, "<fullname>-<component>", within 63 characters: where it
+would not fit, the fullname is cut, never the component, so the components of a release with a
+long name keep apart (prometheus, prometheus-shard-12, grafana...). Call with (list $ "exporter").
 */}}
 {{- define "trainwatch.componentName" -}}
-{{- $number := regexFind "-[0-9]+$" (index . 1) }}
-{{- $name := printf "%s-%s" (include "trainwatch.fullname" (index . 0)) (trimSuffix $number (index . 1)) }}
-{{- printf "%s%s" ($name | trunc (int (sub 63 (len $number))) | trimSuffix "-") $number }}
+{{- $component := index . 1 }}
+{{- $full := include "trainwatch.fullname" (index . 0) }}
+{{- printf "%s-%s" ($full | trunc (int (sub 62 (len $component))) | trimSuffix "-") $component }}
 {{- end }}
 
 {{- define "trainwatch.chart" -}}
