@@ -1,6 +1,7 @@
 """Who may hold the exporter's connections: a cap per client address and one for all.
 
-One address (a scanner, a broken scraper, a slowloris script) can hold at most ``per_client``
+One client (a scanner, a broken scraper, a slowloris script; an IPv4 address or an IPv6 /64,
+``client_key``) can hold at most ``per_client``
 connections, so it cannot fill the global cap by itself. Many addresses together still can:
 then a newcomer takes the oldest connection of the address holding the most, as long as that
 address holds more than the newcomer would. An address holding no connections therefore
@@ -17,7 +18,30 @@ always gets one while any address holds two or more.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Hashable
+
+
+def client_key(address: str) -> str:
+    """The client an address counts as, for the connection caps and the password-hashing
+    budgets: an IPv4 address itself; an IPv6 address its /64, which one host commonly holds
+    whole (counted by address it would be as many clients as it likes); an IPv4-mapped IPv6
+    address its IPv4. Anything else (a Unix socket's empty name) as given.
+
+    >>> client_key("10.0.0.7"), client_key("2001:db8:1:2:aaaa::1"), client_key("::ffff:10.0.0.7")
+    ('10.0.0.7', '2001:db8:1:2::/64', '10.0.0.7')
+    >>> client_key("fe80::1%eth0"), client_key("")
+    ('fe80::/64', '')
+    """
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 class Admission:

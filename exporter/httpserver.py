@@ -34,7 +34,7 @@ from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any
 
-from exporter.admission import Admission
+from exporter.admission import Admission, client_key
 from exporter.httpmessage import BadRequest, Request, Response, parse_head
 from exporter.reclaim import Reclaimer
 
@@ -128,7 +128,7 @@ class HTTPServer:
     async def _connection(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
-        client = str(peer[0]) if peer else ""
+        client = client_key(str(peer[0])) if peer else ""  # an IPv6 /64 is one client
         transport = writer.transport
         if not self.admission.admit(client, transport):
             self.refused_connections += 1
