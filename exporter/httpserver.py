@@ -49,7 +49,7 @@ class Limits:
 
     backlog: int = 1024  # the kernel caps it at net.core.somaxconn (4096 here)
     max_connections: int = 1000  # open at once; fd limit here is 20,000
-    max_connections_per_client: int = 64  # by address: scrapers behind one NAT, with room
+    max_connections_per_client: int = 64  # by client_key: scrapers behind one NAT, with room
     first_request_timeout: float = 5.0  # from accept (or the TLS handshake) to the first headers
     header_timeout: float = 10.0  # from a request's first byte to the end of its headers
     idle_timeout: float = 120.0  # a kept-alive connection between requests (> scrape interval)
