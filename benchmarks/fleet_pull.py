@@ -249,6 +249,18 @@ def timed_query(url: str, expr: str, timeout: float = 60.0) -> float:
     return time.perf_counter() - start
 
 
+def time_dashboards(url: str, trial: str) -> list[tuple[float, str]]:
+    """(seconds, title) of every dashboard panel query for ``trial``, slowest first; a failed
+    query is infinitely slow, its error in its title."""
+    queries = []
+    for title, expr in dashboard_queries(trial):
+        try:
+            queries.append((timed_query(url, expr), title))
+        except (OSError, RuntimeError) as exc:
+            queries.append((float("inf"), f"{title} ({exc})"))
+    return sorted(queries, reverse=True)
+
+
 def time_diagnose(url: str, trial: str = "t0") -> tuple[float, list[tuple[float, str]]]:
     """``trainwatch diagnose`` of one trial, in process: its wall time and each API call's."""
     from trainwatch.cli import main as cli
@@ -414,13 +426,7 @@ def measure_central(central: Prometheus, label: str) -> None:
     shards = sorted((s["metric"].get("prometheus_shard", "?"), int(float(s["value"][1])))
                     for s in query(central, "count by (prometheus_shard) "
                                    f"(last_over_time({names.TRIAL_INFO}[1h]))"))
-    queries = []
-    for title, expr in dashboard_queries():
-        try:
-            queries.append((timed_query(central.url, expr), title))
-        except (OSError, RuntimeError) as exc:
-            queries.append((float("inf"), f"{title} ({exc})"))
-    queries.sort(reverse=True)
+    queries = time_dashboards(central.url, "t0")
     try:
         wall, calls = time_diagnose(central.url)
         diag = f"one trial {wall:.2f} s ({len(calls)} API calls)"
@@ -481,13 +487,7 @@ def measure(run: Run, workdir: Path, config: dict[str, Any], label: str, size: i
         costly = sorted(((r.get("evaluationTime", 0.0), r.get("name", ""))
                          for g in api(prom, "rules")["groups"] for r in g["rules"]),
                         reverse=True)[:5]
-        queries = []
-        for title, expr in dashboard_queries(trial):
-            try:
-                queries.append((timed_query(prom.url, expr), title))
-            except (OSError, RuntimeError) as exc:
-                queries.append((float("inf"), f"{title} ({exc})"))
-        queries.sort(reverse=True)
+        queries = time_dashboards(prom.url, trial)
         try:
             diag_wall, diag_calls = time_diagnose(prom.url, trial)
             diag = (f"one trial {diag_wall:.2f} s ({len(diag_calls)} API calls; slowest "
