@@ -36,11 +36,11 @@ EDGE = BASE + 385 - WIDE
 
 
 def _run(trial: str, rank: str, pid: str, times: list[int], started: int,
-         exit_reason: str | None = None) -> list[tuple[str, float, int]]:
+         exit_reason: str | None = None, experiment: str = "e") -> list[tuple[str, float, int]]:
     """(series, value, time) samples of one run as Prometheus scrapes its Pushgateway group:
     its info (with pid), its start time, push_time_seconds one second before each scrape and,
     in its final push only, the exit marker."""
-    key = f'experiment="e",trial="{trial}",rank="{rank}"'
+    key = f'experiment="{experiment}",trial="{trial}",rank="{rank}"'
     out = []
     for t in times:
         out.append((f'{names.TRIAL_INFO}{{{key},pid="{pid}",nodename="n1",world_size="2"}}', 1, t))
@@ -62,6 +62,10 @@ RUNS = [
     # two runs at the start of the wide range: one just inside it, one just before it
     *_run("edge", "0", "500", [EDGE + 3, EDGE + 8], EDGE + 1, names.EXIT_CLEAN),
     *_run("before", "0", "600", [EDGE - 60, EDGE - 45, EDGE - 30], EDGE - 61, names.EXIT_CLEAN),
+    # experiment q: a run that failed and its restart 2 s later, both in one 15 s bucket of the
+    # wide range, (BASE + 195, BASE + 210]
+    *_run("t", "0", "700", [BASE + 200, BASE + 205], BASE + 199, names.EXIT_FAILED, "q"),
+    *_run("t", "0", "800", [BASE + 207, BASE + 209], BASE + 206, experiment="q"),
 ]
 
 
@@ -109,6 +113,17 @@ def test_a_run_is_read_at_its_last_sample_its_start_last_push_and_exit(api: Prom
     assert [r.state(60, now=BASE + 400.25) for r in (clean, restarted, failed)] == [
         ENDED_CLEAN, RUNNING, FAILED]
     assert restarted.state(20, now=BASE + 400.25) == STALE  # its last push 21 s before now
+
+
+@pytest.mark.parametrize("since", [600, WIDE])
+def test_a_restart_within_one_bucket_does_not_take_the_exit_of_the_run_before(
+        api: PrometheusAPI, since: int) -> None:
+    runs = {r.pid: r for r in find_runs(api, since, experiment="q", now=BASE + 212.25)}
+    failed, restart = runs["700"], runs["800"]
+    assert (failed.first, failed.last, failed.exit_reason) == (BASE + 200, BASE + 205, "failed")
+    assert (failed.started, failed.pushed) == (BASE + 199, BASE + 204)
+    assert (restart.first, restart.last, restart.exit_reason) == (BASE + 207, BASE + 209, None)
+    assert (restart.started, restart.pushed) == (BASE + 206, BASE + 208)
 
 
 def test_selectors_narrow_the_runs_to_a_trial_and_a_rank(api: PrometheusAPI) -> None:

@@ -36,9 +36,6 @@ _BY_REASON = {names.EXIT_CLEAN: ENDED_CLEAN, names.EXIT_FAILED: FAILED,
               names.EXIT_TERMINATED: TERMINATED}
 # The subquery's points over the range: its resolution is the range over this (at least 1 s).
 RESOLUTION_POINTS = 2000
-# How far back an instant query looks for a series' latest sample (Prometheus's default
-# --query.lookback-delta): a run's last values are read as one would read them at its end.
-LOOKBACK_SECONDS = 300
 # Retention assumed when Prometheus does not say (its own default).
 DEFAULT_RETENTION = 15 * 86400.0
 
@@ -161,38 +158,37 @@ def _edges(api: PrometheusAPI, info: str, buckets: dict[tuple[str, ...], float],
     return {key: found.get(key, at) for key, at in buckets.items()}
 
 
-# What a run's last sample says, per grouping key: (sample time, value, labels) of each series.
+# What a run's series say, per rank: (sample time, value, labels) of each series of a metric.
 Finals = dict[tuple[str, RankKey], list[tuple[float, float, Labels]]]
 _FINAL = (names.START_TIME, "push_time_seconds", names.EXIT)
 
 
 def _finals(api: PrometheusAPI, sel: dict[str, str | None],
             buckets: dict[tuple[str, ...], float], step: int) -> Finals:
-    """The start time, push time and exit series of every run's rank, over each bucket its runs
-    end in and the lookback before it: what an instant query at a run's last sample reads is
-    the latest of them at or before it (``_at_last``). One query per metric and bucket."""
+    """The start time, push time and exit series of the ranks, over each bucket a run ends in:
+    one query per metric and bucket. A run's own samples of them are scraped with its info
+    series (one Pushgateway group, or one target), so its last ones are in its last bucket."""
     found: Finals = defaultdict(list)
     for at in set(buckets.values()):
         pinned = api.pinned(at)
         for metric in _FINAL:
-            for labels, samples in pinned.samples(
-                    f"{select(metric, **sel)}[{step + LOOKBACK_SECONDS}s]"):
+            for labels, samples in pinned.samples(f"{select(metric, **sel)}[{step}s]"):
                 key = (labels.get("experiment", ""), labels.get("trial", ""),
                        labels.get("rank", ""))
                 found[(metric, key)].extend((t, v, labels) for t, v in samples)
     return found
 
 
-def _at(finals: Finals, metric: str, key: RankKey, last: float) -> list[tuple[float, Labels]]:
-    """Each series of ``metric`` for the rank as an instant query at ``last`` reads it: its
-    latest sample at or before ``last``, within the lookback (value, labels)."""
-    latest: dict[tuple[tuple[str, str], ...], tuple[float, float, Labels]] = {}
-    for t, v, labels in finals.get((metric, key), []):
-        if last - LOOKBACK_SECONDS < t <= last:
-            series = tuple(sorted(labels.items()))
-            if series not in latest or t > latest[series][0]:
-                latest[series] = (t, v, labels)
-    return [(v, labels) for _, v, labels in latest.values()]
+def _at(finals: Finals, metric: str, key: RankKey, first: float,
+        last: float) -> list[tuple[float, Labels]]:
+    """(value, labels) of each series of ``metric`` the run itself pushed, at its last sample:
+    samples between its first and last only, so a run that exited and was restarted within one
+    bucket leaves its exit to itself (an instant query skips it as stale; raw samples do not)."""
+    latest: dict[tuple[tuple[str, str], ...], tuple[float, Labels]] = {}
+    for t, v, labels in sorted(finals.get((metric, key), []), key=lambda sample: sample[0]):
+        if first <= t <= last:
+            latest[tuple(sorted(labels.items()))] = (v, labels)
+    return list(latest.values())
 
 
 def _at_last(labels: Labels, first: float, last: float, finals: Finals, current: bool) -> Run:
@@ -200,10 +196,10 @@ def _at_last(labels: Labels, first: float, last: float, finals: Finals, current:
     key = (labels.get("experiment", ""), labels.get("trial", ""), labels.get("rank", ""))
 
     def largest(metric: str) -> float | None:
-        values = [v for v, _ in _at(finals, metric, key, last) if not math.isnan(v)]
+        values = [v for v, _ in _at(finals, metric, key, first, last) if not math.isnan(v)]
         return max(values) if values else None
 
-    reasons = [lbl.get("reason", "") for _, lbl in _at(finals, names.EXIT, key, last)]
+    reasons = [lbl.get("reason", "") for _, lbl in _at(finals, names.EXIT, key, first, last)]
     return Run(*key, labels.get("pid", ""), labels.get("nodename", ""),
                labels.get("world_size", ""), first, last, started=largest(names.START_TIME),
                pushed=largest("push_time_seconds"),
