@@ -139,6 +139,8 @@ def test_a_wide_range_finds_a_one_push_run_and_exact_edges_at_both_ends(
     # The restart's last sample, 5 s before now, is in the last 15 s bucket.
     assert edges["200"] == (BASE + 70, BASE + 380)
     assert edges["400"] == (BASE + 123, BASE + 123)
+    one = next(r for r in runs if r.pid == "400")  # its one sample is its first and its last
+    assert (one.started, one.pushed, one.exit_reason) == (BASE + 120, BASE + 122, "clean")
     # A run in the range's first seconds is in; one that ended 30 s before the range is out.
     assert edges["500"] == (EDGE + 3, EDGE + 8)
     assert "600" not in edges
