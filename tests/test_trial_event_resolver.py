@@ -14,6 +14,7 @@ from trial_instrumentation.names import DEFAULT_BUCKETS
 from trial_instrumentation.timing import Histogram
 
 pytest.importorskip("torch")
+from trial_instrumentation import torch_timing  # after the skip: needs torch
 from trial_instrumentation.torch_timing import (  # after the skip: needs torch
     SHARE_GAP,
     EventPhase,
@@ -121,7 +122,12 @@ def records(resolver: StandInResolver, work: Callable[[], None]) -> list[float]:
     return resolver.stamps[before:]
 
 
-def test_adjacent_phases_share_their_boundary_events(stand_in: StandInResolver) -> None:
+def test_adjacent_phases_share_their_boundary_events(stand_in: StandInResolver,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # Back to back means within SHARE_GAP (20 us) of host time, which a loaded machine's
+    # scheduler can outlast between two `with` blocks (7 events, seen in a loaded fresh-clone
+    # run): here any gap under a second is adjacent, so the sharing itself is what is tested.
+    monkeypatch.setattr(torch_timing, "SHARE_GAP", 1.0)
     histograms = [Histogram(DEFAULT_BUCKETS) for _ in range(5)]
     phases = [EventPhase(f"p{i}", h, stand_in) for i, h in enumerate(histograms)]
 
