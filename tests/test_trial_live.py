@@ -66,9 +66,13 @@ def test_example_loop_seen_by_prometheus(tmp_path: Path, pushgateway: Service) -
                 == {rank: steps * batch}
         share = value(f'trainwatch_trial_phase_seconds_sum{{{sel},phase="dataloader_next"}} '
                       f'/ ignoring(phase) trainwatch_trial_step_seconds_sum{{{sel}}}')
-        # Relative for the fast rank: on a loaded 2-core machine a preempted fetch of its
-        # sub-millisecond steps can lift its share, but never near the starved rank's.
-        assert share["0"] > 0.5 and share["0"] - share["1"] > 0.3, share
+        assert share["0"] > 0.5, share
+        # The ranks apart by what does not bend under load: rank 0's loader sleeps 0.1 s a
+        # batch (a floor), rank 1 makes its small batches in-process. A loaded machine lifted
+        # rank 1's share to 0.71-0.78 (preempted sub-millisecond steps), not its mean fetch.
+        fetch = value(f'trainwatch_trial_phase_seconds_sum{{{sel},phase="dataloader_next"}} '
+                      f'/ trainwatch_trial_phase_seconds_count{{{sel},phase="dataloader_next"}}')
+        assert fetch["0"] >= 0.1 and fetch["1"] < 0.05, fetch
         info = prom.query(f'trainwatch_trial_info{{{sel}}}')
         assert {s["metric"]["rank"] for s in info} == {"0", "1"}
         for sample in info:  # joins to the exporter on nodename; no instance label pushed
