@@ -78,8 +78,23 @@ def parse_yaml(text: str) -> Any:
     import yaml  # only with --config: keeps the exporter's startup and memory light
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        _check_events(yaml, yaml.parse(text, Loader=loader))
+    except yaml.MarkedYAMLError as err:
+        # libyaml 0.2.5's scanner (PyYAML 6.0.4's wheels) has its own depth limit, and it scans
+        # ahead of the events: the same refusal, in the same words, whichever trips first.
+        if "maximum nesting depth" not in str(err.problem or ""):
+            raise
+        mark = err.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise UnsafeYAML(f"{where}nested deeper than {MAX_DEPTH} levels") from None
+    return yaml.load(text, Loader=loader)  # a safe loader; checked above
+
+
+def _check_events(yaml: Any, events: Any) -> None:
+    """Raise UnsafeYAML at the first alias, past MAX_NODES values or past MAX_DEPTH levels."""
     depth = nodes = 0
-    for event in yaml.parse(text, Loader=loader):
+    for event in events:
         if isinstance(event, yaml.AliasEvent):
             raise UnsafeYAML(f"{_at(event)}YAML aliases (*name) are not allowed")
         if isinstance(event, (yaml.ScalarEvent, yaml.CollectionStartEvent)):
@@ -92,7 +107,6 @@ def parse_yaml(text: str) -> Any:
                 raise UnsafeYAML(f"{_at(event)}nested deeper than {MAX_DEPTH} levels")
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
-    return yaml.load(text, Loader=loader)  # a safe loader; checked above
 
 
 def _at(event: Any) -> str:
