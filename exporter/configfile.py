@@ -23,6 +23,7 @@ from typing import Any
 
 MAX_BYTES = 256 * 1024  # thousands of users' hashes; a config file is a few hundred bytes
 MAX_DEPTH = 16  # the deepest real setting is section > basic_auth_users > user
+TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels"
 MAX_NODES = 10_000  # values and collections; building 50,000 took 1-7 s here
 
 _short = reprlib.Repr()
@@ -85,9 +86,7 @@ def parse_yaml(text: str) -> Any:
         # ahead of the events: the same refusal, in the same words, whichever trips first.
         if "maximum nesting depth" not in str(err.problem or ""):
             raise
-        mark = err.problem_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        raise UnsafeYAML(f"{where}nested deeper than {MAX_DEPTH} levels") from None
+        raise UnsafeYAML(f"{_where(err.problem_mark)}{TOO_DEEP}") from None
     return yaml.load(text, Loader=loader)  # a safe loader; checked above
 
 
@@ -104,12 +103,15 @@ def _check_events(yaml: Any, events: Any) -> None:
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                raise UnsafeYAML(f"{_at(event)}nested deeper than {MAX_DEPTH} levels")
+                raise UnsafeYAML(f"{_at(event)}{TOO_DEEP}")
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
 
 
 def _at(event: Any) -> str:
-    mark = getattr(event, "start_mark", None)
+    return _where(getattr(event, "start_mark", None))
+
+
+def _where(mark: Any) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
 
