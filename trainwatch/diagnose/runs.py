@@ -99,6 +99,10 @@ def retention(api: PrometheusAPI) -> float:
         return DEFAULT_RETENTION
 
 
+def _rank_key(labels: Labels) -> RankKey:
+    return labels.get("experiment", ""), labels.get("trial", ""), labels.get("rank", "")
+
+
 def _series_key(labels: Labels) -> tuple[str, ...]:
     return tuple(labels.get(k, "") for k in (*names.GROUPING_LABELS, "pid", "nodename"))
 
@@ -173,9 +177,7 @@ def _finals(api: PrometheusAPI, sel: dict[str, str | None],
         pinned = api.pinned(at)
         for metric in _FINAL:
             for labels, samples in pinned.samples(f"{select(metric, **sel)}[{step}s]"):
-                key = (labels.get("experiment", ""), labels.get("trial", ""),
-                       labels.get("rank", ""))
-                found[(metric, key)].extend((t, v, labels) for t, v in samples)
+                found[(metric, _rank_key(labels))].extend((t, v, labels) for t, v in samples)
     return found
 
 
@@ -193,7 +195,7 @@ def _at(finals: Finals, metric: str, key: RankKey, first: float,
 
 def _at_last(labels: Labels, first: float, last: float, finals: Finals, current: bool) -> Run:
     """The run, with what its last sample says: its start, last push and exit reason."""
-    key = (labels.get("experiment", ""), labels.get("trial", ""), labels.get("rank", ""))
+    key = _rank_key(labels)
 
     def largest(metric: str) -> float | None:
         values = [v for v, _ in _at(finals, metric, key, first, last) if not math.isnan(v)]
