@@ -139,6 +139,11 @@ def live_stack(workdir: Path, *, rate_window: str, for_: str,
 TWO_TRIALS_EXPERIMENT = "live-diagnose"
 TWO_TRIALS_RATE_WINDOW, TWO_TRIALS_FOR = "10s", "3s"
 BUSY_GPU = 0  # FakeGpu.deterministic(0): 50% utilization, 10 GiB of 80 GiB used
+# A slow trial (--loader-delay 0.05) waits 50 ms a step for its loader, and the rest of its step
+# (batch 8, CPU) takes about 1 ms here idle: a loader share near 0.98. Beside two busy processes
+# the rest takes several ms (a loaded run read 0.897). Under this floor the rest of a step would
+# take as long as the sleep; a share over a doubled step time reads 0.49 even idle.
+SLOW_LOADER_SHARE_FLOOR = 0.5
 
 
 @contextmanager
