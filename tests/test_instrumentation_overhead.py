@@ -27,9 +27,12 @@ def test_phase_costs_well_under_histogram_time() -> None:
 
 def test_cuda_events_hot_path_stays_small() -> None:
     pytest.importorskip("torch")
-    costs = load_benchmark("cuda_events").hot_path_ns(number=1_000, repeat=7)
-    wall = costs["wall phase"]
+    rounds = load_benchmark("cuda_events").hot_path_rounds(number=1_000, repeat=9)
+    floor = {name: min(ns) for name, ns in rounds.items()}
+    wall = floor["wall phase"]
     # Stand-in events cost nothing to record: what is left is trainwatch's bookkeeping, about
-    # 1.7x a wall phase's when phases share boundary events (measured here).
-    assert costs["cuda_events, adjacent phases (shared events)"] < 3 * wall, costs
-    assert costs["cuda_events, phases apart (own events)"] < 4 * wall, costs
+    # 1.7x a wall phase's when phases share boundary events and 2x apart (measured here, idle
+    # and beside two busy processes alike). Floors of interleaved rounds with no resolver thread
+    # polling inside them: a loaded run read 4.8x when it polled every 1 ms within the rounds.
+    assert floor["cuda_events, adjacent phases (shared events)"] < 3 * wall, rounds
+    assert floor["cuda_events, phases apart (own events)"] < 4 * wall, rounds
