@@ -15,6 +15,13 @@ from trial_instrumentation.names import GROUPING_LABELS
 
 # A trial's identity: the Pushgateway grouping key of trial_instrumentation.
 TRIAL_LABELS = GROUPING_LABELS
+# One rank of a trial as a key: its TRIAL_LABELS' values ("" where a label is missing).
+RankKey = tuple[str, str, str]
+
+
+def rank_key(labels: Mapping[str, str]) -> RankKey:
+    return labels.get("experiment", ""), labels.get("trial", ""), labels.get("rank", "")
+
 # A GPU's identity on the exporter side (instance comes from the scrape target).
 GPU_LABELS = ("instance", "gpu", "uuid")
 

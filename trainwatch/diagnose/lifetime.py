@@ -14,19 +14,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS, by
+from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS, RankKey, by, rank_key
 from trainwatch.contract.records import QUANTILES
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
 
-RankKey = tuple[str, str, str]
 Selector = Callable[..., str]
 STEPS_TOTAL = f"{names.STEPS}_total"
 SAMPLES_TOTAL = f"{names.SAMPLES}_total"
-
-
-def _key(labels: dict[str, str]) -> RankKey:
-    return labels.get("experiment", ""), labels.get("trial", ""), labels.get("rank", "")
 
 
 @dataclass
@@ -46,8 +41,8 @@ def young_ranks(api: PrometheusAPI, select: Selector, window: str,
     """Ranks that have a steps counter now but no sample older than ``window``: they started
     less than one rate window ago."""
     steps = select(STEPS_TOTAL, **sel)
-    now = {_key(labels) for labels, _ in api.query(f"count {BY_TRIAL} ({steps})")}
-    older = {_key(labels) for labels, _ in api.query(
+    now = {rank_key(labels) for labels, _ in api.query(f"count {BY_TRIAL} ({steps})")}
+    older = {rank_key(labels) for labels, _ in api.query(
         f"count {BY_TRIAL} (count_over_time({steps}[{window}] offset {window}))")}
     return now - older
 
@@ -74,12 +69,12 @@ def lifetimes(api: PrometheusAPI, select: Selector, window: str,
     found: dict[RankKey, Lifetime] = {}
 
     def rank(labels: dict[str, str]) -> Lifetime:
-        return found.setdefault(_key(labels), Lifetime())
+        return found.setdefault(rank_key(labels), Lifetime())
 
-    step_sums = {_key(labels): v for labels, v in
+    step_sums = {rank_key(labels): v for labels, v in
                  api.query(select(f"{names.STEP_SECONDS}_sum", **sel))}
     for labels, phase_sum in api.query(select(f"{names.PHASE_SECONDS}_sum", **sel)):
-        total = step_sums.get(_key(labels))
+        total = step_sums.get(rank_key(labels))
         if total:  # no finished step yet: no share to speak of
             rank(labels).shares[labels.get("phase", "")] = phase_sum / total
     for q in QUANTILES:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import DATALOADER_BOUND, RANK_STRAGGLER, SCALING_INEFFICIENT
 from trainwatch.contract.promql import matchers as trial_matchers
-from trainwatch.contract.promql import select
+from trainwatch.contract.promql import rank_key, select
 from trainwatch.diagnose import exchange
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.promapi import PrometheusAPI
@@ -55,9 +55,9 @@ def trial_scalings(api: PrometheusAPI, deployment: Deployment, experiment: str,
     """(experiment, trial) -> its scaling, for multi-rank trials that measured their limit;
     ``nodes`` maps each rank to its node (for the network figures of a slow exchange)."""
     n, matchers = deployment.names, trial_matchers(experiment=experiment, trial=trial)
-    ranks = {_key(labels)[:2]: value for labels, value in api.query(
+    ranks = {rank_key(labels)[:2]: value for labels, value in api.query(
         f"count {_PER_TRIAL} ({names.TRIAL_INFO}{{{matchers}}})")}
-    loader = {_key(labels)[:2]: value for labels, value in api.query(
+    loader = {rank_key(labels)[:2]: value for labels, value in api.query(
         f'quantile {_PER_TRIAL} (0.5, {n.phase_share}{{{matchers}, '
         f'phase="{names.DATALOADER_NEXT}"}})')}
     rule = deployment.alerts.get(SCALING_INEFFICIENT)
@@ -66,7 +66,7 @@ def trial_scalings(api: PrometheusAPI, deployment: Deployment, experiment: str,
     on_nodes = exchange.trial_nodes(nodes or {})
     result = {}
     for labels, value in api.query(f"{n.scaling_efficiency}{{{matchers}}}"):
-        key = _key(labels)[:2]
+        key = rank_key(labels)[:2]
         if math.isnan(value) or ranks.get(key, 0) < 2:
             continue
         scaling = TrialScaling(value, threshold)
@@ -93,10 +93,10 @@ def rank_spreads(api: PrometheusAPI, deployment: Deployment, experiment: str,
     own = select(deployment.names.rank_step_mean, experiment=experiment, trial=trial)
     ratio = (f"{own} / on (experiment, trial) group_left quantile {_PER_TRIAL} (0.5, {own})"
              f" and on (experiment, trial) count {_PER_TRIAL} ({own}) > 1")
-    owns = {_key(labels): value for labels, value in api.query(own)}
+    owns = {rank_key(labels): value for labels, value in api.query(own)}
     rule = deployment.alerts.get(RANK_STRAGGLER)
     threshold = rule.threshold if rule is not None else None
-    ratios = {_key(labels): value for labels, value in api.query(ratio) if not math.isnan(value)}
+    ratios = {rank_key(labels): value for labels, value in api.query(ratio) if not math.isnan(value)}
     slow: dict[tuple[str, str], list[tuple[str, str | None, float]]] = defaultdict(list)
     if threshold is not None:
         for key, value in ratios.items():
@@ -106,7 +106,3 @@ def rank_spreads(api: PrometheusAPI, deployment: Deployment, experiment: str,
                             tuple(sorted(slow[key[:2]], key=lambda s: -s[2])),
                             rule.remedy if rule is not None else None)
             for key, value in ratios.items()}
-
-
-def _key(labels: dict[str, str]) -> tuple[str, str, str]:
-    return labels.get("experiment", ""), labels.get("trial", ""), labels.get("rank", "")

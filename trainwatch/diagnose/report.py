@@ -12,7 +12,7 @@ from typing import Any
 
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import TRIAL_STALE
-from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS
+from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS, rank_key
 from trainwatch.contract.promql import select as selector
 from trainwatch.contract.records import QUANTILES
 from trainwatch.diagnose import loader_cause, rulesource, traces
@@ -42,12 +42,8 @@ def push_age(**labels: str | None) -> str:
 def ended_ranks(api: PrometheusAPI, **labels: str | None) -> dict[tuple[str, str, str], str]:
     """The ranks whose final push said why they ended (``trainwatch_trial_exit``), however
     recent that push, each with its reason: not live, as the alerts count them."""
-    return {_rank_key(found): found.get("reason", "") for found, _ in
+    return {rank_key(found): found.get("reason", "") for found, _ in
             api.query(selector(names.EXIT, **labels))}
-
-
-def _rank_key(labels: Labels) -> tuple[str, str, str]:
-    return labels.get("experiment", ""), labels.get("trial", ""), labels.get("rank", "")
 
 
 @dataclass
@@ -122,7 +118,7 @@ def by_rank(api: PrometheusAPI, expr: str) -> dict[tuple[str, str, str], list[tu
     for labels, value in api.query(expr):
         if math.isnan(value):  # a ratio over a window without steps: no measurement
             continue
-        grouped[_rank_key(labels)].append((labels, value))
+        grouped[rank_key(labels)].append((labels, value))
     return grouped
 
 
@@ -133,7 +129,7 @@ def first_value(rows: list[tuple[Labels, float]]) -> float | None:
 def live_trials(api: PrometheusAPI, experiment: str | None = None) -> list[Labels]:
     """trainwatch_trial_info of every trial in Prometheus (of ``experiment`` if given)."""
     rows = api.query(selector(names.TRIAL_INFO, experiment=experiment))
-    return sorted((labels for labels, _ in rows), key=_rank_key)
+    return sorted((labels for labels, _ in rows), key=rank_key)
 
 
 def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
@@ -147,7 +143,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     infos = live_trials(api, experiment)
     chosen = [i for i in infos
               if trial in (None, i.get("trial")) and rank in (None, i.get("rank"))
-              and (only is None or _rank_key(i) in only)]
+              and (only is None or rank_key(i) in only)]
     if not chosen:
         raise UnknownTrial(_unknown_message(api, infos, experiment, trial, rank))
     n, sel = deployment.names, {"experiment": experiment, "trial": trial}
@@ -156,7 +152,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
         """The recorded series; for a chosen rank they do not cover (rules deployed or
         re-rendered after its samples), the deployed rule's own expression, inline."""
         found = by_rank(api, selector(record, **sel))
-        missing = {_rank_key(i) for i in chosen} - {k for k, rows in found.items() if rows}
+        missing = {rank_key(i) for i in chosen} - {k for k, rows in found.items() if rows}
         for query, labels in deployment.queries.get(record, ()) if missing else ():
             for key, rows in by_rank(api, query).items():
                 if key in missing:
@@ -203,12 +199,12 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     firing = rulesource.alerts(api, deployment)
     instances = {labels.get("nodename"): labels.get("instance")
                  for labels, _ in api.query(HOST_INFO)}
-    nodes = {_rank_key(i): i.get("nodename") for i in infos}
+    nodes = {rank_key(i): i.get("nodename") for i in infos}
     spreads = rank_spreads(api, deployment, experiment, trial, nodes)
     scalings = trial_scalings(api, deployment, experiment, trial, spreads, nodes)
     reports = []
     for info in chosen:
-        key = _rank_key(info)
+        key = rank_key(info)
         r = RankReport(experiment, info.get("trial", ""), info.get("rank", ""),
                        info.get("nodename"), info.get("pid"), info.get("world_size"), n.window)
         if deployment.dashboard_window != n.window:
@@ -298,7 +294,7 @@ def _alerts(alerts: list[dict[str, Any]], key: tuple[str, str, str], uuids: set[
     mine = []
     for alert in alerts:
         labels = alert.get("labels", {})
-        if (_rank_key(labels) == key or labels.get("uuid") in uuids
+        if (rank_key(labels) == key or labels.get("uuid") in uuids
                 or (instance and labels.get("instance") == instance and "trial" not in labels)):
             mine.append(AlertState(labels.get("alertname", "?"), alert.get("state", "?"),
                                    str(alert.get("value", ""))))

@@ -23,12 +23,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from trainwatch.contract.promql import select
+from trainwatch.contract.promql import RankKey, rank_key, select
 from trainwatch.promapi import Labels, PrometheusAPI, PrometheusError
 from trial_instrumentation import names
 from trial_instrumentation.durations import parse_duration
 
-RankKey = tuple[str, str, str]
 RUNNING, ENDED_CLEAN, FAILED, TERMINATED, STALE = (
     "running", "ended clean", "failed", "terminated", "stale")
 STATES = (RUNNING, ENDED_CLEAN, FAILED, TERMINATED, STALE)
@@ -97,10 +96,6 @@ def retention(api: PrometheusAPI) -> float:
         return parse_duration(text.split()[0])
     except (IndexError, ValueError):
         return DEFAULT_RETENTION
-
-
-def _rank_key(labels: Labels) -> RankKey:
-    return labels.get("experiment", ""), labels.get("trial", ""), labels.get("rank", "")
 
 
 def _series_key(labels: Labels) -> tuple[str, ...]:
@@ -177,7 +172,7 @@ def _finals(api: PrometheusAPI, sel: dict[str, str | None],
         pinned = api.pinned(at)
         for metric in _FINAL:
             for labels, samples in pinned.samples(f"{select(metric, **sel)}[{step}s]"):
-                found[(metric, _rank_key(labels))].extend((t, v, labels) for t, v in samples)
+                found[(metric, rank_key(labels))].extend((t, v, labels) for t, v in samples)
     return found
 
 
@@ -195,7 +190,7 @@ def _at(finals: Finals, metric: str, key: RankKey, first: float,
 
 def _at_last(labels: Labels, first: float, last: float, finals: Finals, current: bool) -> Run:
     """The run, with what its last sample says: its start, last push and exit reason."""
-    key = _rank_key(labels)
+    key = rank_key(labels)
 
     def largest(metric: str) -> float | None:
         values = [v for v, _ in _at(finals, metric, key, first, last) if not math.isnan(v)]
