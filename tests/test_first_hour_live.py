@@ -23,7 +23,7 @@ import pytest
 
 import trial_instrumentation as ti
 from benchmarks.stack import wait_until
-from tests.live_stack import LiveStack, live_stack
+from tests.live_stack import SLOW_LOADER_SHARE_FLOOR, LiveStack, live_stack
 
 torch = pytest.importorskip("torch")
 
@@ -155,7 +155,7 @@ def test_diagnose_answers_within_a_minute_of_the_start_marked_early(stack: LiveS
     # `trainwatch trials` reads the same samples, not the low 5m rate.
     [row] = [r for r in trials(stack) if r["trial"] == "young"]
     assert row["live"] and 0.8 * floor <= row["steps_per_second"] <= 21, row
-    assert row["dataloader_share"] > 0.5, row
+    assert row["dataloader_share"] > SLOW_LOADER_SHARE_FLOOR, row
 
 
 def test_a_trial_that_raises_ends_its_alerts_fires_trial_failed_and_never_stale(
