@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 
 import pytest
 
@@ -140,10 +141,11 @@ def test_adjacent_phases_share_their_boundary_events(stand_in: StandInResolver,
     assert len(stamps) == 6  # one start, five ends: not ten events
     assert stand_in.drain(timeout=5)
     spans = [h.sum for h in histograms]
-    assert all(0.0002 <= s < 0.01 for s in spans), spans
-    first, last = stamps[0], stamps[-1]
-    # Shared boundaries: the phases tile the span between the first and the last event.
-    assert sum(spans) == pytest.approx((last - first) / 1000, abs=1e-9)
+    assert all(s >= 0.0002 for s in spans), spans
+    # Shared boundaries: each phase runs from the event before it to its own end event, so the
+    # phases tile the span between the first and the last event. Read from the stamps, not
+    # against a time bound that a loaded machine's scheduler can outlast.
+    assert spans == pytest.approx([(b - a) / 1000 for a, b in pairwise(stamps)], abs=1e-9)
 
 
 def test_a_gap_between_phases_gets_its_own_events_and_is_in_neither(
