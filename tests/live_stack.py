@@ -103,6 +103,10 @@ FAKE_GPUS = 2
 IDLE_GPU = 1
 
 
+# The live stack scrapes every target and evaluates its rules this often.
+INTERVAL = "1s"
+
+
 @contextmanager
 def live_stack(workdir: Path, *, rate_window: str, for_: str,
                stale_after: float | None = None, window: str | None = None,
@@ -119,10 +123,11 @@ def live_stack(workdir: Path, *, rate_window: str, for_: str,
             start_trainwatch_exporter(workdir, *exporter_args, fake_gpus=FAKE_GPUS,
                                       idle_gpus=(IDLE_GPU,)) as exporter:
         config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "global": {"scrape_interval": INTERVAL, "evaluation_interval": INTERVAL},
             "rule_files": [str(rules / "*.yml")],
-            "scrape_configs": [scrape_config("trainwatch-exporter", exporter.url),
-                               scrape_config("pushgateway", pgw.url, honor_labels=True)],
+            "scrape_configs": [scrape_config("trainwatch-exporter", exporter.url, INTERVAL),
+                               scrape_config("pushgateway", pgw.url, INTERVAL,
+                                             honor_labels=True)],
         }
         if alertmanager is not None:
             config["alerting"] = alerting_config(alertmanager)

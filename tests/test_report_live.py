@@ -21,7 +21,6 @@ import time
 import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from prometheus import generate_rules
 from tests.browser import open_page
 from tests.live_stack import (
     BUSY_GPU,
+    INTERVAL,
     TWO_TRIALS_EXPERIMENT,
     TWO_TRIALS_FOR,
     TWO_TRIALS_RATE_WINDOW,
@@ -40,11 +40,13 @@ from tests.live_stack import (
 )
 from trainwatch import gc
 from trainwatch.contract.records import RecordNames
+from trainwatch.diagnose.runs import Run
 from trainwatch.promapi import PrometheusAPI
 from trainwatch.report import collect
 from trainwatch.report.series import RAW, RECORDED
 from trainwatch.report.window import Asked, utc
 from trial_instrumentation import names
+from trial_instrumentation.durations import parse_duration
 
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"
 EXPERIMENT = TWO_TRIALS_EXPERIMENT
@@ -124,18 +126,22 @@ def retire(stack: LiveStack, proc: subprocess.Popen[bytes], trial: str) -> None:
 
 
 Key = tuple[str, str]  # (panel, line)
-# The stack scrapes the Pushgateway every second (tests/live_stack.py).
-SCRAPE_INTERVAL = 1.0
 # A recorded figure may differ from the raw one by this much besides when the rules evaluated.
 FIGURE_REL, FIGURE_ABS = 0.01, 0.05
 SHIFT = 0.25  # seconds between the raw readings that bound a recorded point
 
 
+def run_of(doc: collect.Document) -> Run:
+    """The one run the document reports."""
+    [run] = [r.run for r in doc.reports]
+    assert run is not None
+    return run
+
+
 def steady(doc: collect.Document) -> dict[Key, dict[int, float]]:
     """Each recorded line's points over the run's steady part (from three rate windows after
     its first sample to one before its last), by their index on the window's step grid."""
-    [run] = [r.run for r in doc.reports]
-    assert run is not None
+    run = run_of(doc)
     window = RecordNames(doc.rate_window)
     seconds = float(window.window.rstrip("s"))
     low, high = run.first + 3 * seconds, run.last - seconds
@@ -155,16 +161,9 @@ def figures(doc: collect.Document) -> dict[Key, float]:
     return {key: sum(values.values()) / len(values) for key, values in steady(doc).items()}
 
 
-@dataclass
-class Ended:
-    """The clean trial, ended and retired, as the recorded series give it."""
-
-    doc: collect.Document
-    figures: dict[Key, float]
-
-
 @pytest.fixture(scope="module")
-def ended(two_trials: LiveStack, clean_trial: subprocess.Popen[bytes]) -> Ended:
+def ended(two_trials: LiveStack, clean_trial: subprocess.Popen[bytes]) -> collect.Document:
+    """The clean trial, ended and retired, as the recorded series give it."""
     retire(two_trials, clean_trial, "clean")
     prom = two_trials.prometheus
     # Its last push reached Prometheus: the step counter's last value is every step.
@@ -173,13 +172,13 @@ def ended(two_trials: LiveStack, clean_trial: subprocess.Popen[bytes]) -> Ended:
     assert prom.query(f'max_over_time({names.EXIT}{{trial="clean", reason="clean"}}[10m])')
     doc = collect.collect(PrometheusAPI(prom.url), ENDED_EXPERIMENT, "clean", None, Asked(),
                           force=RECORDED)
-    return Ended(doc, figures(doc))
+    return doc
 
 
 @pytest.fixture(scope="module")
-def ended_clean(ended: Ended) -> dict[Key, float]:
+def ended_clean(ended: collect.Document) -> dict[Key, float]:
     """The clean trial's figures as the recorded series give them."""
-    return ended.figures
+    return figures(ended)
 
 
 def evaluation_lag(api: PrometheusAPI, doc: collect.Document) -> float:
@@ -187,8 +186,7 @@ def evaluation_lag(api: PrometheusAPI, doc: collect.Document) -> float:
     the longest gap between the recorded lines' own evaluations over the run (an evaluation
     interval, more where the group skipped one), and a scrape interval more for a scrape that
     landed after the evaluation that would have read it."""
-    [run] = [r.run for r in doc.reports]
-    assert run is not None
+    run = run_of(doc)
     rules = RecordNames(doc.rate_window)
     span = math.ceil(run.last - run.first) + 60
     gaps = [b - a for name in (rules.phase_share, rules.steps_rate, rules.samples_rate)
@@ -197,11 +195,12 @@ def evaluation_lag(api: PrometheusAPI, doc: collect.Document) -> float:
             for (a, _), (b, _) in itertools.pairwise(points)
             if run.first <= a and b <= run.last]
     assert gaps, "no recorded evaluations of the clean trial"
-    return max(gaps) + SCRAPE_INTERVAL
+    return max(gaps) + parse_duration(INTERVAL)
 
 
 @pytest.fixture(scope="module")
-def raw_envelope(two_trials: LiveStack, ended: Ended) -> dict[Key, tuple[float, float]]:
+def raw_envelope(two_trials: LiveStack, ended: collect.Document
+                 ) -> dict[Key, tuple[float, float]]:
     """Each figure's bounds as the raw series give them when each recorded point may be the
     expression at any instant up to the measured evaluation lag before it: the means of the
     raw series' least and greatest value at each point over windows shifted back by SHIFT.
@@ -210,8 +209,8 @@ def raw_envelope(two_trials: LiveStack, ended: Ended) -> dict[Key, tuple[float, 
     under load that was enough to move a small share's figure by 1.7% (a loaded run read
     3.234 recorded against 3.291 raw for train_batch, whose 1.2 ms steps the load stretches)."""
     api = PrometheusAPI(two_trials.prometheus.url)
-    window = ended.doc.window
-    lag = evaluation_lag(api, ended.doc)
+    window = ended.window
+    lag = evaluation_lag(api, ended)
     seen: dict[Key, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for i in range(math.ceil(lag / SHIFT) + 1):
         doc = collect.collect(api, ENDED_EXPERIMENT, "clean", None,
@@ -224,7 +223,7 @@ def raw_envelope(two_trials: LiveStack, ended: Ended) -> dict[Key, tuple[float, 
             for index, v in values.items():
                 seen[key][index].append(v)
     bounds = {}
-    for key, values in steady(ended.doc).items():
+    for key, values in steady(ended).items():
         around = [seen[key][index] for index in values if seen[key][index]]
         assert len(around) >= 0.9 * len(values), (key, len(around), len(values))
         bounds[key] = (sum(map(min, around)) / len(around), sum(map(max, around)) / len(around))
