@@ -343,7 +343,8 @@ def test_text_and_json_carry_the_same_verdict() -> None:
         "comparison": ">", "threshold": 0.3, "alert": DATALOADER_BOUND, "remedy": None,
         "runbook_url": f"runbook#{DATALOADER_BOUND}", "exit_code": 1, "early": False,
         "steps": None, "last_profile": None, "cleanup": None,
-        "metric": "dataloader_next share of step time", "exit_reason": None}
+        "metric": "dataloader_next share of step time", "exit_reason": None,
+        "life_kind": None, "finding": "dataloader"}
     assert "  measured: dataloader_next share of step time" in text
     assert doc["phases"][0] == {"phase": "dataloader_next", "share": 0.6}
     assert doc["gpus"][0]["uuid"] == "GPU-1" and doc["nodename"] == "node-a"
@@ -468,7 +469,9 @@ def test_an_ended_rank_says_how_it_ended_at_once(reason: str, how: str, alert: s
     ended.verdict = verdict_module.exited(reason, 4.0, stale)
     v = ended.verdict
     assert (v.kind, v.title, v.alert, v.remedy, v.exit_reason, v.exit_code, v.steps) == (
-        "stale", f"Ended 4 seconds ago: {how}", alert, remedy, reason, 1, 80)
+        "ended", f"Ended 4 seconds ago: {how}", alert, remedy, reason, 1, 80)
+    # An ended run crossed no threshold: no figure, no comparison to print beside it.
+    assert (v.measured, v.comparison, v.threshold) == (None, None, None)
     assert v.runbook_url == f"https://rb/runbooks.md#{anchor}"
     assert v.cleanup == "curl -X DELETE x" and v.last_profile == stale.last_profile
     text = reports_text([ended])

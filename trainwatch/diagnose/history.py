@@ -22,7 +22,7 @@ from trainwatch.diagnose import loader_cause
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.report import RankReport, UnknownTrial, by_rank, gather
 from trainwatch.diagnose.runs import RankKey, Run, find_runs, latest_per_rank, retention
-from trainwatch.diagnose.verdict import STALE, Measurements, decide
+from trainwatch.diagnose.verdict import OFF_THE_AIR, Measurements, decide
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
 
@@ -73,7 +73,7 @@ def gather_runs(api: PrometheusAPI, deployment: Deployment, experiment: str,
 
 
 def _ended(report: RankReport) -> bool:
-    return report.verdict is not None and report.verdict.kind == STALE
+    return report.verdict is not None and report.verdict.kind in OFF_THE_AIR
 
 
 def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, run: Run,
@@ -107,8 +107,10 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
                  f"{_count(count)} in {ago(life)}): {said}")
     # An ended group is gc's to retire (or already gone): no clean-up line to give.
     cleanup = verdict.cleanup if run.exit_reason is None and run.current else None
-    verdict = dataclasses.replace(verdict, title=title, measured=age, steps=count,
-                                  cleanup=cleanup)
+    # A stopped run's figure is its silence against the stale threshold; an ended one crossed
+    # none (its life's profile below brings its own figure).
+    verdict = dataclasses.replace(verdict, title=title, steps=count, cleanup=cleanup,
+                                  measured=age if run.exit_reason is None else None)
     cause = None
     if run.exit_reason in (names.EXIT_CLEAN, names.EXIT_TERMINATED) and report.phases:
         profile = decide(Measurements(dict(report.phases)), deployment.alerts)
@@ -117,22 +119,26 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
                                               deployment.alerts)
         verdict = dataclasses.replace(verdict, bottleneck=profile.bottleneck,
                                       alert=profile.alert, remedy=profile.remedy,
-                                      runbook_url=profile.runbook_url, metric=profile.metric)
+                                      runbook_url=profile.runbook_url, metric=profile.metric,
+                                      measured=profile.measured, threshold=profile.threshold,
+                                      comparison=profile.comparison, life_kind=profile.kind)
     return dataclasses.replace(report, verdict=verdict, loader_cause=cause)
 
 
 def _loader_over_life(api: PrometheusAPI, deployment: Deployment, run: Run
                       ) -> loader_cause.LoaderEvidence | None:
-    """The loader's figures (loader_cause.gather) over ``run``'s whole life, read at its last
-    sample (where its counters hold their final values, however long its group stayed); its
-    node's CPU averaged over the same time."""
+    """The loader's figures (loader_cause.gather) over ``run``'s life, from its start to its
+    final push: read at its last sample (where its counters hold their final values, however
+    long its group stayed), per second of that life, and its node's CPU over the same time,
+    not over the minutes its group waited for gc after it."""
     api = api.pinned(run.last)
-    window = f"{max(1, math.ceil(run.last - run.start))}s"
+    window = f"{max(1, math.ceil(run.last - run.start))}s"  # every sample of the run
+    life = loader_cause.Life(max(run.seconds, 1e-3), after=run.last - run.end)
     sel = dict(zip(names.GROUPING_LABELS, run.key))
     node_cpu = api.value(loader_cause.node_cpu(
-        f"avg_over_time({deployment.names.cpu_utilization}[{window}])", **sel))
+        f"avg_over_time({deployment.names.cpu_utilization}{life.node_range})", **sel))
     found = loader_cause.gather(lambda expr: by_rank(api, expr), window, {run.key: node_cpu},
-                                **sel)
+                                life, **sel)
     return found.get(run.key)
 
 

@@ -158,11 +158,21 @@ def node_cpu(cpu: str, **sel: str | None) -> str:
 
 
 def gather(query: Callable[[str], Mapping[Key, list[tuple[Labels, float]]]], window: str,
-           node_cpu: Mapping[Key, float | None], **sel: str | None) -> dict[Key, LoaderEvidence]:
-    """Every rank's evidence: a few queries (``query`` answers one by rank) for all ranks."""
+           node_cpu: Mapping[Key, float | None], life: Life | None = None, /,
+           **sel: str | None) -> dict[Key, LoaderEvidence]:
+    """Every rank's evidence: a few queries (``query`` answers one by rank) for all ranks.
+
+    Over the rate ``window`` ending now; with ``life``, over a run's own life instead (one
+    window rule: from its start to its final push, never past it, however long its group
+    stayed after): its counters' increase over ``window`` (which holds all its samples) per
+    second of that life, and its node's figures over that life alone.
+    """
+    per = f" / {float(life.seconds)!r}" if life is not None else ""
+    node_range = life.node_range if life is not None else f"[{window}]"
 
     def rate(metric: str, **labels: str) -> str:
-        return f"sum {BY_TRIAL} (rate({selector(metric, **sel, **labels)}[{window}]))"
+        fn = "increase" if life is not None else "rate"
+        return f"sum {BY_TRIAL} ({fn}({selector(metric, **sel, **labels)}[{window}])){per}"
 
     def on_node(per_node: str) -> str:
         return node_figure(per_node, **sel)
@@ -178,15 +188,35 @@ def gather(query: Callable[[str], Mapping[Key, list[tuple[Labels, float]]]], win
         "rchar": rate(f"{names.LOADER_RCHAR_BYTES}_total"),
         "cpu_count": on_node("max by (instance) (trainwatch_cpu_count)"),
         "disk_busy": on_node(f"max by (instance) (rate(trainwatch_disk_io_time_seconds_total"
-                             f"[{window}]))"),
+                             f"{node_range}))"),
         "network_busy": on_node(f"max by (instance) (rate(trainwatch_network_receive_bytes_total"
-                                f"[{window}]) / trainwatch_network_speed_bytes)"),
+                                f"{node_range}) / trainwatch_network_speed_bytes)"),
     }
     found = {name: query(expr) for name, expr in queries.items()}
     keys = {key for rows in found.values() for key, got in rows.items() if got}
     return {key: LoaderEvidence(node_cpu=node_cpu.get(key), **{
         name: rows[key][0][1] if rows.get(key) else None for name, rows in found.items()})
         for key in keys}
+
+
+@dataclass(frozen=True)
+class Life:
+    """A run's life as a figure's window: ``seconds`` from its start to its final push, which
+    was ``after`` seconds before the instant the queries are read at (its last sample).
+
+    >>> Life(60, 115).node_range
+    '[60s] offset 115s'
+    """
+
+    seconds: float
+    after: float = 0.0
+
+    @property
+    def node_range(self) -> str:
+        """The range of a node's series (scraped all along) over exactly that life."""
+        after = round(self.after)
+        offset = f" offset {after}s" if after >= 1 else ""
+        return f"[{max(1, math.ceil(self.seconds))}s]{offset}"
 
 
 def explain(verdict: Verdict, evidence: LoaderEvidence | None,

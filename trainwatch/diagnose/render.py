@@ -11,7 +11,7 @@ from trainwatch.cliutil import ago
 from trainwatch.diagnose import traces
 from trainwatch.diagnose.report import RankReport
 from trainwatch.diagnose.trials import TrialRow
-from trainwatch.diagnose.verdict import STALE
+from trainwatch.diagnose.verdict import OFF_THE_AIR, STALE
 
 BAR_WIDTH = 30
 
@@ -48,7 +48,7 @@ def over(r: RankReport) -> str:
     dashboards = r.dashboard_window or r.window
     if r.verdict is not None and r.verdict.early:
         said = "over its whole run so far"
-    elif r.verdict is not None and r.verdict.kind == STALE:
+    elif r.verdict is not None and r.verdict.kind in OFF_THE_AIR:
         said = "over its whole run"
     else:
         said = f"over the last {r.window}"
@@ -67,7 +67,7 @@ def report_text(r: RankReport) -> str:
         lines.append(f"  EARLY: the trial is younger than the {r.window} rate window; numbers over "
                      f"its whole run so far ({steps(r.verdict.steps)}, "
                      f"{num(r.lifetime_seconds, ' s', 0)} of samples)")
-    elif r.verdict is not None and r.verdict.kind == STALE:
+    elif r.verdict is not None and r.verdict.kind in OFF_THE_AIR:
         lines.append(f"  {'ENDED' if r.verdict.exit_reason else 'STOPPED'}: numbers over its "
                      f"whole run up to its last push "
                      f"({steps(r.verdict.steps)})")
@@ -140,7 +140,7 @@ def verdict_text(r: RankReport) -> list[str]:
     if v is None:
         return []
     head = f"VERDICT (early, {steps(v.steps)}): {v.title}" if v.early else f"VERDICT: {v.title}"
-    if v.kind == STALE and v.exit_reason is not None:
+    if v.kind in OFF_THE_AIR and v.exit_reason is not None:
         head += f" ({v.alert})" if v.alert else ""
     elif v.kind == STALE:
         head += f" ({v.alert}: no push for over {v.threshold:g} s)"
@@ -186,6 +186,7 @@ def reports_json(reports: Sequence[RankReport], notes: Sequence[str] = ()) -> st
         doc["over"] = over(r)  # the time the shares and rates are measured over
         if r.verdict is not None:
             doc["verdict"]["exit_code"] = r.verdict.exit_code
+            doc["verdict"]["finding"] = r.verdict.finding
         docs.append(doc)
     extra = {"thresholds_from": list(notes)} if notes else {}
     return json.dumps({"reports": docs, **extra}, indent=2, ensure_ascii=False)

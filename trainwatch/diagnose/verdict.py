@@ -77,6 +77,13 @@ class Verdict:
     cleanup: str | None = None  # stale: the command that deletes its Pushgateway group
     metric: str | None = None  # what ``measured`` is, in words (which GPU metric was used)
     exit_reason: str | None = None  # stale: what its final push said (names.EXIT_*), if any
+    life_kind: str | None = None  # ended clean or terminated: the kind its life's profile had
+
+    @property
+    def finding(self) -> str:
+        """What was found, the same word live and after the end: an ended run's is its life's
+        profile (``dataloader`` while it ran stays ``dataloader`` once it ended)."""
+        return self.life_kind or self.kind
 
     @property
     def exit_code(self) -> int:
@@ -88,6 +95,9 @@ class Verdict:
 NO_TIMINGS, NO_GPU_METRICS, GPU_BOUND = "no_timings", "no_gpu_metrics", "gpu_bound"
 LOW_MFU_KIND, LOW_MFU_TITLE = LOW_MFU
 STALE = "stale"
+# A rank whose final push said how it ended: not a threshold crossed, so no measured figure.
+ENDED = "ended"
+OFF_THE_AIR = (STALE, ENDED)  # the kinds judged over a run's whole life, not a window
 # What each measurement is, for the reader of the verdict.
 METRICS = {
     "dataloader_share": "dataloader_next share of step time",
@@ -233,19 +243,21 @@ EXITED = {
 
 def exited(reason: str, push_age: float, stale_verdict: Verdict) -> Verdict:
     """The verdict on a rank whose final push said why it ended (``trainwatch_trial_exit``),
-    however recent that push: ``stale_verdict`` (from :func:`stale`) retitled with the reason.
+    however recent that push: ``stale_verdict`` (from :func:`stale`) retitled with the reason,
+    of kind ``ended``: it crossed no threshold, so it carries no measured figure.
 
     Example:
         >>> rule = AlertRule("TrainwatchTrialStale", 300, "delete the group")
         >>> profile = Verdict("dataloader", "Data loader", True, 0.9, ">", 0.3, None, "", None)
         >>> v = exited("failed", 42, stale(42, rule, profile, 1200, "curl -X DELETE ..."))
-        >>> v.title, v.alert, v.exit_reason, v.exit_code
-        ('Ended 42 seconds ago: an exception or a non-zero exit', 'TrainwatchTrialFailed', 'failed', 1)
+        >>> v.kind, v.title, v.alert, v.exit_reason, v.exit_code, v.measured
+        ('ended', 'Ended 42 seconds ago: an exception or a non-zero exit', 'TrainwatchTrialFailed', 'failed', 1, None)
     """
     how, alert, remedy = EXITED.get(reason, (f"reason={reason}", None, remedies.EXITED_LEFT))
     runbook = stale_verdict.runbook_url  # the deployed runbook, at the alert's own section
     if alert is not None and runbook is not None:
         runbook = f"{runbook.split('#')[0]}#{alert.lower()}"
-    return dataclasses.replace(stale_verdict, title=f"Ended {ago(push_age)} ago: {how}",
+    return dataclasses.replace(stale_verdict, kind=ENDED, title=f"Ended {ago(push_age)} ago: {how}",
+                               measured=None, comparison=None, threshold=None,
                                alert=alert, remedy=remedy, exit_reason=reason,
                                runbook_url=runbook)

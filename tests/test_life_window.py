@@ -1,0 +1,103 @@
+"""One window rule for a run's figures: [the later of its start and now - window, the earlier of
+now and its final push]. Read on backfilled series (promtool create-blocks-from openmetrics)
+whose true rates are known: an ended run's group stays scraped for minutes after its final push
+with flat counters and an idle node, and a young run is 75 s into a 5m rate window. Either
+figure divided over the wrong span reads a third or a quarter of the truth."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from benchmarks.stack import promtool, start_prometheus
+from trainwatch.contract.records import RecordNames
+from trainwatch.diagnose import loader_cause
+from trainwatch.diagnose.deployed import Deployment
+from trainwatch.diagnose.history import _loader_over_life
+from trainwatch.diagnose.report import _young_loader_evidence, by_rank
+from trainwatch.diagnose.runs import find_runs
+from trainwatch.promapi import PrometheusAPI
+from trial_instrumentation import names
+
+BASE = (int(time.time()) - 2 * 3600) // 60 * 60
+WINDOW = "5m"
+CPU_RECORD = RecordNames(WINDOW).cpu_utilization
+WORKERS_CPU = f"{names.LOADER_CPU_SECONDS}_total"
+# The ended run: 60 s of life at 0.8 CPU-seconds/s in its one worker on a busy node (0.9),
+# then its group kept 116 s more, flat, on an idle node (0.05), as until gc retires it.
+ENDED_WORKER_CPU, ENDED_NODE_CPU, IDLE_NODE_CPU = 0.8, 0.9, 0.05
+LIFE = range(BASE, BASE + 61, 5)
+AFTER = range(BASE + 65, BASE + 177, 5)
+# The young run: 75 s old, its worker at 0.65 CPU-seconds/s.
+YOUNG_WORKER_CPU, YOUNG_START, YOUNG_AGE = 0.65, BASE + 600, 75
+
+
+def _samples() -> list[tuple[str, float, int]]:
+    out: list[tuple[str, float, int]] = []
+    for t in range(BASE - 300, YOUNG_START + YOUNG_AGE + 1, 5):
+        out.append(('trainwatch_host_info{instance="i1",nodename="n1"}', 1, t))
+        busy = ENDED_NODE_CPU if t <= BASE + 60 else IDLE_NODE_CPU
+        out.append((f'{CPU_RECORD}{{instance="i1"}}', busy, t))
+    for trial, times, start, rate in (
+            ("ended", [*LIFE, *AFTER], BASE - 1, ENDED_WORKER_CPU),
+            ("young", range(YOUNG_START, YOUNG_START + YOUNG_AGE + 1, 5), YOUNG_START - 1,
+             YOUNG_WORKER_CPU)):
+        key = f'experiment="e",trial="{trial}",rank="0"'
+        final = max(t for t in times if t <= start + 1 + 60) if trial == "ended" else None
+        for t in times:
+            at = min(t, final) if final is not None else t  # flat after the final push
+            out += [
+                (f'{names.TRIAL_INFO}{{{key},pid="1",nodename="n1",world_size="1"}}', 1, t),
+                (f"{names.START_TIME}{{{key}}}", start, t),
+                (f"push_time_seconds{{{key}}}", at - 1, t),
+                (f"{names.LOADER_WORKERS}{{{key}}}", 1, t),
+                (f'{WORKERS_CPU}{{{key},process="{names.PROCESS_WORKERS}"}}',
+                 rate * (at - times[0]), t),
+                (f'{WORKERS_CPU}{{{key},process="{names.PROCESS_MAIN}"}}',
+                 5 + 0.1 * (at - times[0]), t),
+            ]
+            if final is not None and t >= final:
+                out.append((f'{names.EXIT}{{{key},reason="clean"}}', 1, t))
+    return out
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusAPI]:
+    workdir = tmp_path_factory.mktemp("life")
+    by_series: dict[str, list[str]] = {}
+    for series, value, t in sorted(_samples(), key=lambda s: s[2]):
+        by_series.setdefault(series, []).append(f"{series} {value} {t}")
+    source = workdir / "life.om"
+    source.write_text("\n".join([*(line for lines in by_series.values() for line in lines),
+                                 "# EOF"]) + "\n")
+    promtool("tsdb", "create-blocks-from", "openmetrics", source, workdir / "tsdb")
+    with start_prometheus(workdir, {"global": {"scrape_interval": "1m"}},
+                          "--storage.tsdb.retention.time=30d") as prom:
+        yield PrometheusAPI(prom.url)
+
+
+def test_an_ended_runs_loader_figures_end_at_its_final_push(api: PrometheusAPI) -> None:
+    [run] = find_runs(api, 3600, "e", "ended", now=BASE + 400)
+    # Its group was scraped 116 s past its final push: the figures must not see that time.
+    assert (run.end, run.last) == (BASE + 59, AFTER[-1]) and run.seconds == 60
+    evidence = _loader_over_life(api, Deployment(RecordNames(WINDOW), {}), run)
+    assert evidence is not None and evidence.workers == 1
+    assert evidence.per_worker_cpu == pytest.approx(ENDED_WORKER_CPU, rel=0.05)
+    assert evidence.main_cpu == pytest.approx(0.1, rel=0.05)  # not its 5 s of import
+    assert evidence.node_cpu == pytest.approx(ENDED_NODE_CPU, abs=0.05)
+
+
+def test_a_young_runs_loader_figures_are_over_its_own_life(api: PrometheusAPI) -> None:
+    now = YOUNG_START + YOUNG_AGE
+    key = ("e", "young", "0")
+    found = _young_loader_evidence(api.pinned(now), {key}, {key: YOUNG_START - 1}, {}, now,
+                                   {}, {"experiment": "e", "trial": "young"})
+    assert set(found) == {key}
+    assert found[key].per_worker_cpu == pytest.approx(YOUNG_WORKER_CPU, rel=0.08)
+    # The same rank over the whole rate window: diluted by the minutes before it started.
+    pinned = api.pinned(now)
+    diluted = loader_cause.gather(lambda expr: by_rank(pinned, expr), WINDOW, {},
+                                  experiment="e", trial="young")[key]
+    assert diluted.per_worker_cpu is not None and diluted.per_worker_cpu < 0.5 * YOUNG_WORKER_CPU
