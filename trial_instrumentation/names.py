@@ -1,11 +1,11 @@
-"""Names fixed by the metric contract in DESIGN.md, defined once for the whole package.
+"""Names fixed by the metric contract in docs/design.md, defined once for the whole package.
 
 Never rename one of these: Prometheus rules, dashboards and alerts select on them.
 """
 
 from __future__ import annotations
 
-# Pushgateway job and grouping key (DESIGN.md: job `trainwatch_trial`, key experiment/trial/rank).
+# Pushgateway job and grouping key (docs/design.md: job `trainwatch_trial`, key experiment/trial/rank).
 JOB = "trainwatch_trial"
 GROUPING_LABELS = ("experiment", "trial", "rank")
 

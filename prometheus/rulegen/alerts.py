@@ -131,9 +131,9 @@ def _recorded_cause(record: str, *labels: str) -> str:
 
 
 def _while_live(s: Settings, condition: str) -> str:
-    """``condition`` only for trials whose Pushgateway group is present and fresh: a clean exit
-    deletes the group, which ends the alert at the next scrape and evaluation, while a rate over
-    the window would still hold the old samples for a whole window."""
+    """``condition`` only for live trials (promql.live_trials): a trial's final push carries
+    ``trainwatch_trial_exit``, which ends the alert at the next scrape and evaluation, while a
+    rate over the window would still hold the old samples for a whole window."""
     live = live_trials(s.selector("trial"), s.threshold(TRIAL_STALE))
     return f"{condition}\nand {on(*TRIAL_LABELS)}\n{live}"
 
@@ -170,7 +170,7 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
           f"{_TRIAL} {{{{ if $labels.instance }}}}was last scraped from "
           f"{{{{ $labels.instance }}}} {_AS_DURATION.value} ago (threshold {number(t)}s) and "
           "its target still fails to answer (up == 0).{{ else }}last pushed "
-          f"{_AS_DURATION.value} ago (threshold {number(t)}s) and did not delete its group."
+          f"{_AS_DURATION.value} ago (threshold {number(t)}s)."
           "{{ end }}", remedies.STALE_TRIAL, measured=_AS_DURATION)
     # The final push of a trial that raised (or exited non-zero) carries reason="failed" and
     # its group is left: the value is the seconds since that push.
@@ -213,8 +213,8 @@ def _key_shared_alert(g: _Group) -> None:
           f"count {by(*TRIAL_LABELS)} (\n  {processes}\n) > 1",
           "Two processes push metrics under one trial's grouping key.",
           f"{_TRIAL} was pushed by {{{{ $value }}}} processes within {window} ({listed}): "
-          "they overwrite each other's series, and the clean exit of one deletes the group "
-          "of the other.", remedies.KEY_SHARED, uses_window=True)
+          "they overwrite each other's series at every push, and the final push of one marks "
+          "the other ended until it pushes again.", remedies.KEY_SHARED, uses_window=True)
 
 
 def straggling_ranks(s: Settings, *trial_matchers: str) -> str:

@@ -11,10 +11,10 @@ def live_trials(trial_selector: str, stale_after_seconds: float) -> str:
     """One series per (experiment, trial, rank) that pushed within ``stale_after_seconds``, or,
     in pull mode (TRAINWATCH_PULL_PORT, no Pushgateway), was scraped within it.
 
-    A trial that finished cleanly deleted its group (no series); a crashed one left it behind
-    with an old ``push_time_seconds``; one whose final push carries ``trainwatch_trial_exit``
-    (failed, or terminated and its delete did not get through) has ended, however fresh that
-    push. None of them is live. A pulled trial has no
+    A trial never deletes its own group: its final push carries ``trainwatch_trial_exit``
+    (clean, failed or terminated), and it has ended however fresh that push; a crashed or
+    killed one left its group behind with an old ``push_time_seconds``; a group that
+    `trainwatch gc` retired has no series. None of them is live. A pulled trial has no
     ``push_time_seconds``: its freshness is the timestamp of its last scraped sample, and its
     series go stale when its pod (target) goes away.
     """

@@ -156,9 +156,10 @@ EXITED_LEFT = (
     "samples for `trainwatch diagnose`, `report` and `compare`.")
 
 STALE_TRIAL = (
-    "The trial stopped pushing without deleting its Pushgateway group: it crashed, hangs, or "
-    "cannot reach the Pushgateway. Check its process (trainwatch_trial_info has nodename and "
-    "pid) and its log; once it is gone, delete the group so the alert resolves. A pulled "
+    "The trial stopped pushing and never said it ended (no trainwatch_trial_exit): it "
+    "crashed, was killed, hangs, or cannot reach the Pushgateway. Check its process (trainwatch_trial_info has nodename and "
+    "pid) and its log. `trainwatch gc` deletes its group after --max-age (the alert then "
+    "resolves); once the trial is gone, deleting the group by hand resolves it sooner. A pulled "
     "trial (TRAINWATCH_PULL_PORT) has no group: the alert resolves when its pod or scrape "
     "target goes away.")
 
