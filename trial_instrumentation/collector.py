@@ -61,6 +61,15 @@ class TrialState:
     phase_buckets: tuple[float, ...] | None = None  # None: ``buckets``; (): +Inf only
     started_at: float | None = None  # Unix time of Trial.start(); None: not started
     model_flops: tuple[str, float] | None = None  # (precision, FLOPs per sample), if known
+    # Born at zero: the phases delivered so far, and the steps the last collection delivered.
+    # A phase first timed after steps were already delivered (a validation phase, a phase
+    # after warm-up) is delivered at 0 once, then counted, so rate() sees its first
+    # increments instead of taking them as its starting value. Phases timed from the first
+    # steps on come with them: the rules read a run younger than the rate window from its
+    # counters' values (prometheus/rulegen/window.py), and holding them back would zero
+    # every share for one push.
+    announced: set[str] = field(default_factory=set)
+    steps_delivered: float = 0.0
 
     def __post_init__(self) -> None:
         self.step = Histogram(self.buckets)
@@ -75,6 +84,11 @@ class TrialCollector(Collector):
 
     ``const_labels`` go on every series: empty when pushing (the grouping key labels the
     group), experiment/trial/rank in pull mode.
+
+    Every phase is born at zero: one first timed after a collection that delivered steps is
+    delivered at 0 in the next collection and counted from the one after (the final push
+    always counts), so Prometheus's ``rate()`` sees all of its time; phases timed from the
+    first steps on are delivered as they are (see ``TrialState.announced``).
 
     >>> from prometheus_client import CollectorRegistry
     >>> state = TrialState(names.DEFAULT_BUCKETS, {"nodename": "n", "pid": "1", "world_size": "1"})
@@ -97,14 +111,19 @@ class TrialCollector(Collector):
         state, values = self._state, self._values
         phase = self._family(HistogramMetricFamily, names.PHASE_SECONDS,
                              "Time spent in one phase of a training step.", "phase")
+        late = state.steps_delivered > 0 and state.exit_reason is None
         # tuple(): the training thread may add a phase while we iterate.
         for name, histogram in tuple(state.phases.items()):
             buckets, total = cumulative_buckets(histogram)
+            if late and name not in state.announced:
+                buckets, total = [(le, 0.0) for le, _ in buckets], 0.0  # born at zero
+            state.announced.add(name)
             phase.add_metric([*values, name], buckets, total)  # type: ignore[attr-defined]
         yield phase
         step = self._family(HistogramMetricFamily, names.STEP_SECONDS,
                             "Time of one whole training iteration, data loading included.")
         step_buckets, step_sum = cumulative_buckets(state.step)
+        state.steps_delivered = step_buckets[-1][1]
         step.add_metric(values, step_buckets, step_sum)  # type: ignore[attr-defined]
         yield step
         # A finished step is one step observation: the steps counter is the +Inf bucket, from

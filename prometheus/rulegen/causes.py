@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from prometheus.rulegen.settings import Settings
+from prometheus.rulegen.window import over_window
 from trainwatch.contract.alerts import (
     CPU_SATURATED,
     DATALOADER_BOUND,
@@ -66,8 +67,8 @@ def loader_worker_cpu(s: Settings) -> str:
     wanted = (f"sum {by(*TRIAL_LABELS)} (\n  rate({workers_cpu}[{w}])\n"
               f"  or rate({waited}[{w}])\n)")
     main_cpu = rate(cpu, f'process="{names.PROCESS_MAIN}"')
-    return (f"{wanted}\n/ ({workers} > 0)\nor\n"
-            f"{main_cpu}\nand {on(*TRIAL_LABELS)} ({workers} == 0)")
+    return over_window(s, f"{wanted}\n/ ({workers} > 0)\nor\n"
+                          f"{main_cpu}\nand {on(*TRIAL_LABELS)} ({workers} == 0)")
 
 
 def loader_cause(s: Settings, n: RecordNames) -> str:
@@ -158,7 +159,7 @@ def cause_rules(s: Settings) -> list[dict[str, Any]]:
     trial, w = s.selector("trial"), s.rate_window
 
     def rate(metric: str) -> str:
-        return f"sum {by(*TRIAL_LABELS)} (rate({select(metric, trial)}[{w}]))"
+        return over_window(s, f"sum {by(*TRIAL_LABELS)} (rate({select(metric, trial)}[{w}]))")
 
     # Each raw series read once per evaluation; the causes read these records.
     return [{"record": n.loader_worker_cpu, "expr": loader_worker_cpu(s)},

@@ -12,6 +12,7 @@ from typing import Any
 
 from prometheus.rulegen.causes import cause_rules
 from prometheus.rulegen.settings import Settings
+from prometheus.rulegen.window import born_at_zero, run_age
 from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
 from trainwatch.contract.records import BUSY_SOURCES, QUANTILES, RecordNames
 from trial_instrumentation import names
@@ -38,27 +39,20 @@ def _record(name: str, expr: str, **labels: str) -> dict[str, Any]:
 
 def _trial_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
     """Per-rank trial records, chained so each raw series is read once per evaluation: the
-    rates of the phases' and the step's sums and counts first, then everything from them (a
-    rule reads the records above it in the same group at the same evaluation time). The
-    histograms' buckets are read only by the quantiles, in their own group (_quantile_rules)."""
-    trial, w = s.selector("trial"), s.rate_window
-
-    def rate(metric: str) -> str:
-        return f"rate({select(metric, trial)}[{w}])"
-
+    run's age (for a run younger than the window) and the rates of the phases' and the step's
+    sums and counts first, then everything from them (a rule reads the records above it in the
+    same group at the same evaluation time). The histograms' buckets are read only by the
+    quantiles, in their own group (_quantile_rules)."""
     rules = [
-        _record(n.phase_sum_rate, (f"sum {by(*TRIAL_LABELS, 'phase')} "
-                                   f"({rate('trainwatch_trial_phase_seconds_sum')})")),
-        _record(n.step_sum_rate,
-                f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_step_seconds_sum')})"),
-        _record(n.step_count_rate,
-                f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_step_seconds_count')})"),
+        _record(n.run_age, run_age(s)),
+        _record(n.phase_sum_rate,
+                born_at_zero(s, n, f"{names.PHASE_SECONDS}_sum", "phase")),
+        _record(n.step_sum_rate, born_at_zero(s, n, f"{names.STEP_SECONDS}_sum")),
+        _record(n.step_count_rate, born_at_zero(s, n, f"{names.STEP_SECONDS}_count")),
         _record(n.phase_share,
                 f"{n.phase_sum_rate}\n/ {on(*TRIAL_LABELS)} group_left\n{n.step_sum_rate}"),
-        _record(n.steps_rate,
-                f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_steps_total')})"),
-        _record(n.samples_rate,
-                f"sum {by(*TRIAL_LABELS)} ({rate('trainwatch_trial_samples_total')})"),
+        _record(n.steps_rate, born_at_zero(s, n, f"{names.STEPS}_total")),
+        _record(n.samples_rate, born_at_zero(s, n, f"{names.SAMPLES}_total")),
     ]
     return rules + [_pulled_last_scrape(s, n)] + _rank_rules(s, n)
 

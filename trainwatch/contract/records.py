@@ -38,6 +38,13 @@ class RecordNames:
     # The raw series' rates, recorded first in the trial group so each raw series is read once
     # per evaluation; the shares, own step times and step quantiles read these.
     @property
+    def run_age(self) -> str:
+        """Per rank whose run started less than one window ago: seconds from its start to its
+        counters' latest reading (its last push, or scrape when pulled). The rates of such a
+        rank are over that time, not diluted over the part of the window before it began."""
+        return f"trial:trainwatch_trial_run_age:seconds_rate{self.window}"
+
+    @property
     def phase_sum_rate(self) -> str:
         """Per rank and phase: seconds per second spent in the phase."""
         return f"trial_phase:trainwatch_trial_phase_seconds_sum:rate{self.window}"
