@@ -8,6 +8,14 @@ when it is reaped, and its I/O into its parent's ``/proc/<pid>/io``, so a dead w
 stays counted; a read that races an exit is undercounted for one push, never subtracted.
 Where a figure cannot be read (no ``/proc/<pid>/io``, no permission) its series are left out,
 never 0, and one line is logged.
+
+Not every descendant is the loader's. Lightning's DDP launcher starts ranks 1.. as children of
+rank 0 (the same script run again with its own ``LOCAL_RANK``), and a trial runs programs of its
+own (wandb-core, nvidia-smi): such a process and its whole subtree count in none of the series.
+Its figures are left out while it runs, and those of its last read are taken back out once it
+is reaped (the kernel adds them to its parent's, counted as the workers'): what it did after
+that read, at most one push (or scrape) interval's, still lands in the workers' figures, and
+all of a program that starts and ends between two reads, never seen.
 """
 
 from __future__ import annotations
@@ -28,6 +36,11 @@ from trial_instrumentation import names
 log = logging.getLogger(__name__)
 # multiprocessing's helper processes are children too, but they load no data.
 HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+# A process started with one of these set to a value of its own is another rank's trial.
+RANK_VARIABLES = ("LOCAL_RANK", "RANK")
+# What a descendant is: a DataLoader worker; part of the loader's tree but no worker (a
+# multiprocessing helper, a program a worker runs); or not the loader's at all, with its subtree.
+WORKER, TREE, APART = "worker", "tree", "apart"
 # The process tree is read at most this often, however often the trial pushes.
 MIN_SAMPLE_SECONDS = 1.0
 READ_BYTES_DOC = "Bytes the trial's process tree read from block devices (/proc/<pid>/io read_bytes)."
@@ -49,6 +62,11 @@ class TreeSample:
     workers_wait: float | None = None  # seconds the workers were runnable, waiting for a CPU
 
 
+# CPU seconds, read_bytes and rchar of a process or subtree.
+Figures = tuple[float, float, float]
+ZERO: Figures = (0.0, 0.0, 0.0)
+
+
 def _cpu(times: Any, *, own: bool = True) -> float:
     reaped = times.children_user + times.children_system
     return reaped + (times.user + times.system if own else 0.0)
@@ -68,6 +86,16 @@ class ProcessTree:
         self._schedstat = os.path.exists(f"/proc/{pid}/schedstat")
         self._waits: dict[int, float] = {}
         self._waits_gone = 0.0
+        # What is python, and the trial's rank as it was exec'd: forked workers show that
+        # environment in /proc, not the os.environ the trial has now.
+        self._exe = self._own(self._root.exe, "")
+        environ = self._own(self._root.environ, {})
+        self._ranks = {name: environ.get(name) for name in RANK_VARIABLES}
+        self._kinds: dict[int, str] = {}  # each listed descendant's, as last read
+        # Each subtree apart from the loader's, by its top process: CPU seconds, read_bytes and
+        # rchar at the last read; and those of the ones reaped, taken out of the trial's.
+        self._apart: dict[int, Figures] = {}
+        self._apart_gone = ZERO
         if not self._io:
             log.warning("trainwatch: this platform has no per-process I/O counters; the trial's "
                         "loader read series are left out")
@@ -80,21 +108,111 @@ class ProcessTree:
         children = self._children()
         if len(self._helpers) > 4 * len(children) + 16:  # forget processes long gone
             self._helpers = {}
-        for child, direct in children:
+        kinds: dict[int, str] = {}
+        tops: dict[int, int | None] = {}  # each process apart, to the top of its subtree
+        apart: dict[int, Figures] = {}
+        for child, parent in children:
             try:
+                if parent in tops:  # in a subtree apart: another rank's workers are its own
+                    top = tops[child.pid] = tops[parent]
+                    if top is not None:
+                        apart[top] = _plus(apart[top], self._figures(child))
+                    continue
+                kind = kinds[child.pid] = self._kind(child, parent == self._root.pid)
+                if kind == APART:
+                    tops[child.pid] = self._read_apart(child, apart)
+                    continue
                 workers_cpu += _cpu(child.cpu_times())
                 if io is not None:
                     io = self._add_io(io, child)
-                if not self._is_helper(child, direct):
+                if kind == WORKER:
                     waits[child.pid] = self._wait(child.pid)
                     workers += 1
             except (self._ps.NoSuchProcess, self._ps.AccessDenied, FileNotFoundError):
                 continue  # gone since listed (its figures are in its parent's now), or not ours
+        self._kinds = kinds
         self._waits_gone += sum(v for pid, v in self._waits.items() if pid not in waits)
         self._waits = waits
         wait = self._waits_gone + sum(waits.values()) if self._schedstat else None
+        gone = self._reaped_apart(apart, {child.pid for child, _ in children})
+        workers_cpu -= gone[0]
+        if io is not None:
+            io = (io[0] - gone[1], io[1] - gone[2])
         return TreeSample(root.user + root.system, workers_cpu, workers,
                           None if io is None else io[0], None if io is None else io[1], wait)
+
+    def _reaped_apart(self, apart: dict[int, Figures], listed: set[int]) -> Figures:
+        """The figures of every subtree apart that has been reaped, its top no longer listed:
+        the kernel added them to its parent's, counted as the workers'. A top that was listed
+        yet unreadable this time (it exited meanwhile) keeps its last figures until then. Where
+        a top's own children outlive it (reparented, never reaped into the tree), more is taken
+        out than came in: the counters then hold still for that long, never go back."""
+        for pid, figures in self._apart.items():
+            if pid not in listed:
+                self._apart_gone = _plus(self._apart_gone, figures)
+        self._apart = apart
+        return self._apart_gone
+
+    def _read_apart(self, top: Any, apart: dict[int, Figures]) -> int | None:
+        """Reads the top of a subtree apart into ``apart``, its pid; None where it cannot be
+        read (it exited since listed): it keeps its last figures, its subtree adds none."""
+        try:
+            apart[top.pid] = self._figures(top)
+            return top.pid
+        except (self._ps.NoSuchProcess, self._ps.AccessDenied, FileNotFoundError):
+            apart[top.pid] = self._apart.get(top.pid, ZERO)
+            return None
+
+    def _kind(self, child: Any, direct: bool) -> str:
+        """WORKER, TREE or APART (another rank, a program the trial runs that is not python, a
+        process of another user's), from its executable and the environment it was exec'd
+        with."""
+        try:
+            exe, environ = child.exe(), child.environ()
+        except self._ps.AccessDenied:  # a setuid program's, or a /proc that hides them
+            if child.uids().effective != self._root.uids().effective:
+                return APART  # no worker of the trial's
+            return self._kinds.get(child.pid, WORKER)  # cannot tell: as it was, or counted
+        except self._ps.NoSuchProcess:  # it has ended (a zombie, not yet reaped): no live worker
+            return APART if self._kinds.get(child.pid) == APART else TREE
+        if not exe:  # psutil could not tell, for no reason it names
+            return self._kinds.get(child.pid, WORKER)
+        if self._another_rank(environ):
+            return APART
+        python = not self._exe or exe == self._exe
+        if not python:
+            # The trial's own: a tool (wandb-core). A worker's: what it decodes with (ffmpeg),
+            # the loader's CPU, though no worker process.
+            return APART if direct else TREE
+        return TREE if self._is_helper(child, direct) else WORKER
+
+    def _another_rank(self, environ: Mapping[str, str]) -> bool:
+        """A rank variable set to neither the trial's value at exec time (what forked workers
+        show) nor its os.environ's now (what spawned workers inherit; Lightning sets rank 0's
+        LOCAL_RANK after it starts)."""
+        now = os.environ if self._root.pid == os.getpid() else {}
+        return any(environ.get(name) is not None
+                   and environ[name] not in (self._ranks[name], now.get(name))
+                   for name in RANK_VARIABLES)
+
+    def _own(self, read: Callable[[], Any], unread: Any) -> Any:
+        """The trial process's own figure; ``unread`` where it cannot be read: no executable
+        turns the python check off, no environment leaves the rank check to os.environ."""
+        try:
+            return read()
+        except (self._ps.NoSuchProcess, self._ps.AccessDenied, OSError):
+            return unread
+
+    def _figures(self, process: Any) -> Figures:
+        """CPU seconds, read_bytes and rchar of one process, its reaped children included."""
+        cpu = _cpu(process.cpu_times())
+        if self._io:
+            try:
+                counters = process.io_counters()
+            except (self._ps.AccessDenied, OSError):
+                return (cpu, 0.0, 0.0)  # another user's: its reads cannot be known
+            return (cpu, float(counters.read_bytes), float(getattr(counters, "read_chars", 0)))
+        return (cpu, 0.0, 0.0)
 
     def _wait(self, pid: int) -> float:
         """Seconds ``pid`` spent runnable on a run queue, waiting for a CPU (schedstat's 2nd
@@ -104,31 +222,39 @@ class ProcessTree:
         with open(f"/proc/{pid}/schedstat") as file:
             return int(file.read().split()[1]) / 1e9
 
-    def _children(self) -> list[tuple[Any, bool]]:
-        """The descendants, each with whether it is the trial's own child: from
+    def _children(self) -> list[tuple[Any, int]]:
+        """The descendants, each with its parent's pid, every parent before its children: from
         /proc/<pid>/task/<tid>/children (microseconds) where the kernel has it, else psutil's
         scan of every process (tens of milliseconds)."""
-        root = self._root.pid
-        if not self._task_children:
-            return [(child, child.ppid() == root)
-                    for child in self._root.children(recursive=True)]
-        found, todo = [], [root]
+        children_of = _task_children if self._task_children else self._scanned()
+        found, todo = [], [self._root.pid]
         while todo:
             parent = todo.pop()
-            for pid in _task_children(parent):
-                found.append((pid, parent == root))
+            for pid in children_of(parent):
+                found.append((pid, parent))
                 todo.append(pid)
         processes = []
-        for pid, direct in found:
+        for pid, parent in found:
             try:
-                processes.append((self._ps.Process(pid), direct))
+                processes.append((self._ps.Process(pid), parent))
             except self._ps.NoSuchProcess:
                 continue
         return processes
 
+    def _scanned(self) -> Callable[[int], list[int]]:
+        """Each process's children, from one psutil scan of the trial's descendants."""
+        children: dict[int, list[int]] = {}
+        for child in self._root.children(recursive=True):
+            try:
+                children.setdefault(child.ppid(), []).append(child.pid)
+            except self._ps.NoSuchProcess:
+                continue  # gone since the scan
+        return lambda pid: children.get(pid, [])
+
     def _is_helper(self, child: Any, direct: bool) -> bool:
         """A multiprocessing helper is the trial's own child; the forkserver's children share
-        its command line, but they are the workers."""
+        its command line, but they are the workers. Its CPU stays counted: the forkserver's
+        includes that of the workers it has reaped."""
         if not direct:
             return False
         if child.pid not in self._helpers:  # a process's command line is read once
@@ -151,6 +277,10 @@ class ProcessTree:
     def _add_io(self, io: tuple[float, float], child: Any) -> tuple[float, float]:
         counters = child.io_counters()
         return io[0] + counters.read_bytes, io[1] + getattr(counters, "read_chars", float("nan"))
+
+
+def _plus(a: Figures, b: Figures) -> Figures:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2])
 
 
 def _task_children(pid: int) -> list[int]:
@@ -205,7 +335,8 @@ class LoaderProcessCollector(Collector):
                        self._up("workers", sample.workers_cpu))
         yield cpu
         workers = GaugeMetricFamily(names.LOADER_WORKERS, "Live DataLoader worker processes "
-                                    "(the trial process's descendants).", labels=self._keys)
+                                    "(the trial process's python descendants; not another "
+                                    "rank started as one).", labels=self._keys)
         workers.add_metric(self._values, sample.workers)
         yield workers
         if sample.workers_wait is not None:
