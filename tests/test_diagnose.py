@@ -344,7 +344,7 @@ def test_text_and_json_carry_the_same_verdict() -> None:
         "runbook_url": f"runbook#{DATALOADER_BOUND}", "exit_code": 1, "early": False,
         "steps": None, "last_profile": None, "cleanup": None,
         "metric": "dataloader_next share of step time", "exit_reason": None,
-        "life_kind": None, "finding": "dataloader"}
+        "life_kind": None, "notes": [], "finding": "dataloader"}
     assert "  measured: dataloader_next share of step time" in text
     assert doc["phases"][0] == {"phase": "dataloader_next", "share": 0.6}
     assert doc["gpus"][0]["uuid"] == "GPU-1" and doc["nodename"] == "node-a"
@@ -488,3 +488,35 @@ def test_the_runbook_quotes_the_clean_up_line_diagnose_prints() -> None:
     section = runbook.split("## TrainwatchTrialStale", 1)[1].split("\n## ", 1)[0]
     assert f"`{line}`" in section
 
+
+
+@pytest.mark.parametrize(("shares", "node_cpu", "notes"), [
+    # The flagged share is the largest and the node has CPU to spare: nothing to add.
+    ({"dataloader_next": 0.6, "train_batch": 0.4}, 0.5, ()),
+    # A larger share elsewhere: said, with its figure.
+    ({"dataloader_next": 0.43, "train_batch": 0.56}, 0.5,
+     (("train_batch takes a larger share of the step (56.0%): with a faster loader, the step is "
+      "the limit"),)),
+    # Equal shares: not larger.
+    ({"dataloader_next": 0.5, "train_batch": 0.5}, None, ()),
+    # CPUs exactly at the threshold are not over it; just over it, said.
+    ({"dataloader_next": 0.6, "train_batch": 0.4}, 0.9, ()),
+    ({"dataloader_next": 0.6, "train_batch": 0.4}, 0.95,
+     (("node CPUs saturated (95.0% > threshold 90.0%): the loader and the training compete "
+      "for them"),)),
+])
+def test_a_loader_finding_says_what_the_same_figures_also_show(
+        shares: dict[str, float], node_cpu: float | None, notes: tuple[str, ...]) -> None:
+    d = Deployment.from_rules(loaded_rules())
+    v = verdict_module.decide(verdict_module.Measurements(shares, node_cpu=node_cpu), d.alerts)
+    assert (v.kind, v.notes) == ("dataloader", notes)
+    text = reports_text([dataclasses.replace(report(), verdict=v)])
+    assert [line for line in text.splitlines() if line.startswith("  also: ")] == [
+        f"  also: {note}" for note in notes]
+
+
+def test_a_cpu_finding_carries_no_phase_note() -> None:
+    d = Deployment.from_rules(loaded_rules())
+    v = verdict_module.decide(verdict_module.Measurements(
+        {"dataloader_next": 0.1, "train_batch": 0.9}, node_cpu=0.97), d.alerts)
+    assert (v.kind, v.notes) == ("busy_cpu", ())

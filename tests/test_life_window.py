@@ -19,6 +19,7 @@ from trainwatch.diagnose.history import _loader_over_life
 from trainwatch.diagnose.report import _young_loader_evidence, by_rank
 from trainwatch.diagnose.runs import find_runs
 from trainwatch.promapi import PrometheusAPI
+from trainwatch.report.rates import RawRates
 from trial_instrumentation import names
 
 BASE = (int(time.time()) - 2 * 3600) // 60 * 60
@@ -32,6 +33,7 @@ LIFE = range(BASE, BASE + 61, 5)
 AFTER = range(BASE + 65, BASE + 177, 5)
 # The young run: 75 s old, its worker at 0.65 CPU-seconds/s.
 YOUNG_WORKER_CPU, YOUNG_START, YOUNG_AGE = 0.65, BASE + 600, 75
+YOUNG_SHARES, YOUNG_PHASES_FROM = {"dataloader_next": 0.9, "train_batch": 0.1}, 30
 
 
 def _samples() -> list[tuple[str, float, int]]:
@@ -58,6 +60,13 @@ def _samples() -> list[tuple[str, float, int]]:
                 (f'{WORKERS_CPU}{{{key},process="{names.PROCESS_MAIN}"}}',
                  5 + 0.1 * (at - times[0]), t),
             ]
+            if trial == "young":  # steps back to back; its phases first pushed 30 s in
+                age = t - times[0]
+                out += [(f"{names.STEP_SECONDS}_sum{{{key}}}", age, t),
+                        (f"{names.STEPS}_total{{{key}}}", 0.2 * age, t)]
+                if age >= YOUNG_PHASES_FROM:
+                    out += [(f'{names.PHASE_SECONDS}_sum{{{key},phase="{phase}"}}', share * age, t)
+                            for phase, share in YOUNG_SHARES.items()]
             if final is not None and t >= final:
                 out.append((f'{names.EXIT}{{{key},reason="clean"}}', 1, t))
     return out
@@ -82,8 +91,8 @@ def test_an_ended_runs_loader_figures_end_at_its_final_push(api: PrometheusAPI) 
     [run] = find_runs(api, 3600, "e", "ended", now=BASE + 400)
     # Its group was scraped 116 s past its final push: the figures must not see that time.
     assert (run.end, run.last) == (BASE + 59, AFTER[-1]) and run.seconds == 60
-    evidence = _loader_over_life(api, Deployment(RecordNames(WINDOW), {}), run)
-    assert evidence is not None and evidence.workers == 1
+    node_cpu, evidence = _loader_over_life(api, Deployment(RecordNames(WINDOW), {}), run)
+    assert evidence is not None and evidence.workers == 1 and evidence.node_cpu == node_cpu
     assert evidence.per_worker_cpu == pytest.approx(ENDED_WORKER_CPU, rel=0.05)
     assert evidence.main_cpu == pytest.approx(0.1, rel=0.05)  # not its 5 s of import
     assert evidence.node_cpu == pytest.approx(ENDED_NODE_CPU, abs=0.05)
@@ -101,3 +110,16 @@ def test_a_young_runs_loader_figures_are_over_its_own_life(api: PrometheusAPI) -
     diluted = loader_cause.gather(lambda expr: by_rank(pinned, expr), WINDOW, {},
                                   experiment="e", trial="young")[key]
     assert diluted.per_worker_cpu is not None and diluted.per_worker_cpu < 0.5 * YOUNG_WORKER_CPU
+
+
+def test_the_reports_raw_figures_follow_the_same_window_rule(api: PrometheusAPI) -> None:
+    """The raw fallback (the rules' expressions, from trainwatch.contract.figures) of a young
+    run whose phases were first pushed 30 s in with 30 s already counted: its true shares and
+    steps/s, where the rate window's rate() would read 0.6 and 0.05."""
+    pinned = api.pinned(YOUNG_START + YOUNG_AGE)
+    raw = RawRates(WINDOW)
+    shares = {labels["phase"]: value for labels, value in
+              pinned.query(raw.phase_share(experiment="e", trial="young"))}
+    assert shares == pytest.approx(YOUNG_SHARES, abs=0.01)
+    [(_, steps)] = pinned.query(raw.counter_rate(f"{names.STEPS}_total", trial="young"))
+    assert steps == pytest.approx(0.2, rel=0.05)

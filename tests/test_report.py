@@ -69,39 +69,6 @@ def test_many_ranks_draw_a_band_not_64_lines() -> None:
     assert svg.startswith("<svg") and "var(--fg)" in svg and "#010203" not in svg
 
 
-def test_raw_expressions_are_the_recording_rules_own() -> None:
-    """The report's raw form of each recorded figure is the rule's expression, whatever the
-    window the rules were rendered with."""
-    from prometheus.rulegen.recording import recording_groups
-    from prometheus.rulegen.settings import load_settings
-    from trainwatch.contract.records import RecordNames
-    from trainwatch.report.rates import RawRates
-
-    settings = load_settings().with_overrides(rate_window="30s")
-    rules = {r["record"]: r["expr"] for g in recording_groups(settings) for r in g["rules"]}
-    n, raw = RecordNames("30s"), RawRates("30s")
-    trial, exporter = settings.selector("trial"), settings.selector("exporter")
-    assert _inlined(rules[n.phase_share], rules) == raw.phase_share(trial)
-    assert rules[n.steps_rate] == raw.counter_rate("trainwatch_trial_steps_total", trial)
-    assert rules[n.samples_rate] == raw.counter_rate("trainwatch_trial_samples_total", trial)
-    assert rules[n.cpu_utilization] == raw.cpu_utilization(exporter)
-    for stem in ("network_receive_bytes", "network_transmit_bytes", "disk_read_bytes",
-                 "disk_written_bytes"):
-        assert rules[n.device_rate(stem)] == raw.device_rate(stem, exporter)
-    assert rules[n.gpu_busy] == raw.gpu_busy(exporter)
-
-
-def _inlined(expr: str, rules: dict[str, str]) -> str:
-    """``expr`` with each record it reads (bare, as the chained rules read their intermediate
-    rates) written as its own rule's expression: the rule as one expression over raw series."""
-    import re
-
-    for record in sorted(rules, key=len, reverse=True):
-        expr = re.sub(rf"(?<![\w:]){re.escape(record)}(?![\w:{{])",
-                      lambda _, r=record: rules[r], expr)  # type: ignore[misc]
-    return expr
-
-
 def test_every_recorded_line_of_the_report_has_its_raw_form() -> None:
     from trainwatch.contract.records import RecordNames
     from trainwatch.report import panels

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from prometheus.rulegen.settings import Settings
-from prometheus.rulegen.window import over_window
+from trainwatch.contract import figures
 from trainwatch.contract.alerts import (
     CPU_SATURATED,
     DATALOADER_BOUND,
@@ -24,8 +24,16 @@ from trainwatch.contract.checks import EXCHANGE_CAUSES, LOADER_CAUSES
 from trainwatch.contract.promql import TRIAL_LABELS, by, number, on, select
 from trainwatch.contract.records import RecordNames
 from trial_instrumentation import names
+from trial_instrumentation.durations import parse_duration
 
 _PER_TRIAL = tuple(label for label in TRIAL_LABELS if label != "rank")
+
+
+def over_window(s: Settings, rate: str) -> str:
+    """figures.over_window with the age's own expression, not its record: these rules run in
+    another group than the trial group's, which may be evaluated after them."""
+    seconds = parse_duration(s.rate_window)
+    return figures.over_window(rate, seconds, figures.inline_age(s.selector("trial"), seconds))
 
 
 def _labelled(expr: str, cause: str, labels: tuple[str, ...]) -> str:

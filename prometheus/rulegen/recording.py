@@ -7,15 +7,15 @@ is part of every rate-derived name (``..._rate5m``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from prometheus.rulegen.causes import cause_rules
 from prometheus.rulegen.settings import Settings
-from prometheus.rulegen.window import born_at_zero, run_age
+from trainwatch.contract import figures
 from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
-from trainwatch.contract.records import BUSY_SOURCES, QUANTILES, RecordNames
+from trainwatch.contract.records import QUANTILES, RecordNames
 from trial_instrumentation import names
+from trial_instrumentation.durations import parse_duration
 
 # Host counters recorded as per-device rates: (recorded metric stem, exporter counter).
 _DEVICE_RATES = (
@@ -26,8 +26,6 @@ _DEVICE_RATES = (
     ("disk_reads_completed", "trainwatch_disk_reads_completed_total"),
     ("disk_writes_completed", "trainwatch_disk_writes_completed_total"),
 )
-# CPU modes that are not work done for the node (as node-mixin counts them).
-_NOT_BUSY_MODES = 'mode=~"idle|iowait|steal"'
 
 
 def _record(name: str, expr: str, **labels: str) -> dict[str, Any]:
@@ -43,16 +41,19 @@ def _trial_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
     sums and counts first, then everything from them (a rule reads the records above it in the
     same group at the same evaluation time). The histograms' buckets are read only by the
     quantiles, in their own group (_quantile_rules)."""
+    trial, w = s.selector("trial"), s.rate_window
+
+    def born_at_zero(metric: str, *extra: str) -> str:
+        return figures.born_at_zero(metric, trial, w, n.run_age, *extra)
+
     rules = [
-        _record(n.run_age, run_age(s)),
-        _record(n.phase_sum_rate,
-                born_at_zero(s, n, f"{names.PHASE_SECONDS}_sum", "phase")),
-        _record(n.step_sum_rate, born_at_zero(s, n, f"{names.STEP_SECONDS}_sum")),
-        _record(n.step_count_rate, born_at_zero(s, n, f"{names.STEP_SECONDS}_count")),
-        _record(n.phase_share,
-                f"{n.phase_sum_rate}\n/ {on(*TRIAL_LABELS)} group_left\n{n.step_sum_rate}"),
-        _record(n.steps_rate, born_at_zero(s, n, f"{names.STEPS}_total")),
-        _record(n.samples_rate, born_at_zero(s, n, f"{names.SAMPLES}_total")),
+        _record(n.run_age, figures.run_age(trial, parse_duration(w))),
+        _record(n.phase_sum_rate, born_at_zero(f"{names.PHASE_SECONDS}_sum", "phase")),
+        _record(n.step_sum_rate, born_at_zero(f"{names.STEP_SECONDS}_sum")),
+        _record(n.step_count_rate, born_at_zero(f"{names.STEP_SECONDS}_count")),
+        _record(n.phase_share, figures.phase_share(n.phase_sum_rate, n.step_sum_rate)),
+        _record(n.steps_rate, born_at_zero(f"{names.STEPS}_total")),
+        _record(n.samples_rate, born_at_zero(f"{names.SAMPLES}_total")),
     ]
     return rules + [_pulled_last_scrape(s, n)] + _rank_rules(s, n)
 
@@ -132,7 +133,7 @@ def _gpu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
     return [
         _record(n.gpu_memory_used, (f"{per_gpu('trainwatch_gpu_memory_used_bytes')}\n"
                                     f"/\n{per_gpu('trainwatch_gpu_memory_total_bytes')}")),
-        _record(n.gpu_busy, _busy(per_gpu)),
+        _record(n.gpu_busy, figures.gpu_busy(exporter)),
         _record(n.trial_gpu_busy, for_trials(n.gpu_busy, "source")),
         _record(n.trial_gpu_utilization, for_trials(per_gpu("trainwatch_gpu_utilization_ratio"))),
         # GPM activity: recorded only for GPUs that have it (Hopper and newer).
@@ -174,27 +175,11 @@ def _mfu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
     ]
 
 
-def _busy(per_gpu: Callable[[str], str]) -> str:
-    """"GPU busy": SM activity where GPM reports it (NVML utilization counts a GPU busy while
-    any kernel runs: 99% on an H100 whose SMs were 22.5% active), else NVML utilization, with
-    the one used in the ``source`` label."""
-    metrics = {"sm_active": "trainwatch_gpu_sm_active_ratio",
-               "utilization": "trainwatch_gpu_utilization_ratio"}
-    labelled = [f'label_replace({per_gpu(metrics[source])}, "source", "{source}", "", "")'
-                for source in BUSY_SOURCES]
-    return f"\nor {on(*GPU_LABELS)}\n".join(labelled)
-
-
 def _host_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
     exporter, w = s.selector("exporter"), s.rate_window
-    cpu_idle = select("trainwatch_cpu_seconds_total", exporter, _NOT_BUSY_MODES)
-    rules = [_record(n.cpu_utilization, (
-        f"1 - sum {by('instance')} (rate({cpu_idle}[{w}]))\n"
-        f"/ max {by('instance')} ({select('trainwatch_cpu_count', exporter)})"))]
-    for stem, counter in _DEVICE_RATES:
-        rules.append(_record(n.device_rate(stem),
-                             f"sum {by('instance', 'device')} (rate({select(counter, exporter)}[{w}]))"))
-    return rules
+    return [_record(n.cpu_utilization, figures.cpu_utilization(exporter, w)),
+            *(_record(n.device_rate(stem), figures.device_rate(counter, exporter, w))
+              for stem, counter in _DEVICE_RATES)]
 
 
 def recording_groups(s: Settings) -> list[dict[str, Any]]:

@@ -113,21 +113,24 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
                                   measured=age if run.exit_reason is None else None)
     cause = None
     if run.exit_reason in (names.EXIT_CLEAN, names.EXIT_TERMINATED) and report.phases:
-        profile = decide(Measurements(dict(report.phases)), deployment.alerts)
+        # The same decision as a running rank's, on the same kinds of figure over its life:
+        # its shares and its node's CPU (a CPU-bound run on a saturated host stays one).
+        node_cpu, evidence = _loader_over_life(api, deployment, run)
+        profile = decide(Measurements(dict(report.phases), node_cpu), deployment.alerts)
         # A data-loader-bound life gets its loader's cause, over that life, as a running one.
-        profile, cause = loader_cause.explain(profile, _loader_over_life(api, deployment, run),
-                                              deployment.alerts)
+        profile, cause = loader_cause.explain(profile, evidence, deployment.alerts)
         verdict = dataclasses.replace(verdict, bottleneck=profile.bottleneck,
                                       alert=profile.alert, remedy=profile.remedy,
                                       runbook_url=profile.runbook_url, metric=profile.metric,
                                       measured=profile.measured, threshold=profile.threshold,
-                                      comparison=profile.comparison, life_kind=profile.kind)
+                                      comparison=profile.comparison, life_kind=profile.kind,
+                                      notes=profile.notes)
     return dataclasses.replace(report, verdict=verdict, loader_cause=cause)
 
 
 def _loader_over_life(api: PrometheusAPI, deployment: Deployment, run: Run
-                      ) -> loader_cause.LoaderEvidence | None:
-    """The loader's figures (loader_cause.gather) over ``run``'s life, from its start to its
+                      ) -> tuple[float | None, loader_cause.LoaderEvidence | None]:
+    """Its node's CPU busy and the loader's figures (loader_cause.gather) over ``run``'s life, from its start to its
     final push: read at its last sample (where its counters hold their final values, however
     long its group stayed), per second of that life, and its node's CPU over the same time,
     not over the minutes its group waited for gc after it."""
@@ -139,7 +142,7 @@ def _loader_over_life(api: PrometheusAPI, deployment: Deployment, run: Run
         f"avg_over_time({deployment.names.cpu_utilization}{life.node_range})", **sel))
     found = loader_cause.gather(lambda expr: by_rank(api, expr), window, {run.key: node_cpu},
                                 life, **sel)
-    return found.get(run.key)
+    return node_cpu, found.get(run.key)
 
 
 def _count(steps: int | None) -> str:

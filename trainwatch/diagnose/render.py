@@ -153,6 +153,7 @@ def verdict_text(r: RankReport) -> list[str]:
         lines.append(f"  measured: {v.metric}, {over(r)}")
     if v.last_profile:
         lines.append(f"  last profile: {v.last_profile}")
+    lines += [f"  also: {note}" for note in v.notes]
     if r.loader_cause is not None:
         lines.append(f"  cause: {r.loader_cause.title}: {r.loader_cause.evidence}")
     lines.append(f"  what to change: {v.remedy}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, EXIT_USAGE, ago
 from trainwatch.contract import remedies
-from trainwatch.contract.alerts import GPU_UNDERUTILIZED, TRIAL_FAILED
+from trainwatch.contract.alerts import CPU_SATURATED, GPU_UNDERUTILIZED, TRIAL_FAILED
 from trainwatch.contract.checks import CHECKS, GATES, LOW_MFU
 from trainwatch.contract.records import BUSY_SOURCES
 from trainwatch.diagnose.deployed import AlertRule
@@ -78,6 +78,8 @@ class Verdict:
     metric: str | None = None  # what ``measured`` is, in words (which GPU metric was used)
     exit_reason: str | None = None  # stale: what its final push said (names.EXIT_*), if any
     life_kind: str | None = None  # ended clean or terminated: the kind its life's profile had
+    # What else the same figures say that the finding alone would hide (see :func:`context`).
+    notes: tuple[str, ...] = ()
 
     @property
     def finding(self) -> str:
@@ -163,7 +165,8 @@ def decide(m: Measurements, alerts: Mapping[str, AlertRule]) -> Verdict:
         value = None if rule is None else _holds(m, kind, measurement, above, rule)
         if rule is not None and value is not None:
             return Verdict(kind, title, True, value, ">" if above else "<", rule.threshold,
-                           alert, rule.remedy, rule.runbook_url, metric=metric_of(m, measurement))
+                           alert, rule.remedy, rule.runbook_url, metric=metric_of(m, measurement),
+                           notes=context(m, kind, value, alerts))
     if m.gpu_busy is None:
         return Verdict(NO_GPU_METRICS, "No GPU metrics", False, None, None, None, None,
                        remedies.NO_GPU_METRICS, None)
@@ -177,6 +180,40 @@ def decide(m: Measurements, alerts: Mapping[str, AlertRule]) -> Verdict:
                               f"(at least {rule.threshold:.0%})")
     return Verdict(GPU_BOUND, "GPU-bound", False, m.gpu_busy, ">=", rule.threshold,
                    None, remedies.BUSY_GPU, None, metric=metric_of(m, "gpu_busy"))
+
+
+# The phase checks: the phases each one's measurement adds up.
+_PHASES_OF = {"dataloader": (names.DATALOADER_NEXT,), "memory_copies": HOST_TO_DEVICE_PHASES}
+
+
+def context(m: Measurements, kind: str, measured: float,
+            alerts: Mapping[str, AlertRule]) -> tuple[str, ...]:
+    """What a phase finding alone would hide, from the same figures: a larger share elsewhere
+    (fixing the loader of a rank at 43% loader, 56% train_batch leaves it train-bound), and
+    node CPUs saturated while the rank is found loader- or copy-bound (its workers compete with
+    the training for them). Checked in that order; empty for the other findings.
+
+    >>> from trainwatch.contract.alerts import CPU_SATURATED
+    >>> rules = {CPU_SATURATED: AlertRule(CPU_SATURATED, 0.9, "x")}
+    >>> context(Measurements({"dataloader_next": 0.43, "train_batch": 0.56}, node_cpu=0.97),
+    ...         "dataloader", 0.43, rules)  # doctest: +NORMALIZE_WHITESPACE
+    ('train_batch takes a larger share of the step (56.0%): with a faster loader, the step is the limit',
+     'node CPUs saturated (97.0% > threshold 90.0%): the loader and the training compete for them')
+    """
+    phases = _PHASES_OF.get(kind)
+    if phases is None:
+        return ()
+    notes = []
+    others = [(share, phase) for phase, share in m.phase_shares.items() if phase not in phases]
+    if others and max(others)[0] > measured:
+        share, phase = max(others)
+        notes.append(f"{phase} takes a larger share of the step ({share:.1%}): with a faster "
+                     f"{'loader' if kind == 'dataloader' else 'copy'}, the step is the limit")
+    cpu = alerts.get(CPU_SATURATED)
+    if cpu is not None and m.node_cpu is not None and m.node_cpu > cpu.threshold:
+        notes.append(f"node CPUs saturated ({m.node_cpu:.1%} > threshold {cpu.threshold:.1%}): "
+                     f"the loader and the training compete for them")
+    return tuple(notes)
 
 
 def limits_advice(loader: float | None, step: float | None) -> str | None:

@@ -21,10 +21,9 @@ from trainwatch.diagnose.report import RankReport, UnknownTrial
 from trainwatch.diagnose.runs import Run, find_runs, retention
 from trainwatch.promapi import PrometheusAPI
 from trainwatch.report import panels
-from trainwatch.report.series import Filling, Panel, fetch
+from trainwatch.report.series import Panel, fetch
 from trainwatch.report.window import Asked, Window, utc
 from trial_instrumentation import names
-from trial_instrumentation.durations import parse_duration
 
 
 class NoData(LookupError):
@@ -186,9 +185,6 @@ def draw(api: PrometheusAPI, doc: Document, deployment: Deployment, runs: list[R
                                   f"({selector(names.GPU_INFO, **sel)})")}
     n = recorded_window(api, deployment, sel, window)
     doc.rate_window = n.window
-    filling = Filling(parse_duration(n.window), {})
-    for run in runs:
-        filling.firsts.setdefault((run.trial, run.rank), []).append(run.first)
     trials = sorted({r.trial for r in doc.reports})
     trial_specs = [s for t in trials for s in panels.trial_panels(n, sel, t, len(trials) > 1)]
     gpus = [fetch(api, s, window, hosts) for s in panels.gpu_panels(sel)]
@@ -197,7 +193,7 @@ def draw(api: PrometheusAPI, doc: Document, deployment: Deployment, runs: list[R
         gpus, no_gpu = [], ("No GPU series for this trial in the window: it reported no GPU "
                             f"({names.GPU_INFO}) or no exporter exports its GPUs' uuid.")
     doc.sections = [
-        ("Training loop", [fetch(api, s, window, hosts, filling, force) for s in trial_specs],
+        ("Training loop", [fetch(api, s, window, hosts, force) for s in trial_specs],
          None),
         ("GPUs", gpus, no_gpu),
         ("Nodes", [fetch(api, s, window, hosts, force=force)

@@ -123,11 +123,13 @@ def verdict(r: RankReport) -> str:
     runbook = (f'<div>runbook: <a href="{e(v.runbook_url)}">{e(v.runbook_url)}</a></div>'
                if v.runbook_url else "")
     return (f'<section class="verdict{" bottleneck" if v.bottleneck else ""}" '
-            f'data-rank="{e(r.trial)}/{e(r.rank)}" data-kind="{e(v.kind)}">'
+            f'data-rank="{e(r.trial)}/{e(r.rank)}" data-kind="{e(v.kind)}" '
+            f'data-finding="{e(v.finding)}">'
             f"<h3>{e(r.trial)} rank {e(r.rank)} on {e(r.nodename or '?')}</h3>"
             f'<div class="title">{e(v.title)}</div>'
             f'<div class="head">{e(head)}</div>'
-            f'<div class="remedy"><b>What to change:</b> <span class="fix">{e(v.remedy)}</span>'
+            + "".join(f'<div class="also">Also: {e(note)}</div>' for note in v.notes)
+            + f'<div class="remedy"><b>What to change:</b> <span class="fix">{e(v.remedy)}</span>'
             f"</div>{runbook}"
             f"<details><summary>Evidence (trainwatch diagnose's text)</summary>"
             f'<pre class="diagnose-text">{e(render.report_text(r))}</pre></details>'

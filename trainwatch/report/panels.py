@@ -31,10 +31,6 @@ class Line:
     scale: float = 1.0
     reference: bool = False  # a ceiling (total, limit): drawn dashed, never spread
     raw: str | None = None  # the same figure from the raw series, when ``expr`` is recorded
-    # A rate of this counter (summed by trial and rank): over a run's first rate window, where
-    # the window is not full yet and the rate reads low, the line is the counter's mean slope
-    # since the run started instead.
-    counter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,8 +63,7 @@ def trial_panels(n: RecordNames, sel: dict[str, str | None], trial: str,
 
     def per_rank(record: str, counter: str) -> Line:
         return Line(f"{by_rank} ({selector(record, **one)})", who,
-                    raw=f"{by_rank} ({raw.counter_rate(counter, **one)})",
-                    counter=f"{by_rank} ({selector(counter, **one)})")
+                    raw=f"{by_rank} ({raw.counter_rate(counter, **one)})")
 
     return [
         PanelSpec(f"phases-{trial}", f"Share of step time by phase{suffix}",

@@ -1,71 +1,57 @@
-"""The recording rules' expressions, written inline for a report to run on the raw series.
+"""The recording rules' figures, written inline for a report to run on the raw series.
 
 A trial recorded under other rules (re-rendered with another window, deployed after it ran, or
 replaced) has no recorded series under the names the deployed rules give; the report then
-computes each figure from what the trial and the exporter pushed and scraped, with these
-expressions. They are the rules' own: tests/test_report.py renders prometheus/rulegen's rules
-and checks that each one equals its expression here, given the rule's selector and window.
+computes each figure from what the trial and the exporter pushed and scraped. The expressions
+are the rules' own, from the one definition both render (trainwatch.contract.figures), with
+the run's age written inline where a rule reads its record.
 
 Example:
-    >>> RawRates("5m").counter_rate("trainwatch_trial_steps_total", trial="a")
-    'sum by (experiment, trial, rank) (rate(trainwatch_trial_steps_total{trial="a"}[5m]))'
+    >>> print(RawRates("5m").cpu_utilization())
+    1 - sum by (instance) (rate(trainwatch_cpu_seconds_total{mode=~"idle|iowait|steal"}[5m]))
+    / max by (instance) (trainwatch_cpu_count)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
-from trainwatch.contract.records import BUSY_SOURCES
+from trainwatch.contract import figures
+from trainwatch.contract.promql import matchers as written
 from trial_instrumentation import names
-
-# CPU modes that are not work done for the node (as node-mixin counts them).
-NOT_BUSY_MODES = 'mode=~"idle|iowait|steal"'
-# The GPU-busy rule's sources (its ``source`` label, records.BUSY_SOURCES) -> the exporter
-# series each reads, in the rule's order of preference.
-BUSY_METRICS = {"sm_active": "trainwatch_gpu_sm_active_ratio",
-                "utilization": "trainwatch_gpu_utilization_ratio"}
+from trial_instrumentation.durations import parse_duration
 
 
 @dataclass(frozen=True)
 class RawRates:
-    """The expressions of the rules rendered with rate window ``window``; ``matchers`` and
-    ``labels`` select the raw series as :func:`select` does."""
+    """The figures of the rules rendered with rate window ``window``; ``matchers`` and
+    ``labels`` select the raw series as :func:`trainwatch.contract.promql.select` does."""
 
     window: str
 
-    def _rate(self, metric: str, *matchers: str, **labels: str | None) -> str:
-        return f"rate({select(metric, *matchers, **labels)}[{self.window}])"
+    def _counter(self, metric: str, trial: str, *extra: str) -> str:
+        age = figures.inline_age(trial, parse_duration(self.window))
+        return figures.born_at_zero(metric, trial, self.window, age, *extra)
 
     def phase_share(self, *matchers: str, **labels: str | None) -> str:
         """RecordNames.phase_share: each phase's time over the step time, per rank."""
-        phases = self._rate(f"{names.PHASE_SECONDS}_sum", *matchers, **labels)
-        steps = self._rate(f"{names.STEP_SECONDS}_sum", *matchers, **labels)
-        return (f"sum {by(*TRIAL_LABELS, 'phase')} ({phases})\n"
-                f"/ {on(*TRIAL_LABELS)} group_left\n"
-                f"sum {by(*TRIAL_LABELS)} ({steps})")
+        trial = written(*matchers, **labels)
+        phases = self._counter(f"{names.PHASE_SECONDS}_sum", trial, "phase")
+        steps = self._counter(f"{names.STEP_SECONDS}_sum", trial)
+        return figures.phase_share(f"(\n{phases}\n)", f"(\n{steps}\n)")
 
     def counter_rate(self, counter: str, *matchers: str, **labels: str | None) -> str:
         """RecordNames.steps_rate and samples_rate: a trial counter's rate, per rank."""
-        return f"sum {by(*TRIAL_LABELS)} ({self._rate(counter, *matchers, **labels)})"
+        return self._counter(counter, written(*matchers, **labels))
 
     def cpu_utilization(self, *matchers: str) -> str:
         """RecordNames.cpu_utilization: the share of a node's CPU time spent working."""
-        idle = self._rate("trainwatch_cpu_seconds_total", *matchers, NOT_BUSY_MODES)
-        return (f"1 - sum {by('instance')} ({idle})\n"
-                f"/ max {by('instance')} ({select('trainwatch_cpu_count', *matchers)})")
+        return figures.cpu_utilization(written(*matchers), self.window)
 
     def device_rate(self, stem: str, *matchers: str) -> str:
         """RecordNames.device_rate: an exporter byte or operation counter's rate per device."""
-        rate = self._rate(f"trainwatch_{stem}_total", *matchers)
-        return f"sum {by('instance', 'device')} ({rate})"
+        return figures.device_rate(f"trainwatch_{stem}_total", written(*matchers), self.window)
 
     def gpu_busy(self, *matchers: str) -> str:
-        """RecordNames.gpu_busy: SM activity where GPM reports it, else NVML utilization, per
-        GPU, with the one used in the ``source`` label (no rate: the window plays no part)."""
-        def per_gpu(metric: str) -> str:
-            return f"max {by(*GPU_LABELS)} ({select(metric, *matchers)})"
-
-        labelled = [f'label_replace({per_gpu(BUSY_METRICS[source])}, "source", "{source}", "", "")'
-                    for source in BUSY_SOURCES]
-        return f"\nor {on(*GPU_LABELS)}\n".join(labelled)
+        """RecordNames.gpu_busy: SM activity where GPM reports it, else NVML utilization."""
+        return figures.gpu_busy(written(*matchers))

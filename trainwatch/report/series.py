@@ -8,7 +8,6 @@ pushed instead of "no data".
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -77,45 +76,6 @@ class Legend(dict[str, str]):
         return "?"
 
 
-@dataclass
-class Filling:
-    """Where a rate reads low because its window is not full: over a run's first ``seconds``
-    (the rate window) of steps, the window holds less than a window of them (or samples of
-    the run before it under the same key). ``firsts``: (trial, rank) -> its runs' first
-    samples."""
-
-    seconds: float
-    firsts: dict[tuple[str, str], list[float]]
-
-    def patch(self, api: PrometheusAPI, line: Line, window: Window, rows: Rows) -> Rows:
-        """``rows`` with each run's first window of counting drawn as its counter's mean slope
-        since it began to count, and 0 before."""
-        if line.counter is None or not rows:
-            return rows
-        counts = {(labels.get("trial", ""), labels.get("rank", "")): points for labels, points
-                  in api.query_range(line.counter, window.start, window.end, window.step)}
-        patched = []
-        for labels, points in rows:
-            key = (labels.get("trial", ""), labels.get("rank", ""))
-            firsts = sorted(self.firsts.get(key, []))
-            for first, following in zip(firsts, [*firsts[1:], math.inf]):
-                run = [(t, c) for t, c in counts.get(key, []) if first <= t < following]
-                if run:
-                    points = self._slope(points, run)
-            patched.append((labels, points))
-        return patched
-
-    def _slope(self, points: Points, run: Points) -> Points:
-        """``points`` with the run's filling window (from its last instant without a count to
-        a rate window after it) drawn from the run's counter samples ``run``."""
-        base = run[0][1]
-        zero = max((t for t, c in run if c == base), default=run[0][0])
-        until = zero + self.seconds
-        early = [(t, 0.0 if t <= zero else (c - base) / (t - zero)) for t, c in run
-                 if t < until]
-        return sorted([(t, v) for t, v in points if not run[0][0] <= t < until] + early)
-
-
 def read(api: PrometheusAPI, spec: PanelSpec, window: Window, force: str | None = None
          ) -> tuple[list[tuple[Line, Rows]], str | None]:
     """Each line's series, and where the panel's recorded figures came from: RECORDED when
@@ -140,16 +100,15 @@ def _count(rows: Rows) -> int:
 
 
 def fetch(api: PrometheusAPI, spec: PanelSpec, window: Window, hosts: dict[str, str],
-          filling: Filling | None = None, force: str | None = None) -> Panel:
-    """``hosts``: exporter instance -> node name, for the ``{host}`` in legends; ``filling``:
-    the runs whose first rate window is drawn from their counters; ``force``: RECORDED or
-    RAW to read recorded lines one way only."""
+          force: str | None = None) -> Panel:
+    """``hosts``: exporter instance -> node name, for the ``{host}`` in legends; ``force``:
+    RECORDED or RAW to read recorded lines one way only. A run's first rate window needs no
+    patch: the rules read a run younger than the window over its own age
+    (trainwatch.contract.figures), recorded and raw alike."""
     panel = Panel(spec, ylabel=spec.ylabel)
     lines, panel.source = read(api, spec, window, force)
     sources: set[str] = set()
     for line, found in lines:
-        if filling is not None:
-            found = filling.patch(api, line, window, found)
         for labels, points in found:
             sources.add(busy_source(labels))
             scaled = [(t, v * line.scale) for t, v in points]

@@ -1,0 +1,109 @@
+"""Each recorded figure's expression over the raw series, defined once: the rule generator
+(prometheus/rulegen) renders the recording rules from these, and the report's raw fallback
+(trainwatch/report/rates.py) evaluates the same expressions where no recorded series covers
+its window. ``trial`` and ``exporter`` are the selectors' written matchers, ``window`` the
+rate window and ``seconds`` the same in seconds.
+
+**One window rule** (docs/design.md, ``run_age``): a figure of a run covers the rate window,
+or, for a run younger than the window, the run's own age, from its start to its counters'
+latest reading. A counter the trial starts at zero with its run (phases, step, steps, samples)
+is read as its value over that age, so what it counted before its series' first scrape is not
+lost to ``rate()``; a counter that did not start at zero (process CPU, reads) as its rate times
+the window over the age. `trainwatch diagnose` reads a young rank over its life the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, number, on, select
+from trainwatch.contract.records import BUSY_SOURCES
+from trial_instrumentation import names
+
+# CPU modes that are not work done for the node (as node-mixin counts them).
+NOT_BUSY_MODES = 'mode=~"idle|iowait|steal"'
+# The GPU-busy rule's sources (its ``source`` label) -> the exporter series each reads, in the
+# rule's order of preference.
+BUSY_METRICS = {"sm_active": "trainwatch_gpu_sm_active_ratio",
+                "utilization": "trainwatch_gpu_utilization_ratio"}
+
+
+def run_age(trial: str, seconds: float) -> str:
+    """A rank whose run started (``trainwatch_trial_start_time_seconds``) less than ``seconds``
+    ago: the seconds from that start to its counters' latest reading (``push_time_seconds``;
+    pulled, its last scrape), at least 1."""
+    read_at = (f"max {by(*TRIAL_LABELS)} ({select('push_time_seconds', trial)})\n"
+               f"  or max {by(*TRIAL_LABELS)} "
+               f"(timestamp({select(f'{names.STEPS}_total', trial)}))")
+    started = (f"max {by(*TRIAL_LABELS)} ({select(names.START_TIME, trial)})\n"
+               f"  > time() - {number(seconds)}")
+    return f"clamp_min(\n  (\n{indent(indent(read_at))}\n  )\n  - ({started}),\n  1\n)"
+
+
+def inline_age(trial: str, seconds: float) -> str:
+    """:func:`run_age` as an operand, for an expression that cannot read its record."""
+    return f"(\n{indent(run_age(trial, seconds))}\n)"
+
+
+def over_run(rate: str, young: Callable[[str], str], age: str, *extra: str) -> str:
+    """A per-rank figure: ``rate`` over the rate window for a rank older than it,
+    ``young(matched)`` over the run's own ``age`` (the run_age record, or :func:`inline_age`)
+    for a younger one. ``extra``: the labels the figure has beyond the rank's (the young side
+    is then many-to-one)."""
+    on_rank = on(*TRIAL_LABELS)
+    many = " group_left ()" if extra else ""  # () : an inline age opens with a parenthesis
+    if "\n" in rate:  # an expression of its own: kept whole under `unless`, which binds tighter
+        rate = f"(\n{indent(rate)}\n)"
+    return (f"(\n{indent(rate)}\n  unless {on_rank} {age}\n)\nor\n"
+            f"{young(f'{on_rank}{many} {age}')}")
+
+
+def born_at_zero(metric: str, trial: str, window: str, age: str, *extra: str) -> str:
+    """Per rank (and ``extra`` labels): the rate of a counter the trial starts at zero with its
+    run, over the window or, for a young rank, its value over its ``age``."""
+    grouped = by(*TRIAL_LABELS, *extra)
+    return over_run(f"sum {grouped} (rate({select(metric, trial)}[{window}]))",
+                    lambda matched: f"sum {grouped} ({select(metric, trial)})\n/ {matched}",
+                    age, *extra)
+
+
+def over_window(rate: str, seconds: float, age: str) -> str:
+    """A per-rank figure of rates over the window; for a young rank the same rates times the
+    window over its ``age``: its counters did not start at zero with the run, so the rates'
+    increase is all there is, and the part of the window before the run began must not
+    dilute it."""
+    return over_run(rate, lambda matched: f"(\n{indent(rate)}\n)\n* {number(seconds)}\n/ "
+                                          f"{matched}", age)
+
+
+def phase_share(phase_rate: str, step_rate: str) -> str:
+    """Each phase's share of the rank's step time, from the two per-rank rates."""
+    return f"{phase_rate}\n/ {on(*TRIAL_LABELS)} group_left ()\n{step_rate}"
+
+
+def cpu_utilization(exporter: str, window: str) -> str:
+    """The share of a node's CPU time spent working."""
+    idle = select("trainwatch_cpu_seconds_total", exporter, NOT_BUSY_MODES)
+    return (f"1 - sum {by('instance')} (rate({idle}[{window}]))\n"
+            f"/ max {by('instance')} ({select('trainwatch_cpu_count', exporter)})")
+
+
+def device_rate(counter: str, exporter: str, window: str) -> str:
+    """An exporter byte or operation counter's rate, per node and device."""
+    return f"sum {by('instance', 'device')} (rate({select(counter, exporter)}[{window}]))"
+
+
+def gpu_busy(exporter: str) -> str:
+    """"GPU busy": SM activity where GPM reports it (NVML utilization counts a GPU busy while
+    any kernel runs: 99% on an H100 whose SMs were 22.5% active), else NVML utilization, per
+    GPU, with the one used in the ``source`` label (no rate: the window plays no part)."""
+    def per_gpu(metric: str) -> str:
+        return f"max {by(*GPU_LABELS)} ({select(metric, exporter)})"
+
+    labelled = [f'label_replace({per_gpu(BUSY_METRICS[source])}, "source", "{source}", "", "")'
+                for source in BUSY_SOURCES]
+    return f"\nor {on(*GPU_LABELS)}\n".join(labelled)
+
+
+def indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
