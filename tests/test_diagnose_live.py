@@ -24,6 +24,7 @@ from tests.live_stack import (
 )
 from trainwatch.contract import remedies
 from trainwatch.contract.records import RecordNames
+from trainwatch.diagnose import loader_cause
 
 pytest.importorskip("torch")
 
@@ -102,7 +103,9 @@ def test_text_report_says_what_to_change(stack: LiveStack) -> None:
     assert re.search(r"^VERDICT( \(early, \d+ steps\))?: Data loader:", done.stdout, re.MULTILINE), \
         done.stdout
     assert f"what to change: {remedies.LOADER_LATENCY_BOUND}" in done.stdout
-    assert "  cause: latency (workers wait, nothing on the node is busy): " in done.stdout
+    # Its loader has no workers (--workers 0): no word of workers in the cause.
+    assert f"  cause: {loader_cause.latency_title(0)}: " in done.stdout
+    assert "the trial process (no DataLoader workers) wanting " in done.stdout
     assert "TrainwatchDataloaderBound firing" in done.stdout
     assert "#trainwatchdataloaderbound" in done.stdout
 

@@ -15,8 +15,8 @@ from benchmarks.stack import promtool, start_prometheus
 from trainwatch.contract.records import RecordNames
 from trainwatch.diagnose import loader_cause
 from trainwatch.diagnose.deployed import Deployment
-from trainwatch.diagnose.history import _loader_over_life
-from trainwatch.diagnose.report import _young_loader_evidence, by_rank
+from trainwatch.diagnose.history import _fired_in_life, _loader_over_life
+from trainwatch.diagnose.report import FIRED, RankReport, _young_loader_evidence, by_rank
 from trainwatch.diagnose.runs import find_runs
 from trainwatch.promapi import PrometheusAPI
 from trainwatch.report.rates import RawRates
@@ -42,6 +42,16 @@ def _samples() -> list[tuple[str, float, int]]:
         out.append(('trainwatch_host_info{instance="i1",nodename="n1"}', 1, t))
         busy = ENDED_NODE_CPU if t <= BASE + 60 else IDLE_NODE_CPU
         out.append((f'{CPU_RECORD}{{instance="i1"}}', busy, t))
+        # The ended run's loader alert fired while it ran; its node's alert only after it ended
+        # (another job's), and another trial's alert meanwhile: neither is the run's.
+        if BASE + 20 <= t <= BASE + 60:
+            out.append((('ALERTS{alertname="TrainwatchDataloaderBound",alertstate="firing",'
+                        'experiment="e",trial="ended",rank="0",phase="dataloader_next"}'), 1, t))
+            out.append((('ALERTS{alertname="TrainwatchDataloaderBound",alertstate="firing",'
+                        'experiment="e",trial="other",rank="0",phase="dataloader_next"}'), 1, t))
+        if BASE + 100 <= t <= BASE + 176:
+            out.append((('ALERTS{alertname="TrainwatchCPUSaturated",alertstate="firing",'
+                        'instance="i1"}'), 1, t))
     for trial, times, start, rate in (
             ("ended", [*LIFE, *AFTER], BASE - 1, ENDED_WORKER_CPU),
             ("young", range(YOUNG_START, YOUNG_START + YOUNG_AGE + 1, 5), YOUNG_START - 1,
@@ -123,3 +133,10 @@ def test_the_reports_raw_figures_follow_the_same_window_rule(api: PrometheusAPI)
     assert shares == pytest.approx(YOUNG_SHARES, abs=0.01)
     [(_, steps)] = pinned.query(raw.counter_rate(f"{names.STEPS}_total", trial="young"))
     assert steps == pytest.approx(0.2, rel=0.05)
+
+
+def test_an_ended_runs_alerts_are_those_that_fired_in_its_life(api: PrometheusAPI) -> None:
+    [run] = find_runs(api, 3600, "e", "ended", now=BASE + 400)
+    ended = RankReport("e", "ended", "0", "n1", "1", "1", WINDOW)
+    fired = _fired_in_life(api, run, ended)
+    assert [(a.name, a.state) for a in fired] == [("TrainwatchDataloaderBound", FIRED)]

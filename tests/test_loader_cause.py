@@ -106,7 +106,9 @@ def test_no_workers_the_trial_process_is_judged() -> None:
                                cpu_count=8)
     cause = decide(computing, CAUSES, SATURATED)
     assert cause is not None and cause.kind == TOO_FEW_WORKERS
-    assert "from 0 to ~5" in cause.remedy and "the trial process wanting" in cause.evidence
+    assert "from 0 to ~5" in cause.remedy
+    assert cause.evidence.startswith("the trial process (no DataLoader workers) wanting 0.99 "
+                                     "CPU-seconds/s, threshold"), cause.evidence
 
 
 def test_without_the_trials_loader_figures_or_the_thresholds_there_is_no_sub_verdict() -> None:

@@ -26,6 +26,7 @@ import pytest
 from tests.live_stack import LiveStack, live_stack
 from trainwatch.contract import remedies
 from trainwatch.contract.records import RecordNames
+from trainwatch.diagnose import loader_cause
 
 pytest.importorskip("torch")
 
@@ -108,7 +109,7 @@ def test_the_text_report_gives_the_cause_and_its_evidence(stack: LiveStack) -> N
                            "sleeping", "--prometheus", stack.prometheus.url],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 1, done.stderr
-    assert "  cause: latency (workers wait, nothing on the node is busy): mostly waiting: " \
+    assert f"  cause: {loader_cause.latency_title(2)}: mostly waiting: 2 workers " \
         in done.stdout, done.stdout
     assert f"  what to change: {remedies.LOADER_LATENCY_BOUND}" in done.stdout
 

@@ -20,7 +20,15 @@ from trainwatch.cliutil import ago
 from trainwatch.contract.promql import select
 from trainwatch.diagnose import loader_cause
 from trainwatch.diagnose.deployed import Deployment
-from trainwatch.diagnose.report import RankReport, UnknownTrial, by_rank, gather
+from trainwatch.diagnose.report import (
+    FIRED,
+    AlertState,
+    RankReport,
+    UnknownTrial,
+    alerts_about,
+    by_rank,
+    gather,
+)
 from trainwatch.diagnose.runs import RankKey, Run, find_runs, latest_per_rank, retention
 from trainwatch.diagnose.verdict import OFF_THE_AIR, Measurements, decide
 from trainwatch.promapi import PrometheusAPI
@@ -93,7 +101,8 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
            else now - run.end)
     report = dataclasses.replace(report, run=run, push_age_seconds=age,
                                  steps_per_second=per_second(steps),
-                                 samples_per_second=per_second(samples), lifetime_seconds=life)
+                                 samples_per_second=per_second(samples), lifetime_seconds=life,
+                                 alerts=_fired_in_life(api, run, report))
     verdict = report.verdict
     assert verdict is not None
     count = int(steps) if steps is not None else verdict.steps
@@ -143,6 +152,24 @@ def _loader_over_life(api: PrometheusAPI, deployment: Deployment, run: Run
     found = loader_cause.gather(lambda expr: by_rank(api, expr), window, {run.key: node_cpu},
                                 life, **sel)
     return node_cpu, found.get(run.key)
+
+
+def _fired_in_life(api: PrometheusAPI, run: Run, report: RankReport) -> list[AlertState]:
+    """The alerts about the run's rank, its GPUs or its node that fired while it ran (from its
+    start to its final push), not the ones of now: an ended run's node may have moved on."""
+    life = loader_cause.Life(max(run.seconds, 1e-3), after=run.last - run.end)
+    pinned = api.pinned(run.last)
+    firing = {"alertstate": "firing"}
+    instance = next((labels.get("instance") for labels, _ in pinned.query(select(
+        "trainwatch_host_info", nodename=report.nodename))), None) if report.nodename else None
+    wanted = [select("ALERTS", **firing, **dict(zip(names.GROUPING_LABELS, run.key)))]
+    wanted += [select("ALERTS", **firing, uuid=gpu.uuid) for gpu in report.gpus]
+    wanted += [select("ALERTS", **firing, instance=instance)] if instance else []
+    seen = {tuple(sorted(labels.items())): labels for expr in wanted
+            for labels, _ in pinned.query(f"max_over_time({expr}{life.node_range})")}
+    fired = [{"labels": {k: v for k, v in labels.items() if k not in ("__name__", "alertstate")},
+              "state": FIRED, "value": ""} for labels in seen.values()]
+    return alerts_about(fired, run.key, {g.uuid for g in report.gpus}, instance)
 
 
 def _count(steps: int | None) -> str:

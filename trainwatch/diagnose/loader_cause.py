@@ -101,9 +101,10 @@ def decide(e: LoaderEvidence, causes: Mapping[str, float],
     wanted = ("" if e.workers_wait is None or not workers else
               f" ({(e.workers_cpu or 0) / workers:.2f} run, {e.workers_wait / workers:.2f} "
               "waited for a CPU)")
-    who = f"{workers} worker{'s' if workers != 1 else ''}" if workers else "the trial process"
-    busy = (f"{who} wanting {per_worker:.2f} CPU-seconds/s each{wanted}, threshold "
-            f"{causes['worker_busy']:g}")
+    who = (f"{workers} worker{'s' if workers != 1 else ''}" if workers
+           else "the trial process (no DataLoader workers)")
+    busy = (f"{who} wanting {per_worker:.2f} CPU-seconds/s{' each' if workers > 1 else ''}"
+            f"{wanted}, threshold {causes['worker_busy']:g}")
     cores = "?" if e.cpu_count is None else f"{e.cpu_count:g}"
     node = f"node CPU {_pct(e.node_cpu)} busy of {cores} cores"
     if per_worker >= causes["worker_busy"]:
@@ -133,8 +134,19 @@ def decide(e: LoaderEvidence, causes: Mapping[str, float],
     if from_elsewhere and e.network_busy is not None and e.network_busy >= causes["network_busy"]:
         return LoaderCause(REMOTE_STORAGE, "remote storage", f"{waiting}; {disk}; {reads}; {nic}",
                            remedies.LOADER_REMOTE_STORAGE)
-    return LoaderCause(LATENCY_BOUND, "latency (workers wait, nothing on the node is busy)",
+    return LoaderCause(LATENCY_BOUND, latency_title(workers),
                        f"{waiting}; {node}; {disk}; {nic}", remedies.LOADER_LATENCY_BOUND)
+
+
+def latency_title(workers: int) -> str:
+    """The latency cause's title: what waits, and on what it does not (the figures beside it
+    may show a saturated node: the loader is not what wants those CPUs).
+
+    >>> latency_title(0), latency_title(2)
+    ('latency (the loader waits, not for a CPU, a busy disk or a busy NIC)', 'latency (the workers wait, not for a CPU, a busy disk or a busy NIC)')
+    """
+    who = "the workers wait" if workers else "the loader waits"
+    return f"latency ({who}, not for a CPU, a busy disk or a busy NIC)"
 
 
 def _rate(value: float | None) -> str:

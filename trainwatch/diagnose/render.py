@@ -161,6 +161,8 @@ def verdict_text(r: RankReport) -> list[str]:
         lines.append(f"  clean up once it is gone: {v.cleanup}")
     if r.alerts:
         lines.append("  alerts: " + ", ".join(f"{a.name} {a.state}" for a in r.alerts))
+    elif r.verdict is not None and r.verdict.kind in OFF_THE_AIR:
+        lines.append("  alerts: none fired during its run")
     else:
         lines.append("  alerts: none pending or firing")
     if v.runbook_url:

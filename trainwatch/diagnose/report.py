@@ -57,6 +57,10 @@ class Gpu:
     tensor_active: float | None = None
 
 
+# An ended run's alerts: those that fired during its life (trainwatch.diagnose.history).
+FIRED = "fired during its run"
+
+
 @dataclass
 class AlertState:
     name: str
@@ -225,7 +229,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
         r.ranks, r.scaling = spreads.get(key), scalings.get(key[:2])
         r.trace = profiles.get(key)
         r.mfu = utilizations.get(key)
-        r.alerts = _alerts(firing, key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
+        r.alerts = alerts_about(firing, key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
         gpu = (first_value(gpu_avg[key]), first_value(sm_avg[key]),
                first_value(tensor_avg[key]), *_busy(busy_avg[key]))
         if key in stale:
@@ -312,7 +316,7 @@ def _gpus(info: list[tuple[Labels, float]],
     return sorted(gpus.values(), key=lambda g: g.uuid)
 
 
-def _alerts(alerts: list[dict[str, Any]], key: tuple[str, str, str], uuids: set[str],
+def alerts_about(alerts: list[dict[str, Any]], key: tuple[str, str, str], uuids: set[str],
             instance: str | None) -> list[AlertState]:
     """Alerts about this rank, its GPUs or its node."""
     mine = []
