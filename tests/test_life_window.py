@@ -12,12 +12,15 @@ from collections.abc import Iterator
 import pytest
 
 from benchmarks.stack import promtool, start_prometheus
+from tests.test_diagnose import loaded_rules
 from trainwatch.contract.records import RecordNames
 from trainwatch.diagnose import loader_cause
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.history import _fired_in_life, _loader_over_life
 from trainwatch.diagnose.report import FIRED, RankReport, _young_loader_evidence, by_rank
 from trainwatch.diagnose.runs import find_runs
+from trainwatch.diagnose.trials import list_trials
+from trainwatch.diagnose.verdict import Measurements, decide
 from trainwatch.promapi import PrometheusAPI
 from trainwatch.report.rates import RawRates
 from trial_instrumentation import names
@@ -28,7 +31,9 @@ CPU_RECORD = RecordNames(WINDOW).cpu_utilization
 WORKERS_CPU = f"{names.LOADER_CPU_SECONDS}_total"
 # The ended run: 60 s of life at 0.8 CPU-seconds/s in its one worker on a busy node (0.9),
 # then its group kept 116 s more, flat, on an idle node (0.05), as until gc retires it.
-ENDED_WORKER_CPU, ENDED_NODE_CPU, IDLE_NODE_CPU = 0.8, 0.9, 0.05
+ENDED_WORKER_CPU, ENDED_NODE_CPU, IDLE_NODE_CPU = 0.8, 0.95, 0.05
+# Its phases: under the loader's threshold (0.3), so its node's saturated CPUs decide.
+ENDED_SHARES = {"dataloader_next": 0.2, "train_batch": 0.8}
 LIFE = range(BASE, BASE + 61, 5)
 AFTER = range(BASE + 65, BASE + 177, 5)
 # The young run: 75 s old, its worker at 0.65 CPU-seconds/s.
@@ -70,6 +75,11 @@ def _samples() -> list[tuple[str, float, int]]:
                 (f'{WORKERS_CPU}{{{key},process="{names.PROCESS_MAIN}"}}',
                  5 + 0.1 * (at - times[0]), t),
             ]
+            if trial == "ended":
+                out += [(f"{names.STEP_SECONDS}_sum{{{key}}}", at - times[0], t),
+                        (f"{names.STEPS}_total{{{key}}}", at - times[0], t)]
+                out += [(f'{names.PHASE_SECONDS}_sum{{{key},phase="{phase}"}}',
+                         share * (at - times[0]), t) for phase, share in ENDED_SHARES.items()]
             if trial == "young":  # steps back to back; its phases first pushed 30 s in
                 age = t - times[0]
                 out += [(f"{names.STEP_SECONDS}_sum{{{key}}}", age, t),
@@ -140,3 +150,17 @@ def test_an_ended_runs_alerts_are_those_that_fired_in_its_life(api: PrometheusAP
     ended = RankReport("e", "ended", "0", "n1", "1", "1", WINDOW)
     fired = _fired_in_life(api, run, ended)
     assert [(a.name, a.state) for a in fired] == [("TrainwatchDataloaderBound", FIRED)]
+
+
+def test_trials_decides_an_ended_run_as_diagnose_does_over_its_life(api: PrometheusAPI) -> None:
+    """Its shares under every phase threshold, its node saturated while it ran and idle for
+    the two minutes its group stayed: CPU-bound, as diagnose's decision on the life's figures
+    (not what the idle minutes after it, or no node CPU at all, would say)."""
+    deployment = Deployment.from_rules(loaded_rules())
+    [row] = [r for r in list_trials(api, deployment, "e", since=3600, now=BASE + 400)
+             if r.trial == "ended"]
+    node_cpu, _ = _loader_over_life(api, deployment, find_runs(api, 3600, "e", "ended",
+                                                                now=BASE + 400)[0])
+    expected = decide(Measurements(ENDED_SHARES, node_cpu), deployment.alerts)
+    assert (row.state, row.cause, expected.kind) == ("ended clean", "busy_cpu", "busy_cpu")
+    assert row.dataloader_share == pytest.approx(ENDED_SHARES["dataloader_next"])

@@ -28,6 +28,7 @@ from trainwatch.contract.checks import LOADER_CAUSE_THRESHOLDS, LOADER_CAUSES
 from trainwatch.contract.promql import BY_TRIAL
 from trainwatch.contract.promql import select as selector
 from trainwatch.diagnose.deployed import AlertRule
+from trainwatch.diagnose.runs import life_range
 from trainwatch.diagnose.verdict import Verdict
 from trainwatch.promapi import Labels
 from trial_instrumentation import names
@@ -226,9 +227,7 @@ class Life:
     @property
     def node_range(self) -> str:
         """The range of a node's series (scraped all along) over exactly that life."""
-        after = round(self.after)
-        offset = f" offset {after}s" if after >= 1 else ""
-        return f"[{max(1, math.ceil(self.seconds))}s]{offset}"
+        return life_range(self.seconds, self.after)
 
 
 def explain(verdict: Verdict, evidence: LoaderEvidence | None,

@@ -73,6 +73,17 @@ class Run:
     def seconds(self) -> float:
         return max(0.0, self.end - self.start)
 
+    @property
+    def life_range(self) -> str:
+        """A range (and offset) that covers its life, start to final push, for a query read at
+        its last sample: the one window rule for a run that ended, however long its group
+        stayed scraped after it.
+
+        >>> Run("e", "t", "0", "1", "n", "1", first=100, last=275, started=99, pushed=159).life_range
+        '[60s] offset 116s'
+        """
+        return life_range(self.seconds, self.last - self.end)
+
     def state(self, stale_after: float, now: float | None = None) -> str:
         """running, ended clean, failed, terminated or stale (stopped without a word, or its
         pushes older than ``stale_after``, the deployed TrainwatchTrialStale threshold)."""
@@ -83,6 +94,16 @@ class Run:
 
     def reference(self) -> str:
         return f"{self.experiment}/{self.trial} rank {self.rank}"
+
+
+def life_range(seconds: float, after: float) -> str:
+    """A range of ``seconds`` (at least 1) ending ``after`` seconds before the query's instant.
+
+    >>> life_range(0.2, 0.4), life_range(59.5, 3)
+    ('[1s]', '[60s] offset 3s')
+    """
+    offset = round(after)
+    return f"[{max(1, math.ceil(seconds))}s]" + (f" offset {offset}s" if offset >= 1 else "")
 
 
 def retention(api: PrometheusAPI) -> float:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import BY_TRIAL
+from trainwatch.diagnose import loader_cause
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.lifetime import lifetimes, young_ranks
 from trainwatch.diagnose.report import (
@@ -15,7 +16,7 @@ from trainwatch.diagnose.report import (
     first_value,
     selector,
 )
-from trainwatch.diagnose.runs import RUNNING, RankKey, Run, find_runs
+from trainwatch.diagnose.runs import RUNNING, RankKey, Run, find_runs, life_range
 from trainwatch.diagnose.verdict import Measurements, decide
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
@@ -76,10 +77,12 @@ def list_trials(api: PrometheusAPI, deployment: Deployment, experiment: str | No
 
 
 def _cause(deployment: Deployment, shares: dict[str, float], gpu: float | None,
-           mfu: float | None = None) -> str | None:
+           mfu: float | None = None, node_cpu: float | None = None) -> str | None:
+    """diagnose's finding, decided on the same figures: shares, node CPU, GPU busy, MFU."""
     if not shares:
         return None
-    return decide(Measurements(shares, gpu_busy_recorded=gpu, mfu=mfu), deployment.alerts).kind
+    return decide(Measurements(shares, node_cpu, gpu_busy_recorded=gpu, mfu=mfu),
+                  deployment.alerts).kind
 
 
 def _current(api: PrometheusAPI, deployment: Deployment, experiment: str | None,
@@ -91,6 +94,7 @@ def _current(api: PrometheusAPI, deployment: Deployment, experiment: str | None,
     shares = by_rank(api, selector(n.phase_share, **sel))
     gpu = by_rank(api, f"avg {BY_TRIAL} ({selector(n.trial_gpu_busy, **sel)})")
     mfu = by_rank(api, f"max {BY_TRIAL} ({selector(n.mfu, **sel)})")
+    cpu = by_rank(api, loader_cause.node_cpu(n.cpu_utilization, **sel))
     # A trial younger than the rate window: its own samples, not a rate that reads low.
     young = young_ranks(api, selector, n.window, **sel) | restarted
     lives = lifetimes(api, selector, n.window, **sel) if young else {}
@@ -105,7 +109,8 @@ def _current(api: PrometheusAPI, deployment: Deployment, experiment: str | None,
         util = first_value(gpu[key])
         rows[key] = TrialRow(*key, labels.get("nodename"), rate,
                              phases.get(names.DATALOADER_NEXT), util, None, live=True,
-                             cause=_cause(deployment, phases, util, utilization),
+                             cause=_cause(deployment, phases, util, utilization,
+                                          first_value(cpu[key])),
                              mfu=utilization)
     return rows
 
@@ -116,15 +121,18 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, run: Run) -> TrialRow
     life = lifetimes(api, selector, "1s", **sel).get(run.key)
     shares = life.shares if life else {}
     steps = api.value(selector(f"{names.STEPS}_total", **sel))
-    gpu = api.value(f"avg_over_time({selector(deployment.names.trial_gpu_busy, **sel)}"
-                      f"[{max(1, round(run.seconds))}s])")
+    # Over its life, start to final push (not the minutes its group stayed after it).
+    n = deployment.names
+    gpu = api.value(f"avg_over_time({selector(n.trial_gpu_busy, **sel)}{run.life_range})")
+    node_cpu = api.value(loader_cause.node_cpu(
+        f"avg_over_time({n.cpu_utilization}{run.life_range})", **sel))
     # MFU over its life, once the life fills a rate window (before, the rate reads low).
-    window = parse_duration(deployment.names.window)
-    mfu = (api.value(f"avg_over_time({selector(deployment.names.mfu, **sel)}"
-                     f"[{max(1, round(run.seconds - window))}s])")
+    window = parse_duration(n.window)
+    mfu = (api.value(f"avg_over_time({selector(n.mfu, **sel)}"
+                     f"{life_range(run.seconds - window, run.last - run.end)})")
            if run.seconds > window else None)
     rate = steps / run.seconds if steps is not None and run.seconds > 0 else None
     return TrialRow(*run.key, run.nodename, rate, shares.get(names.DATALOADER_NEXT), gpu, None,
                     live=False, steps=None if steps is None else int(steps),
-                    cause=_cause(deployment, shares, gpu, mfu), mfu=mfu)
+                    cause=_cause(deployment, shares, gpu, mfu, node_cpu), mfu=mfu)
 
