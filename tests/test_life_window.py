@@ -13,9 +13,11 @@ import pytest
 
 from benchmarks.stack import promtool, start_prometheus
 from tests.test_diagnose import loaded_rules
+from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.records import RecordNames
 from trainwatch.diagnose import loader_cause
-from trainwatch.diagnose.deployed import Deployment
+from trainwatch.diagnose.compare import side_of
+from trainwatch.diagnose.deployed import AlertRule, Deployment
 from trainwatch.diagnose.history import _fired_in_life, _loader_over_life
 from trainwatch.diagnose.report import FIRED, RankReport, _young_loader_evidence, by_rank
 from trainwatch.diagnose.runs import find_runs
@@ -33,6 +35,7 @@ WORKERS_CPU = f"{names.LOADER_CPU_SECONDS}_total"
 # then its group kept 116 s more, flat, on an idle node (0.05), as until gc retires it.
 ENDED_WORKER_CPU, ENDED_NODE_CPU, IDLE_NODE_CPU = 0.8, 0.95, 0.05
 # Its phases: under the loader's threshold (0.3), so its node's saturated CPUs decide.
+ENDED_GPU_BUSY = 0.8
 ENDED_SHARES = {"dataloader_next": 0.2, "train_batch": 0.8}
 LIFE = range(BASE, BASE + 61, 5)
 AFTER = range(BASE + 65, BASE + 177, 5)
@@ -75,7 +78,10 @@ def _samples() -> list[tuple[str, float, int]]:
                 (f'{WORKERS_CPU}{{{key},process="{names.PROCESS_MAIN}"}}',
                  5 + 0.1 * (at - times[0]), t),
             ]
-            if trial == "ended":
+            if trial == "ended":  # its GPU busy while it ran, idle after
+                busy = ENDED_GPU_BUSY if t <= final else IDLE_NODE_CPU
+                out.append(((f'{RecordNames(WINDOW).trial_gpu_busy}{{{key},uuid="GPU-1",'
+                            f'instance="i1",gpu="0",source="sm_active"}}'), busy, t))
                 out += [(f"{names.STEP_SECONDS}_sum{{{key}}}", at - times[0], t),
                         (f"{names.STEPS}_total{{{key}}}", at - times[0], t)]
                 out += [(f'{names.PHASE_SECONDS}_sum{{{key},phase="{phase}"}}',
@@ -164,3 +170,10 @@ def test_trials_decides_an_ended_run_as_diagnose_does_over_its_life(api: Prometh
     expected = decide(Measurements(ENDED_SHARES, node_cpu), deployment.alerts)
     assert (row.state, row.cause, expected.kind) == ("ended clean", "busy_cpu", "busy_cpu")
     assert row.dataloader_share == pytest.approx(ENDED_SHARES["dataloader_next"])
+
+
+def test_compare_reads_an_ended_runs_gpu_busy_over_its_life(api: PrometheusAPI) -> None:
+    side = side_of(api, Deployment(RecordNames(WINDOW), {TRIAL_STALE: AlertRule(TRIAL_STALE, 300,
+                                                                                "x")}),
+                   ("e", "ended", "0"), 3600, BASE + 400)
+    assert side.gpu_busy == pytest.approx(ENDED_GPU_BUSY, abs=0.01)

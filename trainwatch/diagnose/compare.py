@@ -124,10 +124,14 @@ def side_of(api: PrometheusAPI, deployment: Deployment, ref: tuple[str, str, str
             side.phase_seconds[labels.get("phase", "")] = total / steps
     side.loader_limit = value(select(names.LOADER_LIMIT, **sel))
     side.step_limit = value(select(names.STEP_LIMIT, **sel))
-    window = f"[{max(1, round(min(life, now - run.start)))}s]"
+    # Running: over its life so far, up to now. Ended: over its life, start to final push,
+    # read at its last sample (Run.life_range), not the minutes its group stayed after it.
+    running = run.current and run.exit_reason is None
+    window = f"[{max(1, round(min(life, now - run.start)))}s]" if running else run.life_range
+    at = pinned if running else api.pinned(run.last)
     # "GPU busy" as the one recording rule defines it, with the source it came from.
     busy = f"avg_over_time({select(deployment.names.trial_gpu_busy, **sel)}{window})"
-    for labels, found in pinned.query(f"avg by (source) ({busy})"):
+    for labels, found in at.query(f"avg by (source) ({busy})"):
         if not math.isnan(found):
             side.gpu_busy = found
             side.gpu_busy_source = BUSY_SOURCES.get(labels.get("source", ""), "?")
