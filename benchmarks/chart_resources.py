@@ -22,8 +22,8 @@ from pathlib import Path
 
 from benchmarks.http_load import proc_status
 from benchmarks.stack import free_port
-from trainwatch.stack.layout import StateDir
-from trainwatch.stack.procs import ProcRecord
+from trainwatch.layout import StateDir
+from trainwatch.procs import ProcRecord
 from trainwatch.stack.settings import DEFAULT_PORTS
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,8 +16,8 @@ import pytest
 from trainwatch.contract import remedies
 from trainwatch.demo import DemoResult, run
 from trainwatch.demo.__main__ import default_state_dir, main
+from trainwatch.layout import StateDir
 from trainwatch.stack import commands
-from trainwatch.stack.layout import StateDir
 from trainwatch.webhook import alerts_in
 
 pytest.importorskip("torch")

@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from benchmarks.stack import REPO, free_port, http_get, require_binary, wait_until
-from trainwatch.stack import procs
-from trainwatch.stack.lookup import prometheus_url
+from trainwatch import procs
+from trainwatch.lookup import prometheus_url
 from trainwatch.stack.services import grafana_provisioning
 from trainwatch.stack.settings import SERVICES
 from trial_instrumentation import names

@@ -1,5 +1,5 @@
-"""What every `trainwatch` command shares: its exit codes, its duration arguments and how it
-says how long ago something happened.
+"""What every `trainwatch` command shares: its exit codes, its duration and time arguments and
+how it says how long ago something happened.
 
 >>> duration("1h30m"), ago(420)
 (5400.0, '7 minutes')
@@ -8,6 +8,7 @@ says how long ago something happened.
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
 
 from trial_instrumentation.durations import parse_duration
 
@@ -25,6 +26,28 @@ def duration(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"not a duration: {text!r} (e.g. 90s, 30m, 1h, 2d)") from None
+
+
+def parse_time(text: str) -> float:
+    """Unix seconds from ``1700000000`` or an ISO 8601 time (``2026-11-23T08:00:00Z``; a time
+    without a zone is UTC).
+
+    >>> parse_time("1700000000"), parse_time("2023-11-14T22:13:20Z")
+    (1700000000.0, 1700000000.0)
+    """
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        parsed = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a time: {text!r} (Unix seconds or ISO 8601, e.g. 2026-11-23T08:00:00Z)"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
 
 
 def ago(seconds: float) -> str:

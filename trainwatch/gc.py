@@ -30,7 +30,7 @@ from typing import Any
 
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, duration
 from trainwatch.httpget import ResponseTooLarge, fetch
-from trainwatch.stack.lookup import NoPrometheus, stack_url
+from trainwatch.lookup import NoPrometheus, stack_url
 from trial_instrumentation import names
 
 # An ended group's final push must be scraped before it goes: a few scrape intervals.

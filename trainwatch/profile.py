@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, EXIT_USAGE, add_prometheus
+from trainwatch.lookup import prometheus_url
 from trainwatch.promapi import PrometheusAPI, PrometheusError
-from trainwatch.stack.lookup import prometheus_url
 from trial_instrumentation import names
 from trial_instrumentation.config import profile_steps
 

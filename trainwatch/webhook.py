@@ -37,6 +37,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from trainwatch.layout import StackError, project_file
+from trainwatch.runbooks import render
+
 Notification = dict[str, Any]
 
 # Where the shipped alertmanager.yml's webhooks send, and the stack's receiver listens.
@@ -99,8 +102,6 @@ class WebhookReceiver:
                 if path == "/-/ready":
                     self._send(b"ready\n", "text/plain; charset=utf-8")
                 elif path == RUNBOOKS_PATH and owner.runbooks is not None:
-                    from trainwatch.stack.runbooks import render  # only for this page
-
                     page = render(owner.runbooks.read_text(errors="replace"))
                     self._send(page.encode(), "text/html; charset=utf-8")
                 else:
@@ -197,8 +198,6 @@ def notification_text(note: Notification, templates: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print (and with --record, keep) every notification delivered until Ctrl-C or SIGTERM."""
-    from trainwatch.stack.layout import StackError, project_file
-
     parser = argparse.ArgumentParser(prog="python -m trainwatch.webhook",
                                      description="print Alertmanager's webhook notifications")
     where = parser.add_mutually_exclusive_group()

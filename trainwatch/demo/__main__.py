@@ -9,9 +9,9 @@ from pathlib import Path
 
 from trainwatch.alertmanager import AlertmanagerConfigError
 from trainwatch.demo.run import DemoError, run
+from trainwatch.layout import ENV_STATE_DIR, StackError
+from trainwatch.layout import default_state_dir as default_stack_dir
 from trainwatch.promapi import PrometheusError
-from trainwatch.stack.layout import ENV_STATE_DIR, StackError
-from trainwatch.stack.layout import default_state_dir as default_stack_dir
 
 # Under the stack's state directory ($TRAINWATCH_STATE_DIR, else ~/.local/state/trainwatch),
 # beside the `make run` stack's files, never mixed with them.

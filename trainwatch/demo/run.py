@@ -30,10 +30,10 @@ from trainwatch.alertmanager import render_config, write_config
 from trainwatch.contract.alerts import DATALOADER_BOUND
 from trainwatch.contract.records import RecordNames
 from trainwatch.demo import show
+from trainwatch.layout import StateDir, project_file
 from trainwatch.promapi import PrometheusAPI
 from trainwatch.stack import commands
 from trainwatch.stack.health import http_status
-from trainwatch.stack.layout import StateDir, project_file
 from trainwatch.stack.services import notifications_file
 from trainwatch.stack.settings import DEFAULT_PORTS, READY_PATHS, StackSettings
 from trainwatch.stack.up import up as stack_up

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
-from trainwatch.stack.layout import path_hint
+from trainwatch.layout import path_hint
 from trainwatch.webhook import Notification, notification_text
 
 

@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any
 
-from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, duration
+from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, duration, parse_time
 from trainwatch.diagnose import compare, render
 from trainwatch.diagnose.history import gather_runs
 from trainwatch.diagnose.report import UnknownTrial
@@ -24,9 +24,8 @@ from trainwatch.diagnose.rulesource import deployment_of
 from trainwatch.diagnose.servers import NotOnAnyServer, holding
 from trainwatch.diagnose.trials import DEFAULT_SINCE, list_trials
 from trainwatch.diagnose.verdict import worst_exit_code
+from trainwatch.lookup import prometheus_url
 from trainwatch.promapi import PrometheusAPI, PrometheusError
-from trainwatch.report.window import parse_time
-from trainwatch.stack.lookup import prometheus_url
 
 COMMANDS = ("diagnose", "trials", "compare")
 

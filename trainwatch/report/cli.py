@@ -9,12 +9,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, duration
+from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, duration, parse_time
 from trainwatch.diagnose.report import UnknownTrial
 from trainwatch.diagnose.servers import holding
+from trainwatch.lookup import prometheus_url
 from trainwatch.promapi import PrometheusAPI, PrometheusError
-from trainwatch.report.window import Asked, Window, parse_time
-from trainwatch.stack.lookup import prometheus_url
+from trainwatch.report.window import Asked, Window
 
 
 def add_parser(commands: Any) -> None:

@@ -8,7 +8,6 @@ key is reached with ``--at`` or ``--start``/``--end``.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,28 +21,6 @@ POINTS = 360
 DEFAULT_SINCE = 3600.0
 # A run's life is drawn with this share of it (at least a second) as a margin each side.
 MARGIN = 0.02
-
-
-def parse_time(text: str) -> float:
-    """Unix seconds from ``1700000000`` or an ISO 8601 time (``2026-11-23T08:00:00Z``; a time
-    without a zone is UTC).
-
-    >>> parse_time("1700000000"), parse_time("2023-11-14T22:13:20Z")
-    (1700000000.0, 1700000000.0)
-    """
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        parsed = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"not a time: {text!r} (Unix seconds or ISO 8601, e.g. 2026-11-23T08:00:00Z)"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
 
 
 def utc(seconds: float) -> str:

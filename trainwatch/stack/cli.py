@@ -7,8 +7,8 @@ import sys
 from typing import Any
 
 from trainwatch.cliutil import EXIT_USAGE
+from trainwatch.layout import ENV_STATE_DIR, StackError, StateDir
 from trainwatch.stack import commands
-from trainwatch.stack.layout import ENV_STATE_DIR, StackError, StateDir
 from trainwatch.stack.settings import DEFAULT_PORTS, GC_EVERY, StackSettings
 from trainwatch.stack.up import up
 

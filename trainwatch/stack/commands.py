@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from trainwatch import procs
 from trainwatch.cliutil import EXIT_FOUND, EXIT_OK
-from trainwatch.stack import health, inventory, procs
+from trainwatch.layout import StateDir, project_file
+from trainwatch.procs import ProcRecord
+from trainwatch.stack import health, inventory
 from trainwatch.stack.gc_loop import Pass
-from trainwatch.stack.layout import StateDir
-from trainwatch.stack.procs import ProcRecord
 from trainwatch.stack.services import gc_status_file, notifications_file
 from trainwatch.stack.settings import (
     DEFAULT_PORTS,
@@ -18,6 +19,7 @@ from trainwatch.stack.settings import (
     SERVICES,
     StackSettings,
 )
+from trainwatch.webhook import notification_text, recorded
 
 Say = Callable[[str], None]
 
@@ -135,9 +137,6 @@ def _down(state: StateDir, say: Say) -> int:
 def notifications(state: StateDir, say: Say = say_line) -> int:
     """Every notification the stack's webhook receiver was delivered, oldest first, each with
     the time it arrived and its text as the shipped templates render it."""
-    from trainwatch.stack.layout import project_file
-    from trainwatch.webhook import notification_text, recorded
-
     path = notifications_file(state)
     templates = project_file("prometheus/alertmanager/templates")
     count = 0

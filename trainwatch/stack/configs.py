@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from trainwatch.alertmanager import AlertmanagerConfigError, render_config
-from trainwatch.stack.layout import REPO, StackError, StateDir, project_file
+from trainwatch.layout import REPO, StackError, StateDir, project_file
 from trainwatch.stack.settings import StackSettings
 
 # Which stack port each scrape job of prometheus/prometheus.yml reaches.

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trainwatch.stack.layout import StackError
+from trainwatch.layout import StackError
 
 
 def http_status(url: str, timeout: float = 1.0, method: str = "GET") -> int | None:

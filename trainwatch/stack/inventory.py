@@ -6,12 +6,11 @@ import os
 from contextlib import suppress
 from dataclasses import dataclass, field
 
-from trainwatch.stack import procs
-from trainwatch.stack.layout import StateDir
-from trainwatch.stack.procs import CorruptRecord, ProcRecord
+from trainwatch import procs
+from trainwatch.layout import StateDir
+from trainwatch.lookup import listen_port
+from trainwatch.procs import CorruptRecord, ProcRecord
 from trainwatch.stack.settings import PROCESSES
-
-LISTEN_FLAG = "--web.listen-address="
 
 
 @dataclass
@@ -37,13 +36,6 @@ def listening_ports(inv: Inventory) -> dict[str, int]:
     even when stack.json was lost. (Grafana takes its port from the environment: not here.)"""
     ports = {service: listen_port(record) for service, record in inv.alive.items()}
     return {service: port for service, port in ports.items() if port is not None}
-
-
-def listen_port(record: ProcRecord) -> int | None:
-    for arg in record.argv:
-        if arg.startswith(LISTEN_FLAG):
-            return int(arg.rsplit(":", 1)[1])
-    return None
 
 
 def _session_leader(record: ProcRecord) -> bool:

@@ -15,9 +15,9 @@ from pathlib import Path
 import yaml
 
 from trainwatch.cliutil import duration
+from trainwatch.layout import REPO, StackError, StateDir, project_file
+from trainwatch.lookup import LISTEN_FLAG
 from trainwatch.stack import configs
-from trainwatch.stack.inventory import LISTEN_FLAG
-from trainwatch.stack.layout import REPO, StackError, StateDir, project_file
 from trainwatch.stack.settings import GC_EVERY, READY_PATHS, StackSettings
 
 GRAFANA_HINT = ("grafana: not started (no grafana-server or grafana on PATH); to get one: "

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from trainwatch.stack.layout import StackError
+from trainwatch.layout import StackError
 from trial_instrumentation.durations import is_prometheus_duration
 
 # Outside 9090-9100 so that a user's own Prometheus, Pushgateway or Alertmanager keeps its port;

@@ -6,11 +6,12 @@ import shutil
 from collections.abc import Callable
 from dataclasses import replace
 
+from trainwatch import procs
 from trainwatch.cliutil import EXIT_OK
-from trainwatch.stack import configs, health, inventory, procs, services
+from trainwatch.layout import StackError, StateDir, path_hint
+from trainwatch.procs import ProcRecord
+from trainwatch.stack import configs, health, inventory, services
 from trainwatch.stack.commands import Say, say_line, status
-from trainwatch.stack.layout import StackError, StateDir, path_hint
-from trainwatch.stack.procs import ProcRecord
 from trainwatch.stack.services import ServiceSpec
 from trainwatch.stack.settings import DEFAULT_PORTS, StackSettings, check
 from trial_instrumentation import names

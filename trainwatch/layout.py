@@ -15,7 +15,7 @@ from pathlib import Path
 
 ENV_STATE_DIR = "TRAINWATCH_STATE_DIR"
 # The checkout holding prometheus/, grafana/ and exporter/ (`pip install -e .` keeps it there).
-REPO = Path(__file__).resolve().parent.parent.parent
+REPO = Path(__file__).resolve().parent.parent
 
 
 class StackError(RuntimeError):

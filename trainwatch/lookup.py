@@ -1,16 +1,23 @@
-"""Which Prometheus the operator's commands read when ``--prometheus`` is not given."""
+"""Which Prometheus the operator's commands read when ``--prometheus`` is not given, and where
+any other service of the running stack listens (gc's Pushgateway).
+
+Read from the stack's pid records (``trainwatch.procs``) in its state directory
+(``trainwatch.layout``): below ``trainwatch.stack``, which starts the services, and below the
+commands that read them, so neither has to import the other.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 
-from trainwatch.stack import procs
-from trainwatch.stack.inventory import listen_port
-from trainwatch.stack.layout import ENV_STATE_DIR, StateDir
-from trainwatch.stack.procs import CorruptRecord, ProcRecord
+from trainwatch import procs
+from trainwatch.layout import ENV_STATE_DIR, StateDir
+from trainwatch.procs import CorruptRecord, ProcRecord
 
 ENV_PROMETHEUS = "TRAINWATCH_PROMETHEUS"
+# How the stack tells each of its services where to listen; read back from a process's argv.
+LISTEN_FLAG = "--web.listen-address="
 
 
 class NoPrometheus(ValueError):
@@ -50,3 +57,11 @@ def stack_url(service: str, otherwise: str, env: Mapping[str, str] | None = None
                            f"`trainwatch stack up` (none runs with state in {state.root}; "
                            f"{ENV_STATE_DIR} picks another)")
     return f"http://127.0.0.1:{port}"
+
+
+def listen_port(record: ProcRecord) -> int | None:
+    """The port a service was started with (its ``--web.listen-address=HOST:PORT``), or None."""
+    for arg in record.argv:
+        if arg.startswith(LISTEN_FLAG):
+            return int(arg.rsplit(":", 1)[1])
+    return None
