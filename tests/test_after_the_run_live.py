@@ -149,7 +149,18 @@ def test_an_ended_trial_is_diagnosed_over_its_life_after_gc_retired_its_group(
     assert cause is not None and cause["kind"] in LOADER_REMEDIES, report
     assert verdict["remedy"].startswith(LOADER_REMEDIES[cause["kind"]].split("{")[0])
     assert "CPU-seconds/s" in cause["evidence"] and "the trial process" in cause["evidence"]
+    # One answer whenever it is asked: its cause and figures over [start, final push] are the
+    # same while its group stayed and after gc retired it (the window once ran to the last
+    # scrape, and the cause drifted from "too few workers" to "latency" as it lengthened).
     assert before["loader_cause"] is not None
+    assert before["loader_cause"]["kind"] == cause["kind"], (before["loader_cause"], cause)
+    assert "workers wanting" not in cause["evidence"]  # --workers 0: no word of workers
+    # An ended run crossed no stale threshold: kind "ended"; its figure is its life's share,
+    # and its finding is the one it had while it ran (and in `trials`).
+    assert verdict["kind"] == "ended" and verdict["finding"] == before["verdict"]["finding"] \
+        == "dataloader", verdict
+    assert verdict["measured"] == pytest.approx(report["phases"][0]["share"])
+    assert verdict["comparison"] == ">" and verdict["threshold"] == 0.3
     assert report["phases"][0]["phase"] == names.DATALOADER_NEXT
     # Over its life: the final count over the time from its start to its last push.
     life = run["pushed"] - run["started"]
@@ -247,6 +258,7 @@ def test_at_an_instant_of_its_run_an_ended_trial_is_read_as_it_was_then(
                         "--at", f"{middle:.3f}")
     [then] = doc["reports"]
     assert then["verdict"]["kind"] == "dataloader" and code == 1, then["verdict"]
+    assert then["verdict"]["finding"] == diagnosed(stack, "slow")["verdict"]["finding"]
     assert then["run"]["pid"] == run["pid"] and then["verdict"]["measured"] > 0.3  # its share
 
 

@@ -30,10 +30,9 @@ _PER_TRIAL = tuple(label for label in TRIAL_LABELS if label != "rank")
 
 
 def over_window(s: Settings, rate: str) -> str:
-    """figures.over_window with the age's own expression, not its record: these rules run in
-    another group than the trial group's, which may be evaluated after them."""
-    seconds = parse_duration(s.rate_window)
-    return figures.over_window(rate, seconds, figures.inline_age(s.selector("trial"), seconds))
+    """figures.over_window over the run_age record: the loader's figures are recorded in the
+    trial group, after it (loader_figure_rules)."""
+    return figures.over_window(rate, parse_duration(s.rate_window), RecordNames(s.rate_window).run_age)
 
 
 def _labelled(expr: str, cause: str, labels: tuple[str, ...]) -> str:
@@ -162,16 +161,22 @@ def exchange_cause(s: Settings, n: RecordNames) -> str:
     return f"(\n{_indent(labelled)}\n)\nand {on_trial}\n{slow}"
 
 
-def cause_rules(s: Settings) -> list[dict[str, Any]]:
+def loader_figure_rules(s: Settings) -> list[dict[str, Any]]:
+    """The loader's per-rank figures, each raw series read once per evaluation: recorded in
+    the trial group after its run_age record (a young rank's over its own age); the causes
+    read these records."""
     n = RecordNames(s.rate_window)
     trial, w = s.selector("trial"), s.rate_window
 
     def rate(metric: str) -> str:
         return over_window(s, f"sum {by(*TRIAL_LABELS)} (rate({select(metric, trial)}[{w}]))")
 
-    # Each raw series read once per evaluation; the causes read these records.
     return [{"record": n.loader_worker_cpu, "expr": loader_worker_cpu(s)},
             {"record": n.loader_read_bytes, "expr": rate(f"{names.LOADER_READ_BYTES}_total")},
-            {"record": n.loader_rchar_bytes, "expr": rate(f"{names.LOADER_RCHAR_BYTES}_total")},
-            {"record": n.loader_cause, "expr": loader_cause(s, n)},
+            {"record": n.loader_rchar_bytes, "expr": rate(f"{names.LOADER_RCHAR_BYTES}_total")}]
+
+
+def cause_rules(s: Settings) -> list[dict[str, Any]]:
+    n = RecordNames(s.rate_window)
+    return [{"record": n.loader_cause, "expr": loader_cause(s, n)},
             {"record": n.exchange_cause, "expr": exchange_cause(s, n)}]

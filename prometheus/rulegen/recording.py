@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus.rulegen.causes import cause_rules
+from prometheus.rulegen.causes import cause_rules, loader_figure_rules
 from prometheus.rulegen.settings import Settings
 from trainwatch.contract import figures
 from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
@@ -54,6 +54,7 @@ def _trial_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
         _record(n.phase_share, figures.phase_share(n.phase_sum_rate, n.step_sum_rate)),
         _record(n.steps_rate, born_at_zero(f"{names.STEPS}_total")),
         _record(n.samples_rate, born_at_zero(f"{names.SAMPLES}_total")),
+        *loader_figure_rules(s),
     ]
     return rules + [_pulled_last_scrape(s, n)] + _rank_rules(s, n)
 
