@@ -262,7 +262,20 @@ VERDICT_RANKS: dict[str, tuple[dict[str, float], str, float | None,
     "13": ({"train_batch": 0.9}, "n2", 0.3, None),  # MFU low but GPU underused: underused
     "14": ({"train_batch": 0.9}, "n2", 0.9, None),  # MFU low, younger than the rate window
 }
-NODE_CPU = {"n1": 0.95, "n2": 0.5}
+# Each check exactly at its threshold (the shipped thresholds.yaml, read here: no copies) is
+# not over it, in the panel and in decide() alike; the next check or GPU-bound decides.
+_AT = {name: load_settings().threshold(name) for name in (
+    "TrainwatchDataloaderBound", "TrainwatchHostToDeviceBound", "TrainwatchCPUSaturated",
+    "TrainwatchGPUUnderutilized")}
+VERDICT_RANKS.update({
+    "15": ({"dataloader_next": _AT["TrainwatchDataloaderBound"], "train_batch": 0.5}, "n2", 0.9,
+           None),
+    "16": ({"to_device": _AT["TrainwatchHostToDeviceBound"], "train_batch": 0.6}, "n2", 0.9,
+           None),
+    "17": ({"train_batch": 0.9}, "n3", 0.9, None),  # node CPU exactly at its threshold
+    "18": ({"train_batch": 0.9}, "n2", _AT["TrainwatchGPUUnderutilized"], None),
+})
+NODE_CPU = {"n1": 0.95, "n2": 0.5, "n3": _AT["TrainwatchCPUSaturated"]}
 # Ranks with an MFU (trial:trainwatch_trial_mfu:ratio_rate5m) and whether they counted samples
 # a whole rate window ago (a younger rank's MFU rate reads low: never claimed).
 VERDICT_MFU = {"9": (0.45, True), "10": (0.12, True), "11": (0.1, True), "12": (0.2, True),
