@@ -16,12 +16,22 @@ from typing import Any
 import yaml
 
 from trainwatch.contract.alerts import TRIAL_STALE
+from trial_instrumentation import names
 from trial_instrumentation.durations import is_prometheus_duration, parse_duration
 
 DEFAULT_THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds.yaml"
 # Where alerts link when thresholds.yaml names no runbook_url: docs/runbooks.md as published.
 RUNBOOK_URL = "https://github.com/trainwatch/trainwatch/blob/main/docs/runbooks.md"
 SEVERITIES = ("info", "warning", "critical")
+
+
+# The phase selectors, from the phase names the library times (trial_instrumentation.names),
+# defined there once: `trainwatch diagnose` (verdict.py) reads the same names.
+PHASE_SELECTORS = {
+    "dataloader_phase": f'phase="{names.DATALOADER_NEXT}"',
+    "host_to_device_phases": f'phase=~"{names.TO_DEVICE}|{names.FROM_DEVICE}"',
+    "rank_wait_phases": f'phase="{names.WAIT_FOR_RANKS}"',
+}
 
 
 class SettingsError(ValueError):
@@ -196,13 +206,17 @@ def parse_settings(doc: object, source: str) -> Settings:
             raise SettingsError(f"{source}: top-level key {key!r} is missing")
     selectors = _mapping(root["selectors"], f"{source}: selectors")
     for name, value in selectors.items():
+        if name in PHASE_SELECTORS:
+            raise SettingsError(f"{source}: selectors.{name} is not set here: the phase names "
+                                "come from trial_instrumentation/names.py, as the library "
+                                "times them")
         if not isinstance(value, str) or not value:
             raise SettingsError(f"{source}: selectors.{name} must be a non-empty string")
     alerts = {name: _alert(_mapping(body, f"{source}: alerts.{name}"), f"{source}: alerts.{name}")
               for name, body in _mapping(root["alerts"], f"{source}: alerts").items()}
     runbook = root.get("runbook_url", RUNBOOK_URL)
     quantile_interval = root.get("quantile_interval")
-    return Settings(source=source, selectors=dict(selectors), alerts=alerts,
+    return Settings(source=source, selectors={**selectors, **PHASE_SELECTORS}, alerts=alerts,
                     rate_window=check_duration(root["rate_window"], f"{source}: rate_window"),
                     runbook_url=check_url(runbook, f"{source}: runbook_url"),
                     quantile_interval=None if quantile_interval is None else
