@@ -130,8 +130,9 @@ def first_value(rows: list[tuple[Labels, float]]) -> float | None:
     return rows[0][1] if rows else None
 
 
-def live_trials(api: PrometheusAPI, experiment: str | None = None) -> list[Labels]:
-    """trainwatch_trial_info of every trial in Prometheus (of ``experiment`` if given)."""
+def scraped_trials(api: PrometheusAPI, experiment: str | None = None) -> list[Labels]:
+    """trainwatch_trial_info of every trial rank Prometheus scrapes now, running or ended (of
+    ``experiment`` if given): not only the live ones (rulegen's live_trials())."""
     rows = api.query(selector(names.TRIAL_INFO, experiment=experiment))
     return sorted((labels for labels, _ in rows), key=rank_key)
 
@@ -144,7 +145,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     ``trial`` is None, every rank when ``rank`` is None; only the ranks ``only`` names, if
     given. A rank whose run started (``starts``) less than a rate window ago is read from its
     own samples, never from a rate that spans the run before it under the same key."""
-    infos = live_trials(api, experiment)
+    infos = scraped_trials(api, experiment)
     chosen = [i for i in infos
               if trial in (None, i.get("trial")) and rank in (None, i.get("rank"))
               and (only is None or rank_key(i) in only)]
@@ -339,6 +340,6 @@ def _unknown_message(api: PrometheusAPI, infos: list[Labels], experiment: str,
         known = [f"{t} (rank {', '.join(sorted(r))})" for t, r in sorted(ranks.items())]
         return (f"no trial {wanted} in Prometheus; trials of experiment {experiment}: "
                 + ", ".join(known))
-    experiments = sorted({labels.get("experiment", "") for labels in live_trials(api)})
+    experiments = sorted({labels.get("experiment", "") for labels in scraped_trials(api)})
     listed = ", ".join(experiments) if experiments else "none (no trial has pushed metrics)"
     return f"no experiment {experiment!r} in Prometheus; experiments: {listed}"
