@@ -30,6 +30,7 @@ from prometheus_client import CollectorRegistry, Histogram
 import trial_instrumentation as ti
 from benchmarks.cpu import spin
 from benchmarks.http_load import BlackHole
+from trial_instrumentation import names
 
 STEP_SECONDS = 0.001
 PHASE = "trainwatch: with trial.phase(name)"
@@ -158,11 +159,13 @@ def step_slowdown(steps: int = 50, rounds: int = 201) -> tuple[float, float]:
 
 def loop_while_pushes_hang(steps: int = 1000) -> tuple[float, float, float]:
     """(median step, slowest step, failed pushes) with a gateway that accepts and never
-    answers, pushing every 50 ms: a push on the training thread would show in the max."""
+    answers, pushing as often as a trial may (names.MIN_PUSH_INTERVAL): a push on the training
+    thread would show in the max."""
     hole = BlackHole()
     try:
         trial = ti.Trial(experiment="bench", trial="t", pushgateway=hole.url,
-                         push_interval=0.05, read_timeout=0.2, exit_timeout=0.5)
+                         push_interval=names.MIN_PUSH_INTERVAL, read_timeout=0.2,
+                         exit_timeout=0.5)
         with trial:
             durations = instrumented_loop(trial, steps)
         failed = trial.registry.get_sample_value("trainwatch_trial_push_failures_total") or 0

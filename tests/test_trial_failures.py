@@ -4,6 +4,7 @@ exit is bounded."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import logging
@@ -21,6 +22,7 @@ import trial_instrumentation as ti
 from benchmarks.http_load import BlackHole
 from benchmarks.stack import wait_until
 from tests.trial_support import StatusServer, closed_port_url, cpu_loop
+from trial_instrumentation import names
 from trial_instrumentation.transport import PushError
 
 FAILURES = "trainwatch_trial_push_failures_total"
@@ -32,8 +34,12 @@ FAILED_PUSHES = 150  # over which memory must stay flat
 
 def make_trial(url: str | None, interval: float = 0.05,
                timeout: float = READ_TIMEOUT) -> ti.Trial:
-    return ti.Trial(experiment="fail", trial="t", pushgateway=url, push_interval=interval,
-                    connect_timeout=timeout, read_timeout=timeout, exit_timeout=EXIT_TIMEOUT)
+    trial = ti.Trial(experiment="fail", trial="t", pushgateway=url,
+                     push_interval=max(interval, names.MIN_PUSH_INTERVAL),
+                     connect_timeout=timeout, read_timeout=timeout, exit_timeout=EXIT_TIMEOUT)
+    # Pushes more often than a Trial accepts, to load the pusher: set before start().
+    trial.config = dataclasses.replace(trial.config, push_interval=interval)
+    return trial
 
 
 def failures(trial: ti.Trial) -> float:

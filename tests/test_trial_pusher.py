@@ -7,6 +7,7 @@ test_trial_failures.py and test_trial_live.py.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import time
@@ -19,6 +20,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from benchmarks.http_load import BlackHole
 from benchmarks.stack import wait_until
 from tests.trial_support import StatusServer, run_script
+from trial_instrumentation import names
 from trial_instrumentation import pusher as pusher_module
 from trial_instrumentation.collector import TrialState
 from trial_instrumentation.config import resolve
@@ -29,8 +31,11 @@ GROUP = "/metrics/job/trainwatch_trial/experiment/e/rank/0/trial/t"  # keys sort
 
 def make(url: str, interval: float, read_timeout: float = 5.0,
          **auth: str) -> tuple[Pusher, TrialState]:
-    config = resolve(pushgateway=url, experiment="e", trial="t", push_interval=interval,
+    config = resolve(pushgateway=url, experiment="e", trial="t",
+                     push_interval=max(interval, names.MIN_PUSH_INTERVAL),
                      read_timeout=read_timeout, env={}, **auth)  # type: ignore[arg-type]
+    # The pusher at intervals below the floor a Trial accepts: seconds in all, not minutes.
+    config = dataclasses.replace(config, push_interval=interval)
     registry = CollectorRegistry()
     Gauge("answer", "a metric to push", registry=registry).set(42)
     state = TrialState(config.buckets, {})

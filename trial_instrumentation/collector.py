@@ -8,6 +8,7 @@ the trial's private ``CollectorRegistry``, reads plain lists and ints when the p
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -22,7 +23,10 @@ from prometheus_client.utils import floatToGoString
 
 from trial_instrumentation import names
 from trial_instrumentation.loader import Progress
+from trial_instrumentation.parsers import shown
 from trial_instrumentation.timing import Histogram
+
+log = logging.getLogger(__name__)
 
 
 @functools.lru_cache(maxsize=8)
@@ -70,13 +74,39 @@ class TrialState:
     # every share for one push.
     announced: set[str] = field(default_factory=set)
     steps_delivered: float = 0.0
+    dropped_phase: str | None = None  # the first phase name past names.MAX_PHASES, if any
 
     def __post_init__(self) -> None:
         self.step = Histogram(self.buckets)
 
     def phase_histogram(self, name: str) -> Histogram:
-        bounds = self.buckets if self.phase_buckets is None else self.phase_buckets
-        return self.phases.setdefault(name, Histogram(bounds))
+        """Phase ``name``'s histogram, made at its first use; a name :meth:`admits` refuses
+        gets a detached one that is never collected."""
+        histogram = self.phases.get(name)
+        if histogram is None:
+            histogram = Histogram(self.buckets if self.phase_buckets is None
+                                  else self.phase_buckets)
+            if self.admits(name):
+                self.phases[name] = histogram
+        return histogram
+
+    def admits(self, name: str) -> bool:
+        """Whether phase ``name`` is timed: the standard phases always, at most
+        ``names.MAX_PHASES`` others. Asked when a phase is first used, never per observation;
+        the first name refused is logged, once."""
+        if name in self.phases or name in names.ALWAYS_TIMED_PHASES:
+            return True
+        if self.dropped_phase is not None:  # full, and it stays full: no phase leaves
+            return False
+        standard = sum(phase in self.phases for phase in names.ALWAYS_TIMED_PHASES)
+        if len(self.phases) - standard < names.MAX_PHASES:
+            return True
+        self.dropped_phase = name
+        log.warning("trainwatch: phase %s is not timed: this trial already times %d phase "
+                    "names besides the standard ones, the limit (names.MAX_PHASES); a name "
+                    "made per step or per item is a bug. Later new names are not timed "
+                    "either, and not logged", shown(name), names.MAX_PHASES)
+        return False
 
 
 class TrialCollector(Collector):

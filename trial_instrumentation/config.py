@@ -78,6 +78,7 @@ class ProfileSettings:
         shown=_mebibytes)
 
 
+_LABEL = f"grouping key label (at most {names.MAX_LABEL_LENGTH} characters, no `/`)"
 _BUCKETS_SHOWN = (f"{names.DEFAULT_BUCKETS[0] * 1000:g} ms doubling to "
                   f"{names.DEFAULT_BUCKETS[-1]:g} s ({len(names.DEFAULT_BUCKETS)} bounds)")
 
@@ -92,14 +93,13 @@ class TrialConfig:
     pull_port: int | None = _setting(
         None, parsers.port, "serve `/metrics` on this port instead of pushing (`0`: any free "
         "port)", env=names.ENV_PULL_PORT)
-    experiment: str = _setting("", parsers.label, "grouping key label", env=names.ENV_EXPERIMENT,
+    experiment: str = _setting("", parsers.label, _LABEL, env=names.ENV_EXPERIMENT,
                                required=True)
-    trial: str = _setting("", parsers.label, "grouping key label", env=names.ENV_TRIAL,
-                          required=True)
-    rank: int = _setting(0, parsers.int_at_least(0), "grouping key `rank` (torchrun sets it)",
+    trial: str = _setting("", parsers.label, _LABEL, env=names.ENV_TRIAL, required=True)
+    rank: int = _setting(0, parsers.label_int(0), "grouping key `rank` (torchrun sets it)",
                          env=names.ENV_RANK)
     world_size: int = _setting(
-        1, parsers.int_at_least(1), "the trial's ranks, `trainwatch_trial_info{world_size}` "
+        1, parsers.label_int(1), "the trial's ranks, `trainwatch_trial_info{world_size}` "
         "(torchrun sets it)", env=names.ENV_WORLD_SIZE)
     local_rank: int | None = _setting(
         None, parsers.int_at_least(0), "the GPU this rank reports while it has not yet "
@@ -109,11 +109,12 @@ class TrialConfig:
         "comma-separated; replaces detection through torch (JAX, TensorFlow, or a scheduler "
         "that knows the allocation)", env=names.ENV_GPU_UUIDS, shown="unset")
     nodename: str = _setting(
-        lambda: os.uname().nodename, str, "host name for the join to the exporter (below)",
-        env=names.ENV_NODENAME, argument=False, shown="`uname -n`")
+        lambda: os.uname().nodename, parsers.label_value, "host name for the join to the "
+        "exporter (below)", env=names.ENV_NODENAME, argument=False, shown="`uname -n`")
     push_interval: float = _setting(
-        10.0, parsers.positive_duration, "time between pushes: seconds (`10`, `2.5`) or with a "
-        "unit (`10s`, `1m`, `1m30s`, `500ms`); the first push is at start",
+        10.0, parsers.push_interval, "time between pushes: seconds (`10`, `2.5`) or with a "
+        f"unit (`10s`, `1m`, `1m30s`, `500ms`), at least `{names.MIN_PUSH_INTERVAL:g}`; the "
+        "first push is at start",
         env=names.ENV_PUSH_INTERVAL)
     timing_mode: str = _setting(
         names.WALL, parsers.timing_mode, f"{', '.join(f'`{m}`' for m in names.TIMING_MODES)} "
@@ -197,7 +198,7 @@ class _Source:
         except parsers.NamedError:
             raise
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{where}: invalid value {value!r} ({exc})") from None
+            raise ValueError(f"{where}: invalid value {parsers.shown(value)} ({exc})") from None
 
     def read(self, cls: type, given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         """The values of ``cls``'s settings, and where each came from."""

@@ -68,6 +68,23 @@ STANDARD_PHASES = (DATALOADER_NEXT, TO_DEVICE, TRAIN_BATCH, STEP_LR_SCHEDULERS, 
 # ranks in lockstep all take the slowest rank's step time (thresholds.yaml rank_wait_phases).
 WAIT_FOR_RANKS = "wait_for_ranks"
 
+# Phase names always timed, whatever else a trial times: the standard ones and wait_for_ranks.
+ALWAYS_TIMED_PHASES = frozenset((*STANDARD_PHASES, WAIT_FOR_RANKS))
+
+# Bounds on what one trial creates (docs/instrumentation.md, "What one trial can create"); each is refused or
+# dropped with one line that names it, so no script can grow the trial's memory, its pushes or
+# the Pushgateway without end.
+# Phase names a trial times besides ALWAYS_TIMED_PHASES: a new name past them is not timed
+# (its timer is a no-op), logged once. Each name is a histogram of ~20 series in every push.
+MAX_PHASES = 64
+# Characters in a label value the trial pushes: experiment, trial, rank, a phase name, the
+# node name, a GPU UUID. Every Kubernetes object name and DNS name (253) fits; the grouping key
+# stays far below the request-line limits of servers (8 KiB) that push and `trainwatch gc`'s
+# DELETE go through.
+MAX_LABEL_LENGTH = 256
+# The shortest push interval, in seconds: every push collects and sends the whole group.
+MIN_PUSH_INTERVAL = 0.1
+
 # Exponential buckets sized for training: 0.5 ms doubling up to ~65 s (18 bounds + +Inf).
 # Web-latency buckets (prometheus_client's default tops out at 10 s) would put every slow
 # step in +Inf.

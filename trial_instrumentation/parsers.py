@@ -4,6 +4,8 @@ saying what it expected; the caller names the argument or variable.
 
 >>> phase_buckets("none"), phase_buckets("0.01, 0.1,1"), phase_buckets([])
 ((), (0.01, 0.1, 1.0), ())
+>>> shown("x" * 1000)
+"'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'... (1000 characters)"
 """
 
 from __future__ import annotations
@@ -21,10 +23,26 @@ from trial_instrumentation.timing import validate_buckets
 # NVML's UUID form: GPU-<hex and dashes>, or MIG-<...> for a MIG instance.
 _NVML_UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]+$")
 MAX_PROFILE_STEPS = 100  # a trace of more steps is too large to open in a browser
+SHOWN_CHARACTERS = 48  # of a value quoted in a message: a 10 MB name is one short line
 
 
 class NamedError(ValueError):
     """A parser's error whose message already names the argument: shown as it is."""
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, a long string cut to its first characters and its length."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARACTERS:
+        return f"{value[:SHOWN_CHARACTERS]!r}... ({len(value)} characters)"
+    text = repr(value)
+    return text if len(text) <= 2 * SHOWN_CHARACTERS else f"{text[:SHOWN_CHARACTERS]}..."
+
+
+def _bounded(text: str) -> str:
+    if len(text) > names.MAX_LABEL_LENGTH:
+        raise ValueError(f"a label value must be at most {names.MAX_LABEL_LENGTH} characters "
+                         f"(names.MAX_LABEL_LENGTH), not {len(text)}")
+    return text
 
 
 def url(value: str) -> str:
@@ -43,11 +61,35 @@ def positive_duration(value: str | float) -> float:
     return number
 
 
+def push_interval(value: str | float) -> float:
+    """A duration of at least ``names.MIN_PUSH_INTERVAL``."""
+    number = positive_duration(value)
+    if number < names.MIN_PUSH_INTERVAL:
+        raise ValueError(f"must be at least {names.MIN_PUSH_INTERVAL:g}s "
+                         "(names.MIN_PUSH_INTERVAL): every push collects and sends the whole "
+                         "group")
+    return number
+
+
 def int_at_least(minimum: int) -> Callable[[str | int], int]:
     def parse(value: str | int) -> int:
-        if isinstance(value, bool) or int(value) != float(value) or int(value) < minimum:
+        try:  # text: an integer literal; a number: a whole one (exact, whatever its size)
+            number = int(value)
+            whole = not isinstance(value, bool) and (isinstance(value, str) or number == value)
+        except OverflowError:  # inf
+            whole = False
+        if not whole or number < minimum:
             raise ValueError(f"must be an integer >= {minimum}")
-        return int(value)
+        return number
+    return parse
+
+
+def label_int(minimum: int) -> Callable[[str | int], int]:
+    """An integer >= ``minimum`` pushed as a label value (``rank``, ``world_size``)."""
+    def parse(value: str | int) -> int:
+        number = int_at_least(minimum)(value)
+        _bounded(str(number))
+        return number
     return parse
 
 
@@ -62,7 +104,12 @@ def label(value: str) -> str:
     text = str(value)
     if not text or "/" in text:
         raise ValueError("a grouping-key label value must be non-empty and contain no '/'")
-    return text
+    return _bounded(text)
+
+
+def label_value(value: str) -> str:
+    """Any text pushed as a label value (the node name): at most names.MAX_LABEL_LENGTH."""
+    return _bounded(str(value))
 
 
 def gpu_uuids(value: str | Iterable[str]) -> tuple[str, ...]:
@@ -70,7 +117,9 @@ def gpu_uuids(value: str | Iterable[str]) -> tuple[str, ...]:
     uuids = tuple(sorted({str(item).strip() for item in items} - {""}))
     if bad := [u for u in uuids if not _NVML_UUID.match(u)]:
         raise ValueError(f"expected NVML UUIDs like GPU-8c9b1f3e-..., "
-                         f"as nvidia-smi -L prints them, not {bad}")
+                         f"as nvidia-smi -L prints them, not {shown(bad)}")
+    for uuid in uuids:
+        _bounded(uuid)
     return uuids
 
 

@@ -17,6 +17,7 @@ from trial_instrumentation.gpus import TrainingGpus
 from trial_instrumentation.lifecycle import ExitHooks
 from trial_instrumentation.loader import TimedLoader
 from trial_instrumentation.loader_processes import LoaderProcessCollector, process_tree
+from trial_instrumentation.parsers import shown
 from trial_instrumentation.profile_trace import ProfileCollector
 from trial_instrumentation.profiling import NEVER, OnDemandProfiler
 from trial_instrumentation.pusher import Pusher
@@ -124,8 +125,9 @@ class Trial:
     def phase(self, name: str) -> Phase | NoopPhase:
         """The timer of phase ``name``: ``with trial.phase("train_batch"): ...``.
 
-        A name that is not a non-empty string is logged (once) and timed by a no-op: a typo
-        must not stop a run hours in."""
+        A name that is not a non-empty string of at most ``names.MAX_LABEL_LENGTH``
+        characters is logged (once) and timed by a no-op: a typo must not stop a run hours
+        in. So is a new name past ``names.MAX_PHASES`` (only the first one is logged)."""
         try:
             return self._phases[name]
         except (KeyError, TypeError):  # TypeError: an unhashable name, refused in _add_phase
@@ -273,7 +275,12 @@ class Trial:
 
     def _add_phase(self, name: str) -> Phase | NoopPhase:
         if not isinstance(name, str) or not name:
-            return self._bad_phase(name)
+            return self._bad_phase(name, "is not a non-empty string")
+        if len(name) > names.MAX_LABEL_LENGTH:
+            return self._bad_phase(name, f"is longer than {names.MAX_LABEL_LENGTH} characters "
+                                         "(names.MAX_LABEL_LENGTH)")
+        if not self._state.admits(name):  # past names.MAX_PHASES: logged there, once
+            return NoopPhase(name)
         histogram = self._state.phase_histogram(name)
         if self._make_phase is None:
             timer: Phase | NoopPhase = NoopPhase(name)
@@ -300,10 +307,9 @@ class Trial:
         self._resolver = resolver = torch_timing.EventResolver()
         return lambda name, histogram: torch_timing.EventPhase(name, histogram, resolver)
 
-    def _bad_phase(self, name: object) -> NoopPhase:
-        shown = repr(name)
-        if shown not in self._bad_names and len(self._bad_names) < MAX_LOGGED_BAD_NAMES:
-            self._bad_names.add(shown)
-            log.error("trainwatch: phase name %s is not a non-empty string; that phase is "
-                      "not timed", shown)
-        return NoopPhase(shown)
+    def _bad_phase(self, name: object, why: str) -> NoopPhase:
+        quoted = shown(name)
+        if quoted not in self._bad_names and len(self._bad_names) < MAX_LOGGED_BAD_NAMES:
+            self._bad_names.add(quoted)
+            log.error("trainwatch: phase name %s %s; that phase is not timed", quoted, why)
+        return NoopPhase(quoted)
