@@ -1,5 +1,9 @@
-"""What every `trainwatch` command shares: its exit codes, its duration and time arguments and
-how it says how long ago something happened.
+"""What every `trainwatch` command shares: its exit codes, its duration, time and timeout
+arguments and how it says how long ago something happened.
+
+Every number a flag takes is finite and in range, or the flag is refused in one line (an
+argparse error, exit 2): ``nan``, ``inf`` and ``1e308`` are numbers to Python's ``float``, and
+went on to delete nothing (``gc --max-age nan``) or to crash deep inside (``--timeout inf``).
 
 >>> duration("1h30m"), ago(420)
 (5400.0, '7 minutes')
@@ -8,6 +12,7 @@ how it says how long ago something happened.
 from __future__ import annotations
 
 import argparse
+import math
 from datetime import UTC, datetime
 
 from trial_instrumentation.durations import parse_duration
@@ -18,36 +23,87 @@ EXIT_FOUND = 1
 # Bad input, or nothing to read: an unknown trial, an unreachable Prometheus or Pushgateway.
 EXIT_USAGE = 2
 
+# The longest duration a flag takes: 100 years, past any retention or age that means anything.
+MAX_DURATION = 100 * 365 * 86400.0
+# The longest --timeout: a day, far past any answer (a socket's and a timer's limits are
+# centuries, but a number past them crashed the request).
+MAX_TIMEOUT = 86400.0
+# No Unix time trainwatch takes or reads is later: 2100-01-01T00:00:00Z.
+LATEST_TIME = 4102444800.0
+
 
 def duration(text: str) -> float:
-    """An argparse type: seconds in ``90``, ``90s``, ``30m``, ``1h30m``, ``2d``."""
+    """An argparse type: seconds in ``90``, ``90s``, ``30m``, ``1h30m``, ``2d``; finite and at
+    most 100 years (a value at or below 0 is each command's to refuse, saying why).
+
+    >>> duration("nan")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: not a duration: 'nan' (a finite number of seconds up to 100y, \
+e.g. 90s, 30m, 1h, 2d)
+    """
     try:
-        return parse_duration(text)
+        seconds = parse_duration(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"not a duration: {text!r} (e.g. 90s, 30m, 1h, 2d)") from None
+    if not abs(seconds) <= MAX_DURATION:  # NaN, ±inf, 1e308
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {text!r} (a finite number of seconds up to 100y, e.g. 90s, 30m, "
+            "1h, 2d)")
+    return seconds
+
+
+def span(text: str) -> float:
+    """An argparse type: a :func:`duration` above 0 (``--since``, ``--window``)."""
+    seconds = duration(text)
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"not a duration above 0: {text!r} (e.g. 90s, 30m, "
+                                         "1h, 2d)")
+    return seconds
+
+
+def timeout_seconds(text: str) -> float:
+    """An argparse type: ``--timeout``'s seconds (``10``, ``2.5``, ``30s``), above 0 and at
+    most a day (MAX_TIMEOUT).
+
+    >>> timeout_seconds("2.5"), timeout_seconds("1m")
+    (2.5, 60.0)
+    """
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(
+            f"not a timeout: {text!r} (seconds above 0, at most {MAX_TIMEOUT:.0f}: a day)")
+    return seconds
 
 
 def parse_time(text: str) -> float:
     """Unix seconds from ``1700000000`` or an ISO 8601 time (``2026-11-23T08:00:00Z``; a time
-    without a zone is UTC).
+    without a zone is UTC), from 1970 to 2100 (LATEST_TIME).
 
     >>> parse_time("1700000000"), parse_time("2023-11-14T22:13:20Z")
     (1700000000.0, 1700000000.0)
     """
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
-        pass
-    try:
-        parsed = datetime.fromisoformat(text.strip())
-    except ValueError:
+        try:
+            parsed = datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"not a time: {text!r} (Unix seconds or ISO 8601, e.g. 2026-11-23T08:00:00Z)"
+            ) from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        seconds = parsed.timestamp()
+    if not 0 <= seconds <= LATEST_TIME:  # NaN, ±inf, 1e308, year 1 or 9999
         raise argparse.ArgumentTypeError(
-            f"not a time: {text!r} (Unix seconds or ISO 8601, e.g. 2026-11-23T08:00:00Z)"
-        ) from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
+            f"not a time: {text!r} (Unix seconds or ISO 8601 from 1970 to 2100, e.g. "
+            "2026-11-23T08:00:00Z)")
+    return seconds
 
 
 def ago(seconds: float) -> str:
@@ -68,7 +124,7 @@ def add_prometheus(sub: argparse.ArgumentParser, timeout: float = 10.0,
                      "$TRAINWATCH_PROMETHEUS, else the running `trainwatch stack`'s)" +
                      ("; repeat it for the shards of a Prometheus sharded by trial: the one "
                       "holding the trial is read" if several else ""))
-    sub.add_argument("--timeout", type=float, default=timeout,
+    sub.add_argument("--timeout", type=timeout_seconds, default=timeout,
                      help=f"HTTP timeout for each request, seconds (default {timeout:g})")
 
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, duration
+from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, LATEST_TIME, MAX_TIMEOUT, duration
 from trainwatch.httpget import ResponseTooLarge, fetch
 from trainwatch.lookup import NoPrometheus, stack_url
 from trial_instrumentation import names
@@ -74,19 +74,34 @@ class Pushgateway:
         if user is not None and password is not None:
             token = base64.b64encode(f"{user}:{password}".encode()).decode()
             self.headers["Authorization"] = f"Basic {token}"
+        # The labels of the groups of the job whose push time is no Unix time (missing, NaN,
+        # ±Inf, 1e308), as the last groups() found them: never deleted, and reported.
+        self.undated: list[Mapping[str, str]] = []
 
     def groups(self, job: str) -> list[Group]:
         body = self._call("GET", "/api/v1/metrics")
         try:
             entries = json.loads(body)["data"]
+        except RecursionError:  # Python's parser recurses, ~1,000 levels deep at most
+            raise GcError(f"{self.url}/api/v1/metrics: not a Pushgateway's answer (JSON nested "
+                          "deeper than Python's parser goes; a Pushgateway's is a few levels "
+                          "deep)") from None
         except (ValueError, KeyError, TypeError):
             entries = None
         if not isinstance(entries, list) or not all(
-                isinstance(e, dict) and isinstance(e.get("labels"), dict) for e in entries):
+                isinstance(e, dict) and isinstance(e.get("labels"), dict)
+                and all(isinstance(v, str) for v in e["labels"].values()) for e in entries):
             raise GcError(f"{self.url}/api/v1/metrics: not a Pushgateway's answer (a list of "
                           "groups, each with its labels)")
-        return [group for entry in entries if (group := _group(entry)) is not None
-                and group.labels.get("job") == job]
+        found, self.undated = [], []
+        for entry in entries:
+            if entry["labels"].get("job") == job:
+                group = _group(entry)
+                if group is None:
+                    self.undated.append(entry["labels"])
+                else:
+                    found.append(group)
+        return found
 
     def delete(self, group: Group) -> None:
         self._call("DELETE", group.path())
@@ -112,8 +127,10 @@ def _group(entry: Any) -> Group | None:
     try:
         labels = {str(k): str(v) for k, v in entry["labels"].items()}
         pushed_at = float(entry["push_time_seconds"]["metrics"][0]["value"])
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError):
         return None  # a group we cannot date is never deleted
+    if not 0 <= pushed_at <= LATEST_TIME:  # NaN, ±Inf, 1e308: no date either
+        return None
     return Group(labels, pushed_at, ended=names.EXIT in entry)
 
 
@@ -178,7 +195,14 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
         age = time.time() - group.pushed_at
         print(f"{verb} {group.describe()} ({'ended' if group.ended else 'silent'}, "
               f"last push {age:.0f} s ago)")
-    print(f"{len(groups)} group(s) {verb} of job {args.job} on {gateway.url}", file=sys.stderr)
+    done = f"{len(groups)} group(s) {verb} of job {args.job} on {gateway.url}"
+    if gateway.undated:
+        first = _shown(Group(gateway.undated[0], 0.0).describe())
+        print(f"trainwatch gc: error: {gateway.url}: {len(gateway.undated)} group(s) of job "
+              f"{args.job} without a push time that is a Unix time (push_time_seconds), left "
+              f"alone ({first}); {done}", file=sys.stderr)
+        return EXIT_USAGE
+    print(done, file=sys.stderr)
     return EXIT_OK
 
 
@@ -192,7 +216,16 @@ def _refused(args: argparse.Namespace) -> str | None:
         return "--ended-after must be above 0 s: Prometheus must scrape the final push first"
     if args.timeout <= 0:
         return f"--timeout {args.timeout:g} is not above 0 seconds"
+    if args.timeout > MAX_TIMEOUT:
+        return f"--timeout {args.timeout:g} is above {MAX_TIMEOUT:g} seconds (a day)"
     return None
+
+
+def _shown(text: str, limit: int = 200) -> str:
+    """``text`` on one line of printable characters, at most ``limit`` of them."""
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode()
+                   for c in text[:limit])
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _b64(value: str) -> str:

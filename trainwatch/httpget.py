@@ -45,8 +45,9 @@ def fetch(url: str, *, timeout: float, method: str = "GET",
     within ``timeout`` seconds, ``ResponseTooLarge`` past ``limit`` bytes, ``OSError`` or
     ``http.client.HTTPException`` if the server cannot be reached or speaks no HTTP. ``limit``
     defaults to ``MAX_RESPONSE_BYTES``, read at each call."""
-    if not timeout > 0:
-        raise ValueError(f"timeout must be > 0 seconds, not {timeout}")
+    if not 0 < timeout <= threading.TIMEOUT_MAX:  # past it the timer cannot wait: OverflowError
+        raise ValueError(f"timeout must be > 0 seconds and at most {threading.TIMEOUT_MAX:g}, "
+                         f"not {timeout}")
     limit = MAX_RESPONSE_BYTES if limit is None else limit
     parts = urllib.parse.urlsplit(url)
     cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection

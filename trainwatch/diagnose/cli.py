@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any
 
-from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, duration, parse_time
+from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, parse_time, span
 from trainwatch.diagnose import compare, render
 from trainwatch.diagnose.history import gather_runs
 from trainwatch.diagnose.report import UnknownTrial
@@ -41,19 +41,19 @@ def add_parsers(commands: Any) -> None:
         add_prometheus(sub, several=True)
         sub.add_argument("--format", choices=("text", "json"), default="text")
     for sub in (diagnose, versus):
-        sub.add_argument("--since", type=duration, metavar="DURATION",
+        sub.add_argument("--since", type=span, metavar="DURATION",
                          help="how far back to look for the trial (default: Prometheus's "
                          "retention)")
     add_trial(diagnose)
     diagnose.add_argument("--at", type=parse_time, metavar="TIME",
                           help="read the trial as it was then: Unix seconds or ISO 8601 (UTC "
                           "unless it says); default: now if it runs, else its last push")
-    diagnose.add_argument("--window", type=duration, metavar="DURATION",
+    diagnose.add_argument("--window", type=span, metavar="DURATION",
                           help="judge over this window (ending now, or at --at) instead of the "
                           "deployed rules' rate window; an ended trial without --at is judged "
                           "over its life")
     trials.add_argument("--experiment", help="only this experiment's trials")
-    trials.add_argument("--since", type=duration, default=DEFAULT_SINCE,
+    trials.add_argument("--since", type=span, default=DEFAULT_SINCE,
                         metavar="DURATION", help="list runs with samples this far back "
                         "(default 1h; e.g. 7d)")
     versus.add_argument("first", metavar="A", help="experiment/trial[/rank], e.g. resnet/lr-0.1")

@@ -25,7 +25,7 @@ from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.history import unknown_message
 from trainwatch.diagnose.report import UnknownTrial
 from trainwatch.diagnose.runs import Run, find_runs, latest_per_rank, retention
-from trainwatch.promapi import PrometheusAPI
+from trainwatch.promapi import COUNT, PrometheusAPI
 from trial_instrumentation import names
 
 # A step-time difference below this fraction of the baseline's is no change.
@@ -110,8 +110,8 @@ def side_of(api: PrometheusAPI, deployment: Deployment, ref: tuple[str, str, str
     sel = dict(zip(names.GROUPING_LABELS, run.key))
 
     value = pinned.value
-    steps = value(select(f"{names.STEPS}_total", **sel))
-    samples = value(select(f"{names.SAMPLES}_total", **sel))
+    steps = value(select(f"{names.STEPS}_total", **sel), COUNT)
+    samples = value(select(f"{names.SAMPLES}_total", **sel), COUNT)
     step_sum = value(select(f"{names.STEP_SECONDS}_sum", **sel))
     life = (now if run.current and run.exit_reason is None else run.end) - run.start
     side.steps = None if steps is None else int(steps)

@@ -4,6 +4,7 @@ thresholds, remedies and runbooks, read from ``/api/v1/rules`` so nothing is har
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,7 +140,7 @@ def _alert_rule(name: str, rule: Mapping[str, Any] | None, where: str) -> AlertR
     annotations = rule.get("annotations") or {}
     raw = annotations.get("threshold")
     try:
-        threshold = float(str(raw))
+        threshold = _finite(raw)
     except (TypeError, ValueError):
         raise DeploymentError(
             f"{where}: alert {name} has no numeric `threshold` annotation (got {raw!r}); its "
@@ -150,7 +151,7 @@ def _alert_rule(name: str, rule: Mapping[str, Any] | None, where: str) -> AlertR
                               "current prometheus/rules")
     gate = _optional_number(annotations, "busy", name, where)
     try:
-        causes = {key.removeprefix("cause_"): float(str(value))
+        causes = {key.removeprefix("cause_"): _finite(value)
                   for key, value in annotations.items() if key.startswith("cause_")}
     except ValueError:
         raise DeploymentError(f"{where}: alert {name} has a non-numeric `cause_` annotation; "
@@ -165,7 +166,16 @@ def _optional_number(annotations: Mapping[str, Any], key: str, name: str, where:
     """An annotation that holds a number, or None where the rule has none."""
     raw = annotations.get(key)
     try:
-        return None if raw is None else float(str(raw))
+        return None if raw is None else _finite(raw)
     except ValueError:
         raise DeploymentError(f"{where}: alert {name} has a non-numeric `{key}` annotation "
                               f"({raw!r}); deploy the current prometheus/rules") from None
+
+
+def _finite(raw: object) -> float:
+    """An annotation's number; ValueError unless it is one, and finite (a NaN threshold is
+    never crossed, an infinite one always or never)."""
+    number = float(str(raw))
+    if not math.isfinite(number):
+        raise ValueError(f"not a finite number: {raw!r}")
+    return number

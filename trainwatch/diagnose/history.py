@@ -31,7 +31,7 @@ from trainwatch.diagnose.report import (
 )
 from trainwatch.diagnose.runs import RankKey, Run, find_runs, latest_per_rank, retention
 from trainwatch.diagnose.verdict import OFF_THE_AIR, Measurements, decide
-from trainwatch.promapi import PrometheusAPI
+from trainwatch.promapi import COUNT, PrometheusAPI
 from trial_instrumentation import names
 
 # How a run that ended says how: (reason in the title, how in words).
@@ -91,7 +91,7 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
     change, with that check's alert and runbook (a failed or killed one keeps what it needs
     first: its log)."""
     sel = dict(zip(names.GROUPING_LABELS, run.key))
-    totals = {name: api.value(select(f"{name}_total", **sel))
+    totals = {name: api.value(select(f"{name}_total", **sel), COUNT)
               for name in (names.STEPS, names.SAMPLES)}
     life = run.seconds
     steps, samples = totals[names.STEPS], totals[names.SAMPLES]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS, RankKey, by, rank_key
 from trainwatch.contract.records import QUANTILES
-from trainwatch.promapi import PrometheusAPI
+from trainwatch.promapi import COUNT, PrometheusAPI
 from trial_instrumentation import names
 
 Selector = Callable[..., str]
@@ -83,10 +83,10 @@ def lifetimes(api: PrometheusAPI, select: Selector, window: str,
         for labels, seconds in api.query(expr):
             if not math.isnan(seconds):  # NaN: no observation yet
                 rank(labels).step_seconds[q] = seconds
-    for labels, series in api.samples(f"{select(STEPS_TOTAL, **sel)}[{window}]"):
+    for labels, series in api.samples(f"{select(STEPS_TOTAL, **sel)}[{window}]", COUNT):
         life = rank(labels)
         life.steps = int(series[-1][1])
         life.steps_per_second, life.data_seconds = _per_second(series)
-    for labels, series in api.samples(f"{select(SAMPLES_TOTAL, **sel)}[{window}]"):
+    for labels, series in api.samples(f"{select(SAMPLES_TOTAL, **sel)}[{window}]", COUNT):
         rank(labels).samples_per_second = _per_second(series)[0]
     return found

@@ -23,7 +23,7 @@ from trainwatch.diagnose.lifetime import Lifetime, lifetimes, young_ranks
 from trainwatch.diagnose.ranks import RankSpread, TrialScaling, rank_spreads, trial_scalings
 from trainwatch.diagnose.runs import Run
 from trainwatch.diagnose.verdict import Measurements, Verdict, decide
-from trainwatch.promapi import Labels, PrometheusAPI
+from trainwatch.promapi import ANY, TIME, Kind, Labels, PrometheusAPI
 from trial_instrumentation import names
 from trial_instrumentation.durations import parse_duration
 
@@ -116,10 +116,10 @@ class RankReport:
     dashboard_window: str | None = None
 
 
-def by_rank(api: PrometheusAPI, expr: str) -> dict[tuple[str, str, str], list[tuple[Labels,
-                                                                                     float]]]:
+def by_rank(api: PrometheusAPI, expr: str, kind: Kind = ANY
+            ) -> dict[tuple[str, str, str], list[tuple[Labels, float]]]:
     grouped: dict[tuple[str, str, str], list[tuple[Labels, float]]] = defaultdict(list)
-    for labels, value in api.query(expr):
+    for labels, value in api.query(expr, kind):
         if math.isnan(value):  # a ratio over a window without steps: no measurement
             continue
         grouped[rank_key(labels)].append((labels, value))
@@ -188,7 +188,8 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
                             f"{selector(n.trial_gpu_busy, **sel)}[{n.window}]))")
     cpu = by_rank(api, loader_cause.node_cpu(n.cpu_utilization, **sel))
     age = by_rank(api, push_age(**sel))
-    profiles = traces.gather(lambda expr: by_rank(api, expr), **sel)
+    profiles = traces.gather(lambda expr: by_rank(api, expr),
+                             lambda expr: by_rank(api, expr, TIME), **sel)
     utilizations = mfus.gather(lambda expr: by_rank(api, expr), n, **sel)
     loader_evidence = loader_cause.gather(lambda expr: by_rank(api, expr), n.window,
                                           {key: first_value(rows) for key, rows in cpu.items()},

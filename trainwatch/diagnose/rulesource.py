@@ -102,8 +102,7 @@ def choose(rules: Iterable[Mapping[str, Any]], received: Iterable[str],
 
 def received_shares(api: PrometheusAPI) -> list[str]:
     """The names of the recorded phase-share series ``api``'s server holds (any window)."""
-    found = api.get("label/__name__/values", **{"match[]": f'{{__name__=~"{SHARE_PREFIX}.+"}}'})
-    return [str(name) for name in found or []]
+    return api.label_values("__name__", **{"match[]": f'{{__name__=~"{SHARE_PREFIX}.+"}}'})
 
 
 def deployment_of(api: PrometheusAPI, rules: list[dict[str, Any]] | None = None) -> Deployment:

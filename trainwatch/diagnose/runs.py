@@ -23,8 +23,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from trainwatch.cliutil import LATEST_TIME
 from trainwatch.contract.promql import RankKey, rank_key, select
-from trainwatch.promapi import Labels, PrometheusAPI, PrometheusError
+from trainwatch.promapi import ANY, TIME, Labels, PrometheusAPI, PrometheusError
 from trial_instrumentation import names
 from trial_instrumentation.durations import parse_duration
 
@@ -110,13 +111,15 @@ def retention(api: PrometheusAPI) -> float:
     """How far back Prometheus keeps samples (``--storage.tsdb.retention.time``)."""
     try:
         info = api.get("status/runtimeinfo")
-        text = str(info.get("storageRetention", "")) if isinstance(info, dict) else ""
+        said = info.get("storageRetention") if isinstance(info, dict) else None
+        text = said if isinstance(said, str) else ""
     except PrometheusError:
         return DEFAULT_RETENTION
     try:  # "15d", or "15d or 10GiB" when a size bounds it too
-        return parse_duration(text.split()[0])
+        seconds = parse_duration(text.split()[0])
     except (IndexError, ValueError):
         return DEFAULT_RETENTION
+    return seconds if 0 < seconds <= LATEST_TIME else DEFAULT_RETENTION  # not NaN, inf
 
 
 def _series_key(labels: Labels) -> tuple[str, ...]:
@@ -147,7 +150,7 @@ def find_runs(api: PrometheusAPI, since: float, experiment: str | None = None,
     ahead = api.pinned(now + step)
     for fn in ("min", "max"):
         expr = f"{fn}_over_time({buckets}[{int(since) + step}s:{step}s])"
-        for labels, value in ahead.query(expr):
+        for labels, value in ahead.query(expr, TIME):
             key = _series_key(labels)
             coarse[key][fn] = value
             labels_of[key] = labels
@@ -192,7 +195,8 @@ def _finals(api: PrometheusAPI, sel: dict[str, str | None],
     for at in set(buckets.values()):
         pinned = api.pinned(at)
         for metric in _FINAL:
-            for labels, samples in pinned.samples(f"{select(metric, **sel)}[{step}s]"):
+            kind = TIME if metric != names.EXIT else ANY
+            for labels, samples in pinned.samples(f"{select(metric, **sel)}[{step}s]", kind):
                 found[(metric, rank_key(labels))].extend((t, v, labels) for t, v in samples)
     return found
 

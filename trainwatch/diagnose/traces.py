@@ -49,13 +49,17 @@ class TraceSummary:
         return "GPU" if self.split_device == "cuda" else "CPU"
 
 
-def gather(by_rank: Callable[[str], Rows], **sel: str | None) -> dict[Key, TraceSummary]:
-    """Each rank's latest trace, from ``by_rank(expr)`` (rows by experiment, trial, rank)."""
+def gather(by_rank: Callable[[str], Rows], times: Callable[[str], Rows] | None = None,
+           **sel: str | None) -> dict[Key, TraceSummary]:
+    """Each rank's latest trace, from ``by_rank(expr)`` (rows by experiment, trial, rank); its
+    end time from ``times(expr)`` (default ``by_rank``): a reader that refuses a value that is
+    no Unix time (promapi.TIME)."""
     info = by_rank(select(names.PROFILE_INFO, **sel))
     values = {metric: by_rank(select(metric, **sel)) for metric in (
         names.PROFILE_SELF_SECONDS, names.PROFILE_OP_SELF_SECONDS,
         names.PROFILE_KERNELS_PER_STEP, names.PROFILE_KERNEL_SECONDS_MEAN,
-        names.PROFILE_END_TIME, names.PROFILE_TIME_SECONDS)}
+        names.PROFILE_TIME_SECONDS)}
+    values[names.PROFILE_END_TIME] = (times or by_rank)(select(names.PROFILE_END_TIME, **sel))
 
     def one(metric: str, key: Key) -> float | None:
         rows = values[metric].get(key)

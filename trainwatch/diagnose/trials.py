@@ -18,7 +18,7 @@ from trainwatch.diagnose.report import (
 )
 from trainwatch.diagnose.runs import RUNNING, RankKey, Run, find_runs, life_range
 from trainwatch.diagnose.verdict import Measurements, decide
-from trainwatch.promapi import PrometheusAPI
+from trainwatch.promapi import COUNT, PrometheusAPI
 from trial_instrumentation import names
 from trial_instrumentation.durations import parse_duration
 
@@ -120,7 +120,7 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, run: Run) -> TrialRow
     sel = dict(zip(names.GROUPING_LABELS, run.key))
     life = lifetimes(api, selector, "1s", **sel).get(run.key)
     shares = life.shares if life else {}
-    steps = api.value(selector(f"{names.STEPS}_total", **sel))
+    steps = api.value(selector(f"{names.STEPS}_total", **sel), COUNT)
     # Over its life, start to final push (not the minutes its group stayed after it).
     n = deployment.names
     gpu = api.value(f"avg_over_time({selector(n.trial_gpu_busy, **sel)}{run.life_range})")

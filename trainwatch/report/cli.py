@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, duration, parse_time
+from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, parse_time, span
 from trainwatch.diagnose.report import UnknownTrial
 from trainwatch.diagnose.servers import holding
 from trainwatch.lookup import prometheus_url
@@ -27,7 +27,7 @@ def add_parser(commands: Any) -> None:
         "while it runs).")
     add_prometheus(report, timeout=30.0, several=True)
     add_trial(report)
-    report.add_argument("--since", type=duration, metavar="DURATION",
+    report.add_argument("--since", type=span, metavar="DURATION",
                         help="the window: this long back from --end, --at or now (default: the "
                         "trial's life)")
     report.add_argument("--start", type=parse_time, metavar="TIME",

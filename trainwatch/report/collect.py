@@ -110,10 +110,9 @@ def recorded_window(api: PrometheusAPI, deployment: Deployment, sel: dict[str, s
     window; the deployed ones when it has none (its figures then come from the raw series)."""
     prefix = RecordNames("").phase_share
     # Candidates: the series API answers by storage chunk, not by sample, so each is counted.
-    found = api.get("label/__name__/values", start=f"{window.start:.3f}",
-                    end=f"{window.end:.3f}",
-                    **{"match[]": selector("", f'__name__=~"{prefix}.+"', **sel)})
-    candidates = {RecordNames(name[len(prefix):]) for name in found or []}
+    found = api.label_values("__name__", start=f"{window.start:.3f}", end=f"{window.end:.3f}",
+                             **{"match[]": selector("", f'__name__=~"{prefix}.+"', **sel)})
+    candidates = {RecordNames(name[len(prefix):]) for name in found}
     seconds = max(1, round(window.end - window.start))
     at = api.pinned(window.end)
 

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trainwatch import gc
-from trainwatch.cliutil import duration
+from trainwatch.cliutil import span
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def one_pass(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainwatch.stack.gc_loop",
                                      description="run `trainwatch gc` every interval")
-    parser.add_argument("--every", type=duration, required=True, metavar="DURATION")
+    parser.add_argument("--every", type=span, required=True, metavar="DURATION")
     parser.add_argument("--status", type=Path, required=True, metavar="FILE")
     parser.add_argument("gc", nargs=argparse.REMAINDER, help="-- then `trainwatch gc`'s flags")
     args = parser.parse_args(argv)
