@@ -34,8 +34,8 @@ from trainwatch.contract.records import RecordNames
 from trainwatch.diagnose import cli as diagnose_cli
 from trainwatch.diagnose import verdict as verdict_module
 from trainwatch.diagnose.deployed import REQUIRED_ALERTS, AlertRule, Deployment, DeploymentError
+from trainwatch.diagnose.figures import Gpu, RankReport, selector
 from trainwatch.diagnose.render import reports_json, reports_text
-from trainwatch.diagnose.report import Gpu, RankReport, selector
 from trainwatch.diagnose.verdict import (
     Measurements,
     Verdict,

@@ -16,8 +16,8 @@ from trainwatch.contract.alerts import GPU_UNDERUTILIZED
 from trainwatch.contract.records import RecordNames
 from trainwatch.diagnose import render, trials
 from trainwatch.diagnose.deployed import Deployment
+from trainwatch.diagnose.figures import RankReport
 from trainwatch.diagnose.mfu import NO_FLOPS, Rows, gather
-from trainwatch.diagnose.report import RankReport
 from trainwatch.diagnose.verdict import Measurements, decide
 from trial_instrumentation import names
 

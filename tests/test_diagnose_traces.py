@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from trainwatch.diagnose import render, traces
-from trainwatch.diagnose.report import RankReport
+from trainwatch.diagnose.figures import RankReport
 from trial_instrumentation.profile_trace import ProfileCollector, ProfileSummary
 from trial_instrumentation.trace_split import Split
 

@@ -18,8 +18,8 @@ from trainwatch.contract.records import RecordNames
 from trainwatch.diagnose import loader_cause
 from trainwatch.diagnose.compare import side_of
 from trainwatch.diagnose.deployed import AlertRule, Deployment
+from trainwatch.diagnose.figures import FIRED, RankReport, _young_loader_evidence, by_rank
 from trainwatch.diagnose.history import _fired_in_life, _loader_over_life
-from trainwatch.diagnose.report import FIRED, RankReport, _young_loader_evidence, by_rank
 from trainwatch.diagnose.runs import find_runs
 from trainwatch.diagnose.trials import list_trials
 from trainwatch.diagnose.verdict import Measurements, decide

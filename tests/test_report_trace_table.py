@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from trainwatch.diagnose.report import RankReport
+from trainwatch.diagnose.figures import RankReport
 from trainwatch.diagnose.traces import TraceSummary
 from trainwatch.report.collect import Document
 from trainwatch.report.trace_table import section

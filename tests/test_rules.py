@@ -165,8 +165,8 @@ def test_every_trial_alert_holds_only_while_the_trials_group_is_present_and_fres
     (lambda d: d["selectors"].pop("trial"), "selectors.trial is missing"),
     # The phase names are the library's (trial_instrumentation/names.py), never a second copy.
     (lambda d: d["selectors"].update({"dataloader_phase": 'phase="next_batch"'}),
-     "selectors.dataloader_phase is not set here: the phase names come from "
-     "trial_instrumentation/names.py"),
+     ("selectors.dataloader_phase is not set here: the phase names come from "
+     "trial_instrumentation/names.py")),
     (lambda d: d.pop("alerts"), "top-level key 'alerts' is missing"),
     (lambda d: d.pop("rate_window"), "top-level key 'rate_window' is missing"),
     (lambda d: d["selectors"].update({"trial": ""}), "selectors.trial must be a non-empty string"),

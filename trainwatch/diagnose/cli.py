@@ -18,8 +18,8 @@ from typing import Any
 
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, parse_time, span
 from trainwatch.diagnose import compare, render
+from trainwatch.diagnose.figures import UnknownTrial
 from trainwatch.diagnose.history import gather_runs
-from trainwatch.diagnose.report import UnknownTrial
 from trainwatch.diagnose.rulesource import deployment_of
 from trainwatch.diagnose.servers import NotOnAnyServer, holding
 from trainwatch.diagnose.trials import DEFAULT_SINCE, list_trials

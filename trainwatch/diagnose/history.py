@@ -19,15 +19,15 @@ from collections import defaultdict
 from trainwatch.cliutil import ago
 from trainwatch.contract.promql import select
 from trainwatch.diagnose import loader_cause
+from trainwatch.diagnose.decision import gather
 from trainwatch.diagnose.deployed import Deployment
-from trainwatch.diagnose.report import (
+from trainwatch.diagnose.figures import (
     FIRED,
     AlertState,
     RankReport,
     UnknownTrial,
     alerts_about,
     by_rank,
-    gather,
 )
 from trainwatch.diagnose.runs import RankKey, Run, find_runs, latest_per_rank, retention
 from trainwatch.diagnose.verdict import OFF_THE_AIR, Measurements, decide

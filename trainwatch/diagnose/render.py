@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from trainwatch.cliutil import ago
 from trainwatch.diagnose import traces
-from trainwatch.diagnose.report import RankReport
+from trainwatch.diagnose.figures import RankReport
 from trainwatch.diagnose.trials import TrialRow
 from trainwatch.diagnose.verdict import OFF_THE_AIR, STALE
 

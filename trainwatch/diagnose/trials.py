@@ -10,12 +10,12 @@ from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import BY_TRIAL
 from trainwatch.diagnose import loader_cause
 from trainwatch.diagnose.deployed import Deployment
-from trainwatch.diagnose.lifetime import lifetimes, young_ranks
-from trainwatch.diagnose.report import (
+from trainwatch.diagnose.figures import (
     by_rank,
     first_value,
     selector,
 )
+from trainwatch.diagnose.lifetime import lifetimes, young_ranks
 from trainwatch.diagnose.runs import RUNNING, RankKey, Run, find_runs, life_range
 from trainwatch.diagnose.verdict import Measurements, decide
 from trainwatch.promapi import COUNT, PrometheusAPI

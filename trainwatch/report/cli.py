@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, parse_time, span
-from trainwatch.diagnose.report import UnknownTrial
+from trainwatch.diagnose.figures import UnknownTrial
 from trainwatch.diagnose.servers import holding
 from trainwatch.lookup import prometheus_url
 from trainwatch.promapi import PrometheusAPI, PrometheusError

@@ -16,8 +16,8 @@ from trainwatch.contract.records import RecordNames
 from trainwatch.diagnose import rulesource
 from trainwatch.diagnose.compare import Comparison, compare_refs, parse_reference
 from trainwatch.diagnose.deployed import Deployment
+from trainwatch.diagnose.figures import RankReport, UnknownTrial
 from trainwatch.diagnose.history import gather_runs, unknown_message
-from trainwatch.diagnose.report import RankReport, UnknownTrial
 from trainwatch.diagnose.runs import Run, find_runs, retention
 from trainwatch.promapi import PrometheusAPI
 from trainwatch.report import panels

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 from trainwatch.cliutil import ago
 from trainwatch.diagnose import compare, render
+from trainwatch.diagnose.figures import RankReport
 from trainwatch.diagnose.history import HOW
-from trainwatch.diagnose.report import RankReport
 from trainwatch.diagnose.runs import RUNNING
 from trainwatch.report import trace_table
 from trainwatch.report.collect import Document

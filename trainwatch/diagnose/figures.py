@@ -1,5 +1,7 @@
-"""Gather one trial's report from Prometheus: identity, throughput, phases, GPUs, node CPU,
-alerts and the verdict, one report per rank."""
+"""The figures layer of `trainwatch diagnose`: one trial's figures from Prometheus, one report
+per rank (identity, throughput, phases, GPUs, node CPU, alerts, the loader's evidence), and
+what the decision reads besides them. No verdict is decided here: the decision layer
+(trainwatch.diagnose.decision) reads these and decides, with trainwatch.diagnose.verdict."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.lifetime import Lifetime, lifetimes, young_ranks
 from trainwatch.diagnose.ranks import RankSpread, TrialScaling, rank_spreads, trial_scalings
 from trainwatch.diagnose.runs import Run
-from trainwatch.diagnose.verdict import Measurements, Verdict, decide
+from trainwatch.diagnose.verdict import Verdict
 from trainwatch.promapi import ANY, TIME, Kind, Labels, PrometheusAPI
 from trial_instrumentation import names
 from trial_instrumentation.durations import parse_duration
@@ -137,14 +139,16 @@ def scraped_trials(api: PrometheusAPI, experiment: str | None = None) -> list[La
     return sorted((labels for labels, _ in rows), key=rank_key)
 
 
-def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
-           trial: str | None = None, rank: str | None = None, *,
-           only: Collection[tuple[str, str, str]] | None = None,
-           starts: Mapping[tuple[str, str, str], float] | None = None) -> list[RankReport]:
-    """One report per rank of ``experiment``/``trial``; every trial of the experiment when
+def gather_figures(api: PrometheusAPI, deployment: Deployment, experiment: str,
+                   trial: str | None = None, rank: str | None = None, *,
+                   only: Collection[tuple[str, str, str]] | None = None,
+                   starts: Mapping[tuple[str, str, str], float] | None = None
+                   ) -> list[tuple[RankReport, RankFacts]]:
+    """The figures of each rank of ``experiment``/``trial`` (every trial of the experiment when
     ``trial`` is None, every rank when ``rank`` is None; only the ranks ``only`` names, if
-    given. A rank whose run started (``starts``) less than a rate window ago is read from its
-    own samples, never from a rate that spans the run before it under the same key."""
+    given), and what the decision reads besides them; no verdict (trainwatch.diagnose.decision
+    decides). A rank whose run started (``starts``) less than a rate window ago is read from
+    its own samples, never from a rate that spans the run before it under the same key."""
     infos = scraped_trials(api, experiment)
     chosen = [i for i in infos
               if trial in (None, i.get("trial")) and rank in (None, i.get("rank"))
@@ -209,7 +213,7 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
     nodes = {rank_key(i): i.get("nodename") for i in infos}
     spreads = rank_spreads(api, deployment, experiment, trial, nodes)
     scalings = trial_scalings(api, deployment, experiment, trial, spreads, nodes)
-    reports = []
+    gathered = []
     for info in chosen:
         key = rank_key(info)
         r = RankReport(experiment, info.get("trial", ""), info.get("rank", ""),
@@ -232,32 +236,42 @@ def gather(api: PrometheusAPI, deployment: Deployment, experiment: str,
         r.trace = profiles.get(key)
         r.mfu = utilizations.get(key)
         r.alerts = alerts_about(firing, key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
-        gpu = (first_value(gpu_avg[key]), first_value(sm_avg[key]),
-               first_value(tensor_avg[key]), *_busy(busy_avg[key]))
+        facts = RankFacts(shares, (first_value(gpu_avg[key]), first_value(sm_avg[key]),
+                                   first_value(tensor_avg[key]), *_busy(busy_avg[key])),
+                          loader_evidence=loader_evidence.get(key))
         if key in stale:
-            life = _from_lifetime(r, lives.get(key, Lifetime()))
+            facts.over = STALE_RANK
+            facts.life_steps = _from_lifetime(r, lives.get(key, Lifetime())).steps
             r.steps_per_second = r.samples_per_second = None  # it is not running
-            profile = decide(Measurements(dict(r.phases)), deployment.alerts)
-            cleanup = remedies.DELETE_GROUP.format(pushgateway=_pushgateway(api), experiment=key[0],
-                                                   trial=key[1], rank=key[2])
-            r.verdict = verdicts.stale(r.push_age_seconds or 0.0, deployment.alerts[TRIAL_STALE],
-                                       profile, life.steps, cleanup)
-            if key in ended:
-                r.verdict = verdicts.exited(ended[key], r.push_age_seconds or 0.0, r.verdict)
+            facts.cleanup = remedies.DELETE_GROUP.format(
+                pushgateway=_pushgateway(api), experiment=key[0], trial=key[1], rank=key[2])
+            facts.exit_reason = ended.get(key)
         elif key in young and key in lives:  # not in lives: no raw samples here (a global
             # view holds the recorded rates only), which are all there is to go by
-            life = _from_lifetime(r, lives.get(key, Lifetime()))
-            r.verdict = verdicts.early(decide(Measurements(dict(r.phases), r.node_cpu, *gpu),
-                                              deployment.alerts), life.steps)
-        else:  # MFU only here: a rate over a window the young rank's life does not fill
-            mfu = r.mfu.value if r.mfu is not None else None
-            r.verdict = decide(Measurements(shares, r.node_cpu, *gpu, mfu=mfu),
-                               deployment.alerts)
-        if key not in stale:
-            r.verdict, r.loader_cause = loader_cause.explain(r.verdict, loader_evidence.get(key),
-                                                             deployment.alerts)
-        reports.append(r)
-    return reports
+            facts.over = YOUNG_RANK
+            facts.life_steps = _from_lifetime(r, lives.get(key, Lifetime())).steps
+        gathered.append((r, facts))
+    return gathered
+
+
+# What a rank's figures are over: the rate window, its life so far (younger than the window),
+# or its life up to its last push (ended, or stopped pushing).
+WINDOW_RANK, YOUNG_RANK, STALE_RANK = "window", "young", "stale"
+
+
+@dataclass
+class RankFacts:
+    """What the decision reads about a rank besides its report's own figures."""
+
+    shares: dict[str, float]  # phase -> share, as recorded over the window
+    # GPU utilization, SM activity and tensor activity averaged over the window, the GPU-busy
+    # rule's value and its source (verdict.Measurements' order).
+    gpu: tuple[float | None, float | None, float | None, float | None, str | None]
+    over: str = WINDOW_RANK
+    life_steps: int | None = None  # young or stale: the steps its figures rest on
+    cleanup: str | None = None  # stale: the command that deletes its group
+    exit_reason: str | None = None  # stale: what its final push said, if anything
+    loader_evidence: loader_cause.LoaderEvidence | None = None
 
 
 def _young_loader_evidence(api: PrometheusAPI, young: Collection[tuple[str, str, str]],
