@@ -2,7 +2,8 @@
 how long each takes, end to end, as the user runs it (issue 35, "Fast at scale").
 
     .venv/bin/python -m benchmarks.diagnose_scale [--scale 1] [--runs 3] [--interval 30]
-        [--sparse 600] [--phase-buckets none|default] [--cli-timeout SECONDS] [--seed 0]
+        [--sparse 600] [--phase-buckets none|default] [--cli-timeout SECONDS]
+        [--profile over|all|none] [--cprofile] [--hold SECONDS] [--seed 0]
 
 What Prometheus holds (``--scale`` multiplies every count; 1 is the issue's fleet):
 
@@ -44,8 +45,11 @@ rules and `diagnose` read consistent figures.
 The cases, each run ``--runs`` times (one run only where the first took over 60 s) through
 ``.venv/bin/trainwatch ... --prometheus URL`` in a subprocess, output discarded, timed from the
 start of the process to its exit; the table gives the median against the 5 s target. A case
-over the target is run once more with every Prometheus API call timed (``PrometheusAPI.get``
-wrapped in that process) and the calls grouped by the trainwatch function that made them.
+over the target (``--profile all``: every case) is run once more with every Prometheus API call
+timed (``PrometheusAPI.get`` wrapped in that process): the API time under each trainwatch
+function, and by function and query shape; ``--cprofile`` adds a run under cProfile (where
+trainwatch's own Python time goes). ``--hold`` keeps Prometheus and the live pages up at the
+end, its URL printed, to run the CLI by hand.
 """
 
 from __future__ import annotations
@@ -805,31 +809,45 @@ def time_case(case: Case, url: str, runs: int, timeout: float) -> None:
 
 
 PROFILED = r"""
-import json, sys, time
+import cProfile, json, pstats, sys, time
 from trainwatch.promapi import PrometheusAPI
 from trainwatch.cli import main
-out, argv, calls, real = sys.argv[1], sys.argv[2:], [], PrometheusAPI.get
+out, python, argv, calls, real = sys.argv[1], sys.argv[2] == "1", sys.argv[3:], [], PrometheusAPI.get
 def get(self, path, **params):
     start = time.perf_counter()
     try:
         return real(self, path, **params)
     finally:
-        took, frame, where = time.perf_counter() - start, sys._getframe(1), []
-        while frame is not None and len(where) < 2:
+        took, frame, chain = time.perf_counter() - start, sys._getframe(1), []
+        while frame is not None:
             module = frame.f_globals.get("__name__", "")
             if module.startswith("trainwatch.") and module != "trainwatch.promapi":
-                where.append(module.rsplit(".", 1)[-1] + "." + frame.f_code.co_name)
+                chain.append(module.rsplit(".", 1)[-1] + "." + frame.f_code.co_name)
             frame = frame.f_back
-        calls.append((took, path, params.get("query", ""), " < ".join(where)))
+        calls.append((took, path, params.get("query", ""), chain))
 PrometheusAPI.get = get
+profile = cProfile.Profile() if python else None
 start = time.perf_counter()
 try:
+    if profile is not None:
+        profile.enable()
     code = main(argv)
 finally:
+    wall = time.perf_counter() - start
+    top = []
+    if profile is not None:
+        profile.disable()
+        stats = pstats.Stats(profile).stats
+        for (path, line, name), (_, calls_, tottime, cumtime, _) in sorted(
+                stats.items(), key=lambda s: -s[1][2])[:10]:
+            where = path.split("/site-packages/")[-1].split("/work/main/")[-1]
+            top.append((tottime, cumtime, calls_, f"{where}:{line}({name})"))
     with open(out, "w") as sink:
-        json.dump({"wall": time.perf_counter() - start, "calls": calls}, sink)
+        json.dump({"wall": wall, "calls": calls, "python": top}, sink)
 sys.exit(code)
 """
+# The functions every call goes through: not worth a line of their own.
+ROOTS = {"cli.main", "cli._main", "cli.run"}
 
 
 def shape(query: str) -> str:
@@ -838,36 +856,65 @@ def shape(query: str) -> str:
     return re.sub(r"\b\d+(\.\d+)?(e[+-]?\d+)?s?\b", "N", query)
 
 
-def profile_case(case: Case, url: str, timeout: float, workdir: Path) -> None:
-    """One more run with every API call timed; the calls grouped by the function that made
-    them and the query's shape, costliest first."""
+def profile_case(case: Case, url: str, timeout: float, workdir: Path,
+                 python: bool = False) -> None:
+    """One more run with every API call timed: the API time by the trainwatch function that
+    asked (each function counts the calls made under it), and by the function and the query's
+    shape, costliest first; ``python``: a second one under cProfile, its costliest functions
+    (own time)."""
+    lines = []
+    for under_cprofile in (False, True) if python else (False,):
+        doc = _profiled(case, url, timeout, workdir, under_cprofile)
+        if isinstance(doc, str):
+            lines.append(doc)
+            continue
+        if under_cprofile:
+            lines.append(f"  under cProfile ({doc['wall']:.1f} s; it slows Python code down): "
+                         "own time of the costliest functions")
+            lines += [f"    {own:7.2f} s own, {cum:7.2f} s with callees, {n:9,} calls  {where}"
+                      for own, cum, n, where in doc["python"]]
+            continue
+        calls = doc["calls"]
+        total = sum(c[0] for c in calls)
+        lines.append(f"profiled run {doc['took']:.1f} s (in the process {doc['wall']:.1f} s): "
+                     f"{len(calls):,} API calls, {total:.1f} s waiting on Prometheus (HTTP and "
+                     f"JSON), {doc['wall'] - total:.1f} s in trainwatch's own code")
+        asked: dict[str, list[float]] = defaultdict(list)
+        groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for seconds, path, query, chain in calls:
+            for function in dict.fromkeys(chain):
+                asked[function].append(seconds)
+            where = " < ".join(chain[:2]) or "?"
+            groups[(where, f"{path}: {shape(query)}" if query else path)].append(seconds)
+        lines.append("  API time under each function (inclusive): " + ", ".join(
+            f"{function} {sum(times):.1f} s ({len(times):,} calls)"
+            for function, times in sorted(asked.items(), key=lambda a: -sum(a[1]))
+            if function not in ROOTS)[:900])
+        for (where, what), times in sorted(groups.items(), key=lambda g: -sum(g[1]))[:8]:
+            lines.append(f"  {sum(times):7.1f} s {len(times):6,} calls (slowest "
+                         f"{max(times):.2f} s)  {where}: {what[:150]}")
+    case.profile = "\n".join(lines)
+
+
+def _profiled(case: Case, url: str, timeout: float, workdir: Path,
+              python: bool) -> dict[str, Any] | str:
+    """The profiled run's record, or what went wrong."""
     out = workdir / "profile.json"
+    out.unlink(missing_ok=True)
     start = time.perf_counter()
     try:
-        done = subprocess.run([sys.executable, "-c", PROFILED, str(out), *case.argv,
-                               "--prometheus", url], stdout=subprocess.DEVNULL,
+        done = subprocess.run([sys.executable, "-c", PROFILED, str(out), "1" if python else "0",
+                               *case.argv, "--prometheus", url], stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, timeout=timeout, cwd=REPO, check=False,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
     except subprocess.TimeoutExpired:
-        case.profile = f"profiled run stopped after {timeout:g} s"
-        return
-    took = time.perf_counter() - start
+        return f"profiled run stopped after {timeout:g} s"
     if not out.exists():
-        case.profile = f"profiled run wrote nothing (exit {done.returncode})"
-        return
-    doc = json.loads(out.read_text())
-    calls = doc["calls"]
-    total = sum(c[0] for c in calls)
-    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for seconds, path, query, where in calls:
-        groups[(where or "?", f"{path}: {shape(query)}" if query else path)].append(seconds)
-    lines = [(f"profiled run {took:.1f} s (in the process {doc['wall']:.1f} s): "
-              f"{len(calls):,} API calls, {total:.1f} s waiting on Prometheus, "
-              f"{doc['wall'] - total:.1f} s in trainwatch's own code")]
-    for (where, what), times in sorted(groups.items(), key=lambda g: -sum(g[1]))[:8]:
-        lines.append(f"  {sum(times):7.1f} s {len(times):6,} calls (slowest {max(times):.2f} "
-                     f"s)  {where}: {what[:150]}")
-    case.profile = "\n".join(lines)
+        return (f"profiled run wrote nothing (exit {done.returncode}): "
+                f"{done.stderr.decode(errors='replace')[-300:]}")
+    doc: dict[str, Any] = json.loads(out.read_text())
+    doc["took"] = time.perf_counter() - start
+    return doc
 
 
 # --- main ------------------------------------------------------------------------------------
@@ -904,6 +951,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="the CLI's --timeout per API request (default: its own, 10 s)")
     parser.add_argument("--case-timeout", type=float, default=1800.0,
                         help="seconds one CLI run may take before it is stopped")
+    parser.add_argument("--profile", choices=("over", "all", "none"), default="over",
+                        help="which cases get a run with every API call timed (over: the ones "
+                        "over the 5 s target)")
+    parser.add_argument("--cprofile", action="store_true",
+                        help="and a run under cProfile: where trainwatch's own time goes")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hold", type=float, default=0.0,
                         help="keep Prometheus (and the live pages) up this long at the end")
@@ -954,13 +1006,16 @@ def main(argv: list[str] | None = None) -> int:
             with Prometheus("prometheus", prom_argv, port, workdir, ready_path="/-/ready",
                             timeout=600) as prom:
                 up = wait_live(prom.url, fleet.nodes + 1, args.interval, timeout=600)
+                load = "/".join(f"{x:.1f}" for x in os.getloadavg())
                 print(f"  live: first scrape {up - recent_end:.0f} s after the last backfilled "
-                      f"sample; measuring from {time.time() - up:.0f} s after it", flush=True)
+                      f"sample; measuring from {time.time() - up:.0f} s after it, load average "
+                      f"{load}", flush=True)
                 cases = make_cases(fleet, written, args.cli_timeout)
                 for case in cases:
                     time_case(case, prom.url, args.runs, args.case_timeout)
-                    if case.median is not None and case.median > TARGET_SECONDS:
-                        profile_case(case, prom.url, args.case_timeout, workdir)
+                    over = case.median is not None and case.median > TARGET_SECONDS
+                    if args.profile == "all" or (args.profile == "over" and over):
+                        profile_case(case, prom.url, args.case_timeout, workdir, args.cprofile)
                 head_series = int(api_get(prom.url, "status/tsdb")["headStats"]["numSeries"])
                 rss = proc_status(prom.proc.pid, "VmRSS") / 2**20
                 if args.hold:
@@ -975,6 +1030,7 @@ def make_cases(fleet: Fleet, written: Written, cli_timeout: float | None) -> lis
     timeout = ["--timeout", f"{cli_timeout:g}"] if cli_timeout else []
     per_key = {s: n for s, n in written.series.items()}
     ranks = Counter(r.experiment for r in fleet.runs)
+    live = Counter(r.experiment for r in fleet.running())
     trial = fleet.trials_1k[0]
     trial_ranks = sum(1 for r in fleet.runs if r.experiment == EXP_1K and r.trial == trial)
     rank_series = per_key[EXP_1K] // max(1, ranks[EXP_1K])
@@ -985,7 +1041,8 @@ def make_cases(fleet: Fleet, written: Written, cli_timeout: float | None) -> lis
         Case(f"diagnose {EXP_1K} {trial} (all {trial_ranks} ranks)",
              ["diagnose", "--experiment", EXP_1K, "--trial", trial, *timeout],
              rank_series * trial_ranks, trial_ranks),
-        Case(f"diagnose {EXP_3K} (whole experiment, {ranks[EXP_3K]:,} runs)",
+        Case(f"diagnose {EXP_3K} (whole experiment: {live[EXP_3K]:,} ranks, "
+             f"{ranks[EXP_3K]:,} runs)",
              ["diagnose", "--experiment", EXP_3K, *timeout], per_key[EXP_3K], ranks[EXP_3K]),
         Case(f"trials --since 7d ({len(fleet.runs):,} runs)",
              ["trials", "--since", "7d", *timeout],
@@ -996,7 +1053,7 @@ def make_cases(fleet: Fleet, written: Written, cli_timeout: float | None) -> lis
 def report(cases: list[Case], written: Written, blocks: int, head_series: int, rss: float,
            load: str) -> None:
     print()
-    print("| case | series backfilled | median s (runs) | target | verdict |")
+    print("| case | series backfilled (the runs it reads) | median s (runs) | target | verdict |")
     print("|---|---:|---:|---:|---|")
     for case in cases:
         median = case.median
