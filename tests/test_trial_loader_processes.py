@@ -61,6 +61,19 @@ def figures(registry: CollectorRegistry) -> dict[str, float | None]:
             "read": registry.get_sample_value(READ), "rchar": registry.get_sample_value(RCHAR)}
 
 
+def in_fresh_process(name: str, *args: Any) -> Any:
+    """``name`` (a function of this module) called with ``args`` in a new python process,
+    whose JSON answer comes back. A test that bounds what the tree gained from above runs
+    there: in a whole suite, this process has other children (the session's live trials)
+    whose CPU goes on growing under the tree it reads."""
+    call = (f"import json, sys; from tests.test_trial_loader_processes import {name}; "
+            f"print(json.dumps({name}(*json.loads(sys.argv[1]))))")
+    done = subprocess.run([sys.executable, "-c", call, json.dumps(args)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
 def burn(cpu_seconds: float) -> None:
     """Burn this much CPU time, however long the loaded machine makes it take."""
     end = time.process_time() + cpu_seconds
@@ -343,23 +356,7 @@ def test_a_child_started_as_another_rank_is_not_a_worker_nor_is_its_subtree(
     ``scan``: psutil's scan of every process, where the kernel has no
     /proc/<pid>/task/<tid>/children."""
 
-    def tree() -> ProcessTree:
-        made = process_tree()
-        made._task_children = not scan
-        return made
-
-    registry = registry_of(collector_of(tree))
-    before = figures(registry)
-    with python_tree(tmp_path, rank_env(rank)) as top:
-        readings = {"during": figures(registry)}
-        assert top.stdin is not None
-        top.stdin.close()  # it ends, its child first, and stays unreaped
-        wait_until(lambda: psutil.Process(top.pid).status() == psutil.STATUS_ZOMBIE,
-                   what="the tree ended, unreaped")
-        readings["ended"] = figures(registry)
-    readings["reaped"] = figures(registry)
-    delta = {when: {key: reading[key] - before[key] for key in ("workers", "workers_cpu", "rchar")}
-             for when, reading in readings.items()}
+    delta = in_fresh_process("rank_tree_deltas", rank, scan, str(tmp_path))
     assert delta["during"]["workers"] == (2 if rank is None else 0), delta
     for when in ("ended", "reaped"):
         assert delta[when]["workers"] == 0, delta
@@ -370,6 +367,30 @@ def test_a_child_started_as_another_rank_is_not_a_worker_nor_is_its_subtree(
         else:  # what this process did meanwhile (reading /proc, the pipe) is far less
             assert delta[when]["workers_cpu"] < TREE_BURN / 2, delta
             assert delta[when]["rchar"] < TREE_READ / 2, delta
+
+
+def rank_tree_deltas(rank: str | None, scan: bool, tmp: str) -> dict[str, dict[str, float]]:
+    """What the loader series gained from python_tree started with ``rank``, while it runs,
+    once it ended and once it is reaped (run in_fresh_process)."""
+
+    def tree() -> ProcessTree:
+        made = process_tree()
+        made._task_children = not scan
+        return made
+
+    registry = registry_of(collector_of(tree))
+    before = figures(registry)
+    with python_tree(Path(tmp), rank_env(rank)) as top:
+        readings = {"during": figures(registry)}
+        assert top.stdin is not None
+        top.stdin.close()  # it ends, its child first, and stays unreaped
+        wait_until(lambda: psutil.Process(top.pid).status() == psutil.STATUS_ZOMBIE,
+                   what="the tree ended, unreaped")
+        readings["ended"] = figures(registry)
+    readings["reaped"] = figures(registry)
+    return {when: {key: (reading[key] or 0.0) - (before[key] or 0.0)
+                   for key in ("workers", "workers_cpu", "rchar")}
+            for when, reading in readings.items()}
 
 
 class HiddenProcess:
@@ -421,6 +442,18 @@ def test_a_program_the_trial_runs_that_is_not_python_is_not_a_worker() -> None:
     python. Neither is a worker, and their CPU is not the workers', before or after they are
     reaped (``timeout`` reaps ``yes``, then this process ``timeout``: the kernel adds their
     time to ours). ``yes`` is stopped before the read, so that it burns nothing after it."""
+    found = in_fresh_process("tool_readings")
+    before, during, after = found["before"], found["during"], found["after"]
+    # timeout reaped yes: it passes on the SIGKILL (GNU raises it on itself, others exit 137)
+    assert found["returncode"] in (-signal.SIGKILL, 128 + signal.SIGKILL), found["returncode"]
+    assert during["workers"] == before["workers"] == after["workers"], (before, during)
+    for reading in (during, after):
+        assert reading["workers_cpu"] - before["workers_cpu"] < TOOL_BURN / 3, (before, reading)
+
+
+def tool_readings() -> dict[str, Any]:
+    """The loader series before, while and after ``timeout 60 yes`` burnt TOOL_BURN CPU
+    seconds (run in_fresh_process)."""
     registry = registry_of(collector_of())
     before = figures(registry)
     tool = subprocess.Popen(["timeout", "60", "yes"], stdout=subprocess.DEVNULL,
@@ -441,12 +474,8 @@ def test_a_program_the_trial_runs_that_is_not_python_is_not_a_worker() -> None:
         if tool.poll() is None:
             os.killpg(tool.pid, signal.SIGKILL)
             tool.wait()
-    # timeout reaped yes: it passes on the SIGKILL (GNU raises it on itself, others exit 137)
-    assert tool.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), tool.returncode
-    after = figures(registry)
-    assert during["workers"] == before["workers"] == after["workers"], (before, during)
-    for reading in (during, after):
-        assert reading["workers_cpu"] - before["workers_cpu"] < TOOL_BURN / 3, (before, reading)
+    return {"before": before, "during": during, "after": figures(registry),
+            "returncode": tool.returncode}
 
 
 DDP_SCRIPT = '''\
