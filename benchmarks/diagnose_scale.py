@@ -500,6 +500,17 @@ def write_backfill(out: IO[str], fleet: Fleet, template: list[tuple[str, dict[st
     return written
 
 
+def series_labels(run: Run, name: str, labels: dict[str, str]) -> dict[str, str]:
+    """``labels`` with what the run's identity series carry besides: its process on its node,
+    or its GPU."""
+    if name == "trainwatch_trial_info":
+        labels.update(nodename=nodename(run.node), pid=str(run.pid),
+                      world_size=str(run.world_size))
+    elif name == "trainwatch_trial_gpu_info":
+        labels["uuid"] = UUID.format(node=run.node, gpu=run.gpu)
+    return labels
+
+
 def _run_samples(series: dict[str, list[str]], run: Run,
                  template: list[tuple[str, dict[str, str]]], window: Window,
                  phase_buckets: str) -> None:
@@ -513,12 +524,7 @@ def _run_samples(series: dict[str, list[str]], run: Run,
     key = dict(zip(("experiment", "trial", "rank"), run.key))
     job = {"job": JOB_TRIAL}
     for name, extra in template:
-        labels = {**key, **extra, **job}
-        if name == "trainwatch_trial_info":
-            labels.update(nodename=nodename(run.node), pid=str(run.pid),
-                          world_size=str(run.world_size))
-        elif name == "trainwatch_trial_gpu_info":
-            labels["uuid"] = UUID.format(node=run.node, gpu=run.gpu)
+        labels = series_labels(run, name, {**key, **extra, **job})
         value = raw_value(run, name, extra)
         times = identity if name in ("trainwatch_trial_info",
                                      "trainwatch_trial_start_time_seconds") else raw
@@ -628,12 +634,7 @@ class Pages:
             key = dict(zip(("experiment", "trial", "rank"), run.key))
             live = {"job": JOB_TRIAL, "instance": ""}  # as the Pushgateway serves a group
             for name, extra in template:
-                labels = {**key, **extra, **live}
-                if name == "trainwatch_trial_info":
-                    labels.update(nodename=nodename(run.node), pid=str(run.pid),
-                                  world_size=str(run.world_size))
-                elif name == "trainwatch_trial_gpu_info":
-                    labels["uuid"] = UUID.format(node=run.node, gpu=run.gpu)
+                labels = series_labels(run, name, {**key, **extra, **live})
                 self.trial_lines.append((f"{name}{{{labels_text(labels)}}} ",
                                          raw_value(run, name, extra)))
             group = labels_text({**key, **live})
