@@ -99,6 +99,13 @@ class Stack:
                                         end=str(now), step="1")["result"])
 
 
+# Rank 1's extra seconds a step. Its own step over the median of two reads
+# (b + d) / (b + d / 2): over the straggler threshold (1.25) while the others' step b stays
+# under 1.5 d, 0.45 s here. A clean-clone run with the session's live trials beside it
+# (torch's default threads on 2 cores) once kept 0.15 s under 1.25 for 90 s.
+STRAGGLER_DELAY = "0.3"
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("grafana_live")
@@ -117,7 +124,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         # straggler table have a straggler to show.
         live.start_trial(EXPERIMENT, DDP_TRIAL, "--steps", "3000", "--loader-delay", "0.05",
                          "--batch-size", "8", "--workers", "0", "--straggler-rank", "1",
-                         "--straggler-delay", "0.15", "--step-limit-seconds", "1", ranks=2)
+                         "--straggler-delay", STRAGGLER_DELAY, "--step-limit-seconds", "1",
+                         ranks=2, env={"OMP_NUM_THREADS": "1"})
         # A short trial that ends and keeps its group: the final push's exit marker, which
         # every "live" gate reads, is a series here too.
         live.start_trial(EXPERIMENT, "ended", "--steps", "20", "--batch-size", "8",
