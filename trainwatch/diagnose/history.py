@@ -139,16 +139,16 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
 
 def _loader_over_life(api: PrometheusAPI, deployment: Deployment, run: Run
                       ) -> tuple[float | None, loader_cause.LoaderEvidence | None]:
-    """Its node's CPU busy and the loader's figures (loader_cause.gather) over ``run``'s life, from its start to its
-    final push: read at its last sample (where its counters hold their final values, however
-    long its group stayed), per second of that life, and its node's CPU over the same time,
-    not over the minutes its group waited for gc after it."""
+    """Its node's CPU busy and the loader's figures (loader_cause.gather) over ``run``'s life,
+    from its start to its final push (Run.life_range): read at its last sample (where its
+    counters hold their final values, however long its group stayed), per second of that
+    life, not over the minutes its group waited for gc after it."""
     api = api.pinned(run.last)
     window = f"{max(1, math.ceil(run.last - run.start))}s"  # every sample of the run
     life = loader_cause.Life(max(run.seconds, 1e-3), after=run.last - run.end)
     sel = dict(zip(names.GROUPING_LABELS, run.key))
     node_cpu = api.value(loader_cause.node_cpu(
-        f"avg_over_time({deployment.names.cpu_utilization}{life.node_range})", **sel))
+        f"avg_over_time({deployment.names.cpu_utilization}{run.life_range})", **sel))
     found = loader_cause.gather(lambda expr: by_rank(api, expr), window, {run.key: node_cpu},
                                 life, **sel)
     return node_cpu, found.get(run.key)
@@ -157,7 +157,6 @@ def _loader_over_life(api: PrometheusAPI, deployment: Deployment, run: Run
 def _fired_in_life(api: PrometheusAPI, run: Run, report: RankReport) -> list[AlertState]:
     """The alerts about the run's rank, its GPUs or its node that fired while it ran (from its
     start to its final push), not the ones of now: an ended run's node may have moved on."""
-    life = loader_cause.Life(max(run.seconds, 1e-3), after=run.last - run.end)
     pinned = api.pinned(run.last)
     firing = {"alertstate": "firing"}
     instance = next((labels.get("instance") for labels, _ in pinned.query(select(
@@ -166,7 +165,7 @@ def _fired_in_life(api: PrometheusAPI, run: Run, report: RankReport) -> list[Ale
     wanted += [select("ALERTS", **firing, uuid=gpu.uuid) for gpu in report.gpus]
     wanted += [select("ALERTS", **firing, instance=instance)] if instance else []
     seen = {tuple(sorted(labels.items())): labels for expr in wanted
-            for labels, _ in pinned.query(f"max_over_time({expr}{life.node_range})")}
+            for labels, _ in pinned.query(f"max_over_time({expr}{run.life_range})")}
     fired = [{"labels": {k: v for k, v in labels.items() if k not in ("__name__", "alertstate")},
               "state": FIRED, "value": ""} for labels in seen.values()]
     return alerts_about(fired, run.key, {g.uuid for g in report.gpus}, instance)
