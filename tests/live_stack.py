@@ -23,7 +23,6 @@ from benchmarks.stack import (
     Prometheus,
     Service,
     alerting_config,
-    free_port,
     scrape_config,
     start_prometheus,
     start_pushgateway,
@@ -56,9 +55,11 @@ class LiveStack:
         ``ranks``: examples/ddp_gloo.py under torchrun with that many gloo CPU ranks."""
         if ranks is None:
             launch = [sys.executable, str(EXAMPLE)]
-        else:  # its own rendezvous port: other DDP trials may run beside it
-            launch = [str(Path(sys.executable).parent / "torchrun"), "--nproc-per-node",
-                      str(ranks), "--master-port", str(free_port()), str(DDP_EXAMPLE)]
+        else:  # its own rendezvous, on a port the OS gives its store as it binds it: a port
+            # picked before (free_port) was taken meanwhile by a scrape's outgoing connection
+            # in a clean-clone run (EADDRINUSE), and the trial never started
+            launch = [str(Path(sys.executable).parent / "torchrun"), "--standalone",
+                      "--nproc-per-node", str(ranks), str(DDP_EXAMPLE)]
         argv = [*launch, "--experiment", experiment, "--trial", trial,
                 "--pushgateway", self.pushgateway.url, "--push-interval", "0.5", *args]
         # One intra-op thread: trials share a small CI machine with everything else.

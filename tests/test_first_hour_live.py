@@ -225,8 +225,13 @@ def test_a_trial_that_stopped_pushing_gets_its_last_profile_and_the_clean_up_lin
                            timeout=5).close()
 
     def retired() -> tuple[int, dict[str, Any]] | None:
+        """Read from history once the group is gone: no clean-up line, and no longer its
+        current series (a read between the DELETE and the scrape that marks its series stale
+        once saw a live verdict)."""
         found = verdict_of(stack, "gone")
-        return found if found and found[1]["verdict"]["cleanup"] is None else None
+        done = found and found[1]["verdict"]["cleanup"] is None and \
+            found[1]["run"]["current"] is False
+        return found if done else None
 
     code, after = wait_until(retired, timeout=30, what="the deleted group read from history",
                              interval=0.5)
