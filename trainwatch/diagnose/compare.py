@@ -102,9 +102,16 @@ def side_of(api: PrometheusAPI, deployment: Deployment, ref: tuple[str, str, str
     runs = latest_per_rank(find_runs(api, since, experiment, trial, rank, now=now))
     if not runs:
         raise UnknownTrial(unknown_message(api, since, experiment, trial, rank, now))
-    run = min(runs, key=lambda r: _rank_order(r.rank))
+    run = min(runs, key=lambda r: rank_order(r.rank))
     label = f"{experiment}/{trial}" + (f" rank {run.rank}" if rank is not None or len(runs) > 1
                                        else "")
+    return run_side(api, deployment, run, label, now)
+
+
+def run_side(api: PrometheusAPI, deployment: Deployment, run: Run, label: str,
+             now: float) -> Side:
+    """One run's side (any run, not only its key's latest: the baselines of
+    trainwatch.diagnose.baseline read earlier runs under one key too)."""
     pinned = api if run.current else api.pinned(run.last)
     side = Side(label, run, run.state(deployment.threshold(TRIAL_STALE), now))
     sel = dict(zip(names.GROUPING_LABELS, run.key))
@@ -139,7 +146,7 @@ def side_of(api: PrometheusAPI, deployment: Deployment, ref: tuple[str, str, str
     return side
 
 
-def _rank_order(rank: str) -> tuple[int, str]:
+def rank_order(rank: str) -> tuple[int, str]:
     return (int(rank), "") if rank.isdigit() else (1 << 30, rank)
 
 

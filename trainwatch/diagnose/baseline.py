@@ -1,0 +1,164 @@
+"""A run against its baseline: the median throughput of the last runs of its experiment that
+ended clean with its world size (and GPU product, where both are known), from Prometheus
+(docs/design.md, "The run that got slower"). The statistics are baseline_stats'; what changed
+is `compare`'s decomposition (the run against the baseline run nearest the median).
+
+A trial is read as `compare` reads it: its lowest rank's run, over its life (start to final
+push, or to now while it runs); throughput is samples/s per rank where every run counted
+samples, else steps/s.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+from trainwatch.contract.alerts import TRIAL_STALE
+from trainwatch.contract.promql import select
+from trainwatch.diagnose import compare
+from trainwatch.diagnose.baseline_stats import LAST_RUNS, NO_BASELINE, Judgement, judge
+from trainwatch.diagnose.deployed import Deployment
+from trainwatch.diagnose.figures import UnknownTrial
+from trainwatch.diagnose.history import unknown_message
+from trainwatch.diagnose.runs import ENDED_CLEAN, Run, find_runs, retention
+from trainwatch.promapi import PrometheusAPI
+from trial_instrumentation import names
+
+AUTO = "auto"
+
+
+@dataclass
+class Baseline:
+    """A run against its baseline; ``comparison`` is `compare`'s, the run (A) against the
+    baseline run nearest the median (B), where there is a baseline."""
+
+    reference: str  # the run judged, E/T
+    against: str  # "the median of the last 5 runs of E", or the pinned E/T
+    unit: str  # "sample" or "step": throughput per second of one rank
+    throughput: float | None
+    baseline_runs: list[str]  # E/T of each baseline run, oldest first
+    baseline_throughputs: list[float]
+    judgement: Judgement
+    comparison: compare.Comparison | None = None
+    reasons: list[compare.Change] = field(default_factory=list)  # slowest phase first
+
+    @property
+    def state(self) -> str:
+        return self.judgement.state
+
+    def line(self) -> str:
+        """'23% slower than the median of the last 5 runs of E (dataloader_next +21 ms per
+        step explains 85%)'."""
+        j = self.judgement
+        if j.change is None:
+            return f"{NO_BASELINE} ({j.runs} run{'' if j.runs == 1 else 's'} of {self.against})"
+        word = "slower" if j.change < 0 else "faster"
+        said = f"{abs(j.change):.0%} {word} than {self.against}"
+        if j.state not in ("slower", "faster"):
+            said += (f": no change, within the baseline runs' own spread "
+                     f"({j.low:+.0%} to {j.high:+.0%})")
+        top = next((c for c in self.reasons if c.explained is not None), None)
+        if top is not None and j.state in ("slower", "faster"):
+            said += (f" ({top.phase} {top.delta_seconds * 1000:+.0f} ms per step explains "
+                     f"{top.explained:.0%})")
+        return said
+
+
+class Baselines:
+    """Baselines of runs of one Prometheus, each run's figures read once (`trials` judges many
+    runs against overlapping baselines)."""
+
+    def __init__(self, api: PrometheusAPI, deployment: Deployment, now: float | None = None,
+                 since: float | None = None, last: int = LAST_RUNS) -> None:
+        self.api, self.deployment = api, deployment
+        self.now = time.time() if now is None else now
+        self.since = retention(api) if since is None else since
+        self.last = last
+        self._runs: dict[str, list[Run]] = {}
+        self._sides: dict[tuple[str, ...], compare.Side] = {}
+        self._gpus: dict[tuple[str, ...], frozenset[str]] = {}
+
+    def runs(self, experiment: str) -> list[Run]:
+        if experiment not in self._runs:
+            self._runs[experiment] = find_runs(self.api, self.since, experiment, now=self.now)
+        return self._runs[experiment]
+
+    def trial_run(self, experiment: str, trial: str) -> Run:
+        """The trial's lowest rank's latest run; UnknownTrial where there is none."""
+        runs = [r for r in self.runs(experiment) if r.trial == trial]
+        if not runs:
+            raise UnknownTrial(unknown_message(self.api, self.since, experiment, trial, None,
+                                               self.now))
+        lowest = min(runs, key=lambda r: compare.rank_order(r.rank)).rank
+        return max((r for r in runs if r.rank == lowest), key=lambda r: r.first)
+
+    def side(self, run: Run) -> compare.Side:
+        key = (*run.key, run.pid, run.nodename, str(run.first))
+        if key not in self._sides:
+            self._sides[key] = compare.run_side(self.api, self.deployment, run,
+                                                f"{run.experiment}/{run.trial}", self.now)
+        return self._sides[key]
+
+    def gpus(self, run: Run) -> frozenset[str]:
+        """The GPU products the run used (trainwatch_gpu_info's name), where known."""
+        key = (*run.key, run.pid, str(run.first))
+        if key not in self._gpus:
+            pinned = self.api if run.current else self.api.pinned(run.last)
+            mine = select(names.GPU_INFO, **dict(zip(names.GROUPING_LABELS, run.key)))
+            found = pinned.query(f"max by (name) (trainwatch_gpu_info * on (uuid) group_left () "
+                                 f"max by (uuid) ({mine}))")
+            self._gpus[key] = frozenset(labels.get("name", "") for labels, _ in found)
+        return self._gpus[key]
+
+    def auto(self, run: Run) -> list[Run]:
+        """The last runs of ``run``'s experiment (its rank) that ended clean, with its world
+        size and GPU product, before it ended; oldest first."""
+        stale_after = self.deployment.threshold(TRIAL_STALE)
+        end = self.now if run.current and run.exit_reason is None else run.end
+        mine = self.gpus(run)
+        found: list[Run] = []
+        for other in sorted(self.runs(run.experiment), key=lambda r: r.end, reverse=True):
+            if len(found) == self.last:
+                break
+            if (other.trial == run.trial or other.rank != run.rank
+                    or other.world_size != run.world_size or other.end >= end
+                    or other.state(stale_after, self.now) != ENDED_CLEAN):
+                continue
+            theirs = self.gpus(other)
+            if mine and theirs and mine != theirs:
+                continue
+            found.append(other)
+        return found[::-1]
+
+    def of(self, run: Run, pinned: str = AUTO) -> Baseline:
+        """``run`` against the last runs of its experiment (``pinned`` auto), or against the
+        pinned trial E/T's run."""
+        if pinned == AUTO:
+            others = self.auto(run)
+            against = f"the median of the last {len(others)} runs of {run.experiment}"
+            minimum = None
+        else:
+            experiment, trial, _ = compare.parse_reference(pinned)
+            others = [self.trial_run(experiment, trial)]
+            against, minimum = pinned, 1
+        return self.judged(run, others, against, minimum)
+
+    def judged(self, run: Run, others: list[Run], against: str, minimum: int | None) -> Baseline:
+        side = self.side(run)
+        sides = [self.side(o) for o in others]
+        every = [side, *sides]
+        unit = "sample" if all(s.samples_per_second for s in every) else "step"
+        value = (lambda s: s.samples_per_second if unit == "sample" else s.steps_per_second)
+        pairs = [(value(s), s) for s in sides if value(s)]
+        values = [v for v, _ in pairs]
+        judgement = judge(value(side), values) if minimum is None else judge(
+            value(side), values, minimum)
+        base = Baseline(f"{run.experiment}/{run.trial}", against, unit, value(side),
+                        [s.reference for s in sides], values, judgement)
+        if judgement.median is not None:
+            median = statistics.median(values)
+            nearest = min(pairs, key=lambda pair: abs(pair[0] - median))[1]
+            base.comparison = compare.compare(side, nearest)
+            base.reasons = [c for c in base.comparison.changes if c.explained is not None]
+        return base
