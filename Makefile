@@ -18,7 +18,7 @@ APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout
 DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter prometheus-alertmanager
 ARGS ?=
 
-.PHONY: run stop status demo test tools helm-tools venv bench lint generate rules dashboards chart-files trial-settings-doc clean \
+.PHONY: run stop status demo test tools helm-tools venv bench gpu-check lint generate rules dashboards chart-files trial-settings-doc clean \
 	rule-mutation promql-tools \
 	image image-base image-tools image-test-tools image-name compose-schema browser-tools
 
@@ -170,6 +170,29 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q torch==$(TORCH_VERSION)
 	$(PY) -m pip install -q -e '.[torch,test,dev,report]' $(INTEGRATIONS)
 	@$(PY) -c 'import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith("$(TORCH_VERSION)") else f"torch {v} replaced torch==$(TORCH_VERSION)")'
+	touch $@
+
+# Every GPU-only test and benchmark in one command, one table of figures against their targets
+# (benchmarks/gpu_check.py; each step under 9 minutes). With an NVIDIA driver it runs in a venv
+# of its own with PyPI's CUDA build of torch ($(GPU_VENV)); without one, in the development venv:
+# the CPU-side steps run and each GPU step says why it was skipped. GPU_PYTHON=python3 runs it
+# with an interpreter that already has torch, pytest, pyyaml, prometheus-client, psutil and
+# nvidia-ml-py (a GPU image). ARGS='--only tests scrape' runs some steps.
+GPU_PYTHON ?=
+GPU_VENV ?= .venv-gpu
+gpu-check:
+	@if [ -n "$(GPU_PYTHON)" ]; then py="$(GPU_PYTHON)"; \
+	elif command -v nvidia-smi >/dev/null 2>&1; then \
+	  $(MAKE) --no-print-directory $(GPU_VENV)/.installed && py=$(GPU_VENV)/bin/python; \
+	else $(MAKE) --no-print-directory venv && py=$(PY); fi; \
+	$$py -m benchmarks.gpu_check $(ARGS)
+
+$(GPU_VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { $(APT) update -qq && \
+	  $(APT) install -y -qq --no-install-recommends python3-venv; }
+	$(PYTHON) -m venv $(GPU_VENV)
+	$(GPU_VENV)/bin/python -m pip install -q --upgrade pip
+	$(GPU_VENV)/bin/python -m pip install -q torch==$(TORCH_VERSION) -e '.[torch]' pytest
 	touch $@
 
 bench: tools venv

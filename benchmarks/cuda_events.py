@@ -26,9 +26,12 @@ import torch
 
 import trial_instrumentation as ti
 from benchmarks.cpu import spin
+from benchmarks.gpu_check import figure
 from trial_instrumentation import torch_timing
 from trial_instrumentation.timing import Histogram, Phase
 
+# cuda_events' slowdown against the bare loop: launch-bound, GPU-bound (gpu_loops' order).
+TARGETS = (0.01, 0.003)
 PHASES = (ti.TO_DEVICE, ti.TRAIN_BATCH, ti.STEP_LR_SCHEDULERS, ti.FROM_DEVICE, ti.REDUCE_METRICS)
 
 
@@ -216,12 +219,15 @@ def report(rounds: int = 7, steps: int = 200) -> None:
         print(f"  GIL-bound 2 ms step, five phases, {name:<44} {slowdown:+.2%}")
     if not torch.cuda.is_available():
         print("cuda_events on a GPU: skipped (no CUDA)")
+        figure("cuda_events on a GPU", "skipped (no CUDA)", "launch-bound <= +1%", None)
         return
     print(f"cuda_events on {torch.cuda.get_device_name()}: {rounds} rotated rounds of {steps} "
           "steps (targets: launch-bound <= +1%, GPU-bound <= +0.3%)")
-    for kind, row in gpu_loops(rounds, steps).items():
+    for (kind, row), target in zip(gpu_loops(rounds, steps).items(), TARGETS, strict=True):
         modes = ", ".join(f"{mode} {row[mode]:+.2%}" for mode in ti.TIMING_MODES)
         print(f"  {kind}: bare {row['bare step ms']:.2f} ms/step; {modes}")
+        figure(f"cuda_events slowdown, {kind}", f"{row['cuda_events']:+.2%}",
+               f"<= +{target:.1%}", row["cuda_events"] <= target)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 import trial_instrumentation as ti
+from benchmarks.gpu_check import figure
 from trainwatch.diagnose import traces
 from trial_instrumentation import names
 from trial_instrumentation.profiling import WARMUP_STEPS
@@ -64,7 +65,18 @@ def main() -> int:
         loops = {"CPU (small MLP; no CUDA here)": cpu_mlp()}
     with tempfile.TemporaryDirectory() as folder:
         for kind, work in loops.items():
-            print(f"{kind}:\n  {traces.trace_line('0', summary(work, args.steps, folder))}")
+            found = summary(work, args.steps, folder)
+            line = traces.trace_line('0', found)
+            print(f"{kind}:\n  {line}")
+            shares = found.split_shares()
+            if kind.startswith("launch-bound"):
+                figure("trace of the launch-bound loop says launch-bound",
+                       "yes" if line.endswith(f": launch-bound ({found.path})") else "no", "yes",
+                       line.endswith(f": launch-bound ({found.path})"))
+            elif kind.startswith("GPU-bound"):
+                compute = shares.get("compute", 0.0)
+                figure("GPU-bound loop's trace: compute share of the GPU", compute, "> 0.9",
+                       compute > 0.9)
     return 0
 
 

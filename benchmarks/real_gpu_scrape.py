@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.gpu_check import figure
+
 REPO = Path(__file__).resolve().parent.parent
 QUERY = ("index,uuid,name,pci.bus_id,driver_version,utilization.gpu,utilization.memory,"
          "memory.total,memory.used,memory.free,power.draw,power.limit,temperature.gpu,"
@@ -27,6 +29,8 @@ QUERY = ("index,uuid,name,pci.bus_id,driver_version,utilization.gpu,utilization.
          "ecc.errors.uncorrected.volatile.total")
 SCRAPE_HEADERS = {"Accept-Encoding": "gzip", "X-Prometheus-Scrape-Timeout-Seconds": "10"}
 GPM_SERIES = b"trainwatch_gpu_sm_active_ratio{"
+RATIO_TARGET = 0.4  # of nvidia-smi's median, what nvidia_gpu_exporter pays per scrape
+MEDIAN_MS_TARGET = 10.0  # on one H100
 
 
 def _free_port() -> int:
@@ -112,5 +116,13 @@ def _report(rounds: int, warmup: int, ours: list[float], theirs: list[float],
     print(f"{'trainwatch-exporter scrape (defaults)':<44}{median_ours:>10.2f}{_ms(ours, 0.99):>9.2f}")
     print(f"{'nvidia-smi --query-gpu (17 fields)':<44}{median_theirs:>10.2f}"
           f"{_ms(theirs, 0.99):>9.2f}")
-    print(f"ratio median {median_ours / median_theirs:.2f}x (target <= 0.4x); "
-          f"median {median_ours:.2f} ms (target <= 10 ms on one H100)")
+    ratio = median_ours / median_theirs
+    print(f"ratio median {ratio:.2f}x (target <= {RATIO_TARGET}x); "
+          f"median {median_ours:.2f} ms (target <= {MEDIAN_MS_TARGET} ms on one H100)")
+    figure("gpu collector success", "ok" if gpu_ok else "FAILED", "ok", gpu_ok)
+    figure("GPM activity series (Hopper and newer)", "present" if GPM_SERIES in body else
+           "absent", "present on H100/H200", None)
+    figure("scrape median ms (real NVML, defaults)", median_ours, f"<= {MEDIAN_MS_TARGET}",
+           median_ours <= MEDIAN_MS_TARGET)
+    figure("scrape median / nvidia-smi median", ratio, f"<= {RATIO_TARGET}",
+           ratio <= RATIO_TARGET)

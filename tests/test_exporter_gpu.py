@@ -4,6 +4,7 @@ and memory v2; tests/test_exporter_gpm.py has the fake-NVML GPM tests)."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -257,6 +258,64 @@ def test_real_gpm_and_memory_v2() -> None:
     success = r.get_sample_value("trainwatch_scrape_collector_success", {"collector": "gpu"})
     assert success == 1
     assert labels["uuid"].startswith("GPU-")
+
+
+def _gpu_values(r: CollectorRegistry) -> dict[str, float]:
+    return {s.name: s.value for f in r.collect() for s in f.samples
+            if s.labels.get("gpu") == "0" and "pipe" not in s.labels}
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _real_nvml_present(), reason="no NVML (no NVIDIA driver) on this machine")
+def test_real_gpm_follows_a_matmul_load_and_lists_this_process() -> None:
+    """"GPU busy" is SM activity where GPM reports it: near 0 over an idle second, near 1 over
+    two seconds of back-to-back bf16 matmuls (tensor activity with it), while NVML's coarse
+    utilization reads 100% for either a full or a barely busy GPU. The process collector lists
+    this process (its PID as the host sees it, outside a container) with its memory."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    from benchmarks.gpu_check import figure
+
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    if not pynvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
+        pytest.skip("no GPM on this board (before Hopper)")
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)  # the context, up front
+    torch.cuda.synchronize()
+    session = NvmlSession(pynvml)
+    collector = GpuCollector(session, pcie_throughput=False)
+    r = CollectorRegistry()
+    r.register(ScrapeCollector({"gpu": collector, "gpu_process": GpuProcessCollector(session)},
+                               version="test"))
+    collector.prime()
+    time.sleep(1.0)  # the idle interval GPM measures (not a synchronisation)
+    idle = _gpu_values(r)
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end:
+        for _ in range(8):
+            a = (a @ a) / 90.5  # keeps the values finite
+        torch.cuda.synchronize()
+    loaded = _gpu_values(r)
+    for name, target, ok in (
+            ("trainwatch_gpu_sm_active_ratio idle", "< 0.1", idle[
+                "trainwatch_gpu_sm_active_ratio"] < 0.1),
+            ("trainwatch_gpu_sm_active_ratio under bf16 matmuls", "> 0.8", loaded[
+                "trainwatch_gpu_sm_active_ratio"] > 0.8),
+            ("trainwatch_gpu_tensor_active_ratio under bf16 matmuls", "> 0.3", loaded[
+                "trainwatch_gpu_tensor_active_ratio"] > 0.3)):
+        which = idle if name.endswith("idle") else loaded
+        figure(name, which[name.split()[0]], target, ok)
+    figure("trainwatch_gpu_utilization_ratio under bf16 matmuls",
+           loaded["trainwatch_gpu_utilization_ratio"], "-", None)
+    assert idle["trainwatch_gpu_sm_active_ratio"] < 0.1
+    assert loaded["trainwatch_gpu_sm_active_ratio"] > 0.8
+    assert loaded["trainwatch_gpu_tensor_active_ratio"] > max(
+        0.3, idle["trainwatch_gpu_tensor_active_ratio"] + 0.2)
+    pids = {s.labels["pid"]: s.value for f in r.collect() for s in f.samples
+            if s.name == "trainwatch_gpu_process_memory_bytes"}
+    figure("process collector lists this process", "yes" if str(os.getpid()) in pids else
+           f"no: {sorted(pids)}", "yes", str(os.getpid()) in pids)
+    assert pids.get(str(os.getpid()), 0) >= a.numel() * a.element_size()
 
 
 def test_nvml_failing_to_count_gpus_is_success_0_not_a_failed_scrape() -> None:

@@ -114,7 +114,10 @@ def test_a_bf16_matmul_loop_on_a_real_gpu_stays_under_its_datasheet_peak() -> No
         torch.cuda.synchronize()
     samples_per_second = steps * batch_size / (time.perf_counter() - start)
     mfu = samples_per_second * counted / PEAK_FLOPS[name]["bf16"]
-    print(f"{name}: MFU {mfu:.1%} of {PEAK_FLOPS[name]['bf16'] / 1e12:.0f} TFLOPS bf16")
+    from benchmarks.gpu_check import figure
+
+    figure(f"bf16 matmul loop MFU on {name} ({PEAK_FLOPS[name]['bf16'] / 1e12:.0f} TFLOP/s "
+           "peak)", mfu, "0.2 < MFU < 1", 0.2 < mfu < 1.0)
     assert 0.2 < mfu < 1.0
 
 
