@@ -28,10 +28,13 @@ def test_trial_takes_exactly_the_declared_arguments_and_defaults_none_of_them() 
 
 
 def test_every_library_variable_is_a_settings_and_every_settings_variable_is_known() -> None:
-    declared = {s.metadata["env"] for s in config.settings()} - {None}
+    declared = {s.metadata[key] for s in config.settings() for key in ("env", "fallback")} - {None}
     assert {v for v in declared if v.startswith("TRAINWATCH_")} == set(names.TRIAL_ENV)
-    assert declared - set(names.TRIAL_ENV) == {names.ENV_RANK, names.ENV_WORLD_SIZE,
-                                               names.ENV_LOCAL_RANK}
+    # torchrun's, and Slurm's (the job, and the ranks where torchrun's are absent).
+    assert declared - set(names.TRIAL_ENV) == {
+        names.ENV_RANK, names.ENV_WORLD_SIZE, names.ENV_LOCAL_RANK, names.ENV_SLURM_RANK,
+        names.ENV_SLURM_WORLD_SIZE, names.ENV_SLURM_LOCAL_RANK, names.ENV_SLURM_JOB_ID,
+        names.ENV_SLURM_JOB_USER}
 
 
 def test_a_declared_default_is_what_an_unset_setting_resolves_to() -> None:

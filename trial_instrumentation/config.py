@@ -35,13 +35,15 @@ log = logging.getLogger(__name__)
 
 def _setting(default: Any, parse: Callable[[Any], Any], doc: str, *, env: str | None = None,
              argument: bool = True, required: bool = False, default_from: str | None = None,
-             shown: str | Callable[[Any], str] | None = None, secret: bool = False) -> Any:
-    """One setting: ``parse`` turns an argument or the variable ``env``'s text into its value;
+             shown: str | Callable[[Any], str] | None = None, secret: bool = False,
+             fallback: str | None = None) -> Any:
+    """One setting: ``parse`` turns an argument or the variable ``env``'s text into its value
+    (else ``fallback``'s, a scheduler's variable read where ``env`` is unset or empty);
     ``argument``: ``Trial(...)`` takes it; ``required``: needed when pushing or serving;
     ``default_from``: the default is that (earlier) setting's value; ``shown``: the default as
     the documentation writes it (text, or a function of the default)."""
     meta = {"parse": parse, "doc": doc, "env": env, "argument": argument, "required": required,
-            "default_from": default_from, "shown": shown}
+            "default_from": default_from, "shown": shown, "fallback": fallback}
     if callable(default):
         return field(default_factory=default, metadata=meta, repr=not secret)
     return field(default=default, metadata=meta, repr=not secret)
@@ -96,14 +98,17 @@ class TrialConfig:
     experiment: str = _setting("", parsers.label, _LABEL, env=names.ENV_EXPERIMENT,
                                required=True)
     trial: str = _setting("", parsers.label, _LABEL, env=names.ENV_TRIAL, required=True)
-    rank: int = _setting(0, parsers.label_int(0), "grouping key `rank` (torchrun sets it)",
-                         env=names.ENV_RANK)
+    rank: int = _setting(0, parsers.label_int(0), "grouping key `rank` (torchrun sets it, "
+                         "else Slurm's task id under `srun`)", env=names.ENV_RANK,
+                         fallback=names.ENV_SLURM_RANK)
     world_size: int = _setting(
         1, parsers.label_int(1), "the trial's ranks, `trainwatch_trial_info{world_size}` "
-        "(torchrun sets it)", env=names.ENV_WORLD_SIZE)
+        "(torchrun sets it, else Slurm's task count)", env=names.ENV_WORLD_SIZE,
+        fallback=names.ENV_SLURM_WORLD_SIZE)
     local_rank: int | None = _setting(
         None, parsers.int_at_least(0), "the GPU this rank reports while it has not yet "
-        "allocated on one (torchrun sets it; below)", env=names.ENV_LOCAL_RANK)
+        "allocated on one (torchrun sets it, else Slurm's task id on the node; below)",
+        env=names.ENV_LOCAL_RANK, fallback=names.ENV_SLURM_LOCAL_RANK)
     gpu_uuids: tuple[str, ...] = _setting(
         (), parsers.gpu_uuids, "the GPUs this trial uses, as NVML UUIDs (`nvidia-smi -L`), "
         "comma-separated; replaces detection through torch (JAX, TensorFlow, or a scheduler "
@@ -111,6 +116,22 @@ class TrialConfig:
     nodename: str = _setting(
         lambda: os.uname().nodename, parsers.label_value, "host name for the join to the "
         "exporter (below)", env=names.ENV_NODENAME, argument=False, shown="`uname -n`")
+    k8s_namespace: str = _setting(
+        "", parsers.label_value, "the Kubernetes namespace the trial runs in, "
+        "`trainwatch_trial_info{k8s_namespace}` (downward API `metadata.namespace`; below)",
+        env=names.ENV_K8S_NAMESPACE, argument=False, shown="unset")
+    k8s_pod: str = _setting(
+        "", parsers.label_value, "the trial's Kubernetes pod, `trainwatch_trial_info{k8s_pod}` "
+        "(downward API `metadata.name`; below)", env=names.ENV_K8S_POD, argument=False,
+        shown="unset")
+    slurm_job_id: str = _setting(
+        "", parsers.label_value, "the Slurm job the trial runs in, "
+        "`trainwatch_trial_info{slurm_job_id}` (Slurm sets it)", env=names.ENV_SLURM_JOB_ID,
+        argument=False, shown="unset")
+    slurm_job_user: str = _setting(
+        "", parsers.label_value, "the user who submitted that job, "
+        "`trainwatch_trial_info{slurm_job_user}` (Slurm sets it)",
+        env=names.ENV_SLURM_JOB_USER, argument=False, shown="unset")
     push_interval: float = _setting(
         10.0, parsers.push_interval, "time between pushes: seconds (`10`, `2.5`) or with a "
         f"unit (`10s`, `1m`, `1m30s`, `500ms`), at least `{names.MIN_PUSH_INTERVAL:g}`; the "
@@ -181,13 +202,15 @@ class _Source:
 
     def get(self, setting: Field[Any], arg: object, default: Any) -> tuple[Any, str]:
         """The setting's value and where it came from (``argument name=`` for a default)."""
-        parse, env_name = setting.metadata["parse"], setting.metadata["env"]
+        parse = setting.metadata["parse"]
         argument = f"argument {setting.name}="
         if arg is not None:
             return self._parse(parse, arg, argument), argument
-        raw = self.env.get(env_name, "") if env_name else ""
-        if raw.strip() == "":
+        variables = [v for v in (setting.metadata["env"], setting.metadata["fallback"]) if v]
+        env_name = next((v for v in variables if self.env.get(v, "").strip()), None)
+        if env_name is None:
             return default, argument
+        raw = self.env[env_name]
         where = f"environment variable {env_name}"
         return self._parse(parse, raw.strip(), where), where
 

@@ -135,6 +135,13 @@ ENV_PROFILE_TRIGGER = "TRAINWATCH_PROFILE_TRIGGER"
 ENV_PROFILE_SIGNAL = "TRAINWATCH_PROFILE_SIGNAL"
 ENV_PROFILE_STEPS = "TRAINWATCH_PROFILE_STEPS"
 ENV_PROFILE_MAX_MB = "TRAINWATCH_PROFILE_MAX_MB"
+# Where the trial runs, for trainwatch_trial_info (trial_instrumentation/placement.py): the
+# Kubernetes namespace and pod from the downward API (helm/README.md has the pod spec's env
+# snippet), and Slurm's job id and user, which every task of a job has.
+ENV_K8S_NAMESPACE = "TRAINWATCH_K8S_NAMESPACE"
+ENV_K8S_POD = "TRAINWATCH_K8S_POD"
+ENV_SLURM_JOB_ID = "SLURM_JOB_ID"
+ENV_SLURM_JOB_USER = "SLURM_JOB_USER"
 # TRAINWATCH_* variables that other parts of trainwatch read (the operator CLI and the stack it
 # starts): not the library's, but not a typo either.
 OTHER_ENV = ("TRAINWATCH_PROMETHEUS", "TRAINWATCH_STATE_DIR", "TRAINWATCH_STACK",
@@ -144,6 +151,10 @@ OTHER_ENV = ("TRAINWATCH_PROMETHEUS", "TRAINWATCH_STATE_DIR", "TRAINWATCH_STACK"
 ENV_RANK = "RANK"
 ENV_WORLD_SIZE = "WORLD_SIZE"
 ENV_LOCAL_RANK = "LOCAL_RANK"
+# Slurm's, read for the three above when torchrun's are absent (a task started by `srun`).
+ENV_SLURM_RANK = "SLURM_PROCID"
+ENV_SLURM_WORLD_SIZE = "SLURM_NTASKS"
+ENV_SLURM_LOCAL_RANK = "SLURM_LOCALID"
 # Every TRAINWATCH_* variable this library reads (the ENV_* names above, less the removed ones;
 # each is a setting's in trial_instrumentation/config.py); any other one in a trial's
 # environment is reported as unknown (with the closest of these), so a typo is not a silent

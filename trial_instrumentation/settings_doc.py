@@ -41,11 +41,20 @@ def shown(setting: Field[Any]) -> str:
     return f"`{default:g}`" if isinstance(default, (int, float)) else f"`{default}`"
 
 
+def _scheduler(variable: str) -> str:
+    """Who sets a variable that is not trainwatch's: torchrun or Slurm."""
+    if variable in TORCHRUN:
+        return " (torchrun)"
+    return " (Slurm)" if variable.startswith("SLURM_") else ""
+
+
 def table() -> str:
     lines = ["| variable | argument | default | meaning |", "|---|---|---|---|"]
     for setting in settings():
         env = setting.metadata["env"]
-        variable = "–" if env is None else f"`{env}`" + (" (torchrun)" if env in TORCHRUN else "")
+        variable = "–" if env is None else f"`{env}`" + _scheduler(env)
+        if fallback := setting.metadata["fallback"]:
+            variable += f", else `{fallback}`{_scheduler(fallback)}"
         argument = f"`{setting.name}`" if setting.metadata["argument"] else "–"
         lines.append(f"| {variable} | {argument} | {shown(setting)} | "
                      f"{setting.metadata['doc']} |")

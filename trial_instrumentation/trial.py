@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from prometheus_client import CollectorRegistry, start_http_server
 
 from trial_instrumentation import config as configuration
-from trial_instrumentation import flops, limits, live_keys, names
+from trial_instrumentation import flops, limits, live_keys, names, placement
 from trial_instrumentation.collector import TrialCollector, TrialState
 from trial_instrumentation.gpus import TrainingGpus
 from trial_instrumentation.lifecycle import ExitHooks
@@ -74,8 +73,7 @@ class Trial:
         #: The trial's private registry; register your own collectors here to push them too.
         self.registry = CollectorRegistry()
         self._gpus = TrainingGpus(cfg.local_rank, given=cfg.gpu_uuids)
-        self._state = TrialState(cfg.buckets, {"nodename": cfg.nodename, "pid": str(os.getpid()),
-                                               "world_size": str(cfg.world_size)},
+        self._state = TrialState(cfg.buckets, placement.info_labels(cfg),
                                  gpu_uuids=self._gpus.uuids, phase_buckets=cfg.phase_buckets)
         if cfg.flops_per_sample is not None and cfg.precision is not None:
             self._state.model_flops = (cfg.precision, cfg.flops_per_sample)
