@@ -8,6 +8,7 @@ and `report`.
     trainwatch compare E/T[/R] E/T[/R]
     trainwatch report --experiment E [--trial T] [--since 1h] -o report.html
     trainwatch profile --experiment E --trial T [--rank R] [--steps N --trigger FILE]
+    trainwatch run [--experiment E] [--trial T] [--pushgateway URL] -- COMMAND ...
 
 Without --prometheus, diagnose, trials, compare and report read $TRAINWATCH_PROMETHEUS, else the
 Prometheus of the running `trainwatch stack`. Exit codes: trainwatch/diagnose/cli.py.
@@ -21,7 +22,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from trainwatch import gc, profile
+from trainwatch import gc, profile, run
 from trainwatch.diagnose import cli as diagnose_cli
 from trainwatch.report import cli as report_cli
 from trainwatch.stack import cli as stack_cli
@@ -37,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     report_cli.add_parser(commands)
     diagnose_cli.add_parsers(commands)
     profile.add_parser(commands)
+    run.add_parser(commands)
     return parser
 
 
@@ -64,6 +66,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return report_cli.run(args)
     if args.command == "profile":
         return profile.run(args)
+    if args.command == "run":
+        return run.run(args)
     return diagnose_cli.run(args)
 
 

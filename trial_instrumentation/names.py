@@ -142,10 +142,13 @@ ENV_K8S_NAMESPACE = "TRAINWATCH_K8S_NAMESPACE"
 ENV_K8S_POD = "TRAINWATCH_K8S_POD"
 ENV_SLURM_JOB_ID = "SLURM_JOB_ID"
 ENV_SLURM_JOB_USER = "SLURM_JOB_USER"
+# Automatic instrumentation of an unmodified script (trial_instrumentation/auto/, `trainwatch
+# run`): set (not 0) with trial_instrumentation/auto/site on PYTHONPATH, it times the process.
+AUTO_ENV = "TRAINWATCH_AUTO"
 # TRAINWATCH_* variables that other parts of trainwatch read (the operator CLI and the stack it
 # starts): not the library's, but not a typo either.
 OTHER_ENV = ("TRAINWATCH_PROMETHEUS", "TRAINWATCH_STATE_DIR", "TRAINWATCH_STACK",
-             "TRAINWATCH_STACK_SERVICE", "TRAINWATCH_DEMO_STATE_DIR")
+             "TRAINWATCH_STACK_SERVICE", "TRAINWATCH_DEMO_STATE_DIR", AUTO_ENV)
 # torchrun's variables. LOCAL_RANK picks the GPU a rank reports when nothing better is known
 # (see torch_devices.training_devices).
 ENV_RANK = "RANK"
