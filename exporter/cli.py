@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_settings(argv: Sequence[str]) -> Settings:
     """Settings from ``argv`` and the ``--config`` file it names; ``ConfigError`` if bad."""
+    path, flags = parse_flags(argv)
+    return merge(file=load_file(path) if path else {}, flags=flags)
+
+
+def parse_flags(argv: Sequence[str]) -> tuple[str | None, dict[str, Any]]:
+    """The ``--config`` path (or None) and the other flags of ``argv``, by key."""
     parser = build_parser()
     namespace, unknown = parser.parse_known_args(argv)
     for arg in unknown:
@@ -68,8 +74,7 @@ def parse_settings(argv: Sequence[str]) -> Settings:
             raise unknown_collector(name.split(".", 1)[1])
         raise ConfigError(f"unknown argument {arg!r}; see {PROG} --help")
     flags: dict[str, Any] = vars(namespace)
-    path = flags.pop("config", None)
-    return merge(file=load_file(path) if path else {}, flags=flags)
+    return flags.pop("config", None), flags
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
@@ -77,19 +82,25 @@ def _stop(signum: int, frame: FrameType | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None, *, nvml: Any | None = None) -> int:
-    """Run the exporter until SIGTERM/SIGINT. ``nvml`` replaces ``pynvml`` (tests only)."""
+    """Run the exporter until SIGTERM/SIGINT; SIGHUP reloads the web config (users, TLS).
+    ``nvml`` replaces ``pynvml`` (tests only)."""
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        settings = parse_settings(sys.argv[1:] if argv is None else argv)
+        path, _ = parse_flags(args)
+        settings = parse_settings(args)
         level = settings.log_level.upper().replace("WARN", "WARNING")
         logformat.configure(level, settings.log_format)
         from exporter.web import make_server  # after logging: http.server is no small import
+        from exporter.webreload import LiveWebConfig
 
+        web = LiveWebConfig(settings, lambda: parse_settings(args), path)
         # Bound (and TLS loaded) before the collectors start: a config error is the one line.
-        server = make_server(settings, lambda: build_registry(settings, nvml))
+        server = make_server(settings, lambda: build_registry(settings, nvml), web=web)
     except ConfigError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _stop)
+    web.reload_on(signal.SIGHUP)
     host, port = server.server_address[:2]
     scheme = "https" if settings.web_tls_cert_file else "http"
     log.info("%s %s serving %s://%s:%s/metrics (collectors: %s)", PROG, __version__, scheme,

@@ -66,7 +66,10 @@ class HTTPServer:
     """Serves ``handler`` on a bound socket; ``serve_forever``/``shutdown`` as in socketserver."""
 
     def __init__(self, address: tuple[str, int], family: socket.AddressFamily, handler: Handler,
-                 context: ssl.SSLContext | None = None, limits: Limits | None = None) -> None:
+                 context: ssl.SSLContext | Callable[[], ssl.SSLContext | None] | None = None,
+                 limits: Limits | None = None) -> None:
+        # A callable context is asked once per connection: a renewed certificate is served to
+        # the next connection (exporter.webreload).
         limits = limits or Limits()
         self.handler, self.context, self.limits = handler, context, limits
         self.socket = socket.socket(family, socket.SOCK_STREAM)
@@ -138,8 +141,9 @@ class HTTPServer:
             victim.abort()  # type: ignore[attr-defined]
         self.admission.evicted.clear()
         try:
-            if self.context is not None:
-                await writer.start_tls(self.context,
+            context = self.context() if callable(self.context) else self.context
+            if context is not None:
+                await writer.start_tls(context,
                                        ssl_handshake_timeout=self.limits.handshake_timeout)
             first = True
             while await self._exchange(reader, writer, client, first):

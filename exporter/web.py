@@ -30,8 +30,8 @@ from exporter.deadline import SCRAPE_TIMEOUT_HEADER, scrape_deadline
 from exporter.exposition import CONTENT_TYPE, render
 from exporter.httpmessage import Request, Response
 from exporter.httpserver import HTTPServer, Limits
-from exporter.tls import server_context
-from exporter.webauth import BasicAuth, Verdict
+from exporter.webauth import Verdict
+from exporter.webreload import LiveWebConfig
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +39,16 @@ log = logging.getLogger(__name__)
 class Routes:
     """The exporter's pages: what ``HTTPServer`` calls, in a worker thread, per request."""
 
-    def __init__(self, registry: CollectorRegistry, auth: BasicAuth | None,
-                 landing: bytes) -> None:
-        self.registry, self.auth, self.landing = registry, auth, landing
+    def __init__(self, registry: CollectorRegistry, web: LiveWebConfig, landing: bytes) -> None:
+        self.registry, self.web, self.landing = registry, web, landing
 
     def __call__(self, request: Request) -> Response:
         path = urlsplit(request.target).path
         if path == "/healthz":
             return Response(200, b"ok\n")
-        if self.auth is not None:
-            verdict = self.auth.verify(request.headers.get("authorization"), request.client)
+        auth = self.web.current().auth  # the users as they are now (exporter.webreload)
+        if auth is not None:
+            verdict = auth.verify(request.headers.get("authorization"), request.client)
             if verdict is Verdict.BUSY:
                 return Response(429, b"too many failed logins; try again later\n",
                                 headers={"Retry-After": "1"})
@@ -90,18 +90,18 @@ def landing_page(settings: Settings) -> bytes:
 
 def make_server(settings: Settings,
                 registry: CollectorRegistry | Callable[[], CollectorRegistry],
-                limits: Limits | None = None) -> HTTPServer:
+                limits: Limits | None = None, web: LiveWebConfig | None = None) -> HTTPServer:
     """Bind the listening socket (TLS when configured); ``ConfigError`` if it cannot.
 
     A callable ``registry`` is called only once the socket is bound and TLS loaded, so a bad
     address or certificate is reported before any collector starts (and logs about NVML).
+    ``web`` follows changes to the users and TLS files (default: the TLS files of ``settings``).
     """
     host, port = parse_listen_address(settings.web_listen_address)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    auth = BasicAuth(settings.web_basic_auth_users) if settings.web_basic_auth_users else None
-    context = (server_context(settings.web_tls_cert_file, settings.web_tls_key_file)
-               if settings.web_tls_cert_file else None)
-    routes = Routes(CollectorRegistry(auto_describe=False), auth, landing_page(settings))
+    web = web or LiveWebConfig(settings)
+    routes = Routes(CollectorRegistry(auto_describe=False), web, landing_page(settings))
+    context = (lambda: web.current().context) if settings.web_tls_cert_file else None
     try:
         server = HTTPServer((host or "0.0.0.0", port), family, routes, context,
                             limits or Limits())

@@ -99,6 +99,7 @@ class BasicAuth:
                  concurrent_hashes: int = 1, cached: int = 256) -> None:
         if not users:
             raise ValueError("BasicAuth needs at least one user")
+        self._encoded = dict(users)
         self._users = {user: parse_hash(encoded) for user, encoded in users.items()}
         self._rounds = max(iterations for iterations, _, _ in self._users.values())
         # What an unknown user is checked against: never matches, costs the same.
@@ -106,7 +107,7 @@ class BasicAuth:
         self._key = secrets.token_bytes(32)
         self._burst, self._per_second, self._cached = burst, per_second, cached
         self._lock = threading.Lock()
-        self._verified: OrderedDict[bytes, None] = OrderedDict()
+        self._verified: OrderedDict[bytes, str] = OrderedDict()  # HMAC -> its user
         self._budgets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, when
         self._hashing = threading.BoundedSemaphore(concurrent_hashes)
 
@@ -139,10 +140,25 @@ class BasicAuth:
         if not (hmac.compare_digest(actual, expected) and user in self._users):
             return Verdict.DENIED
         with self._lock:
-            self._verified[remembered] = None
+            self._verified[remembered] = user
             while len(self._verified) > self._cached:
                 self._verified.popitem(last=False)
         return Verdict.OK
+
+    def renewed(self, users: Mapping[str, str]) -> BasicAuth:
+        """A ``BasicAuth`` for a reloaded ``users`` that keeps this one's key, client budgets
+        and verified passwords of the users whose hash is unchanged: a removed user or a changed
+        password must hash again (and fail), an unchanged one costs no PBKDF2 run."""
+        renewed = BasicAuth(users, burst=self._burst, per_second=self._per_second,
+                            concurrent_hashes=1, cached=self._cached)
+        renewed._hashing = self._hashing  # one bound on concurrent hashing, old and new
+        renewed._key = self._key
+        with self._lock:
+            renewed._budgets = OrderedDict(self._budgets)
+            renewed._verified = OrderedDict(
+                (mac, user) for mac, user in self._verified.items()
+                if users.get(user) == self._encoded.get(user))
+        return renewed
 
     def _spend(self, client: str) -> bool:
         """Take one PBKDF2 run from ``client``'s budget (a token bucket); False if empty."""
