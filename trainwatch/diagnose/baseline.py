@@ -10,9 +10,11 @@ samples, else steps/s.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import select
@@ -21,7 +23,8 @@ from trainwatch.diagnose.baseline_stats import LAST_RUNS, NO_BASELINE, Judgement
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.figures import UnknownTrial
 from trainwatch.diagnose.history import unknown_message
-from trainwatch.diagnose.runs import ENDED_CLEAN, Run, find_runs, retention
+from trainwatch.diagnose.runs import ENDED_CLEAN, RankKey, Run, find_runs, retention
+from trainwatch.diagnose.trials import TrialRow
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
 
@@ -52,7 +55,7 @@ class Baseline:
         step explains 85%)'."""
         j = self.judgement
         if j.change is None:
-            return f"{NO_BASELINE} ({j.runs} run{'' if j.runs == 1 else 's'} of {self.against})"
+            return f"{NO_BASELINE} ({j.runs} run{'' if j.runs == 1 else 's'})"
         word = "slower" if j.change < 0 else "faster"
         said = f"{abs(j.change):.0%} {word} than {self.against}"
         if j.state not in ("slower", "faster"):
@@ -65,6 +68,17 @@ class Baseline:
         return said
 
 
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON fields `check`, `diagnose` and `trials` carry (vs_baseline: the change)."""
+        return {"trial": self.reference, "against": self.against, "state": self.state,
+                "vs_baseline": self.judgement.change, "vs_baseline_text": self.judgement.percent,
+                "line": self.line(), "unit": self.unit, "throughput": self.throughput,
+                "baseline_runs": self.baseline_runs,
+                "baseline_throughputs": self.baseline_throughputs,
+                "judgement": dataclasses.asdict(self.judgement),
+                "reasons": [dataclasses.asdict(r) for r in self.reasons]}
+
+
 class Baselines:
     """Baselines of runs of one Prometheus, each run's figures read once (`trials` judges many
     runs against overlapping baselines)."""
@@ -73,11 +87,17 @@ class Baselines:
                  since: float | None = None, last: int = LAST_RUNS) -> None:
         self.api, self.deployment = api, deployment
         self.now = time.time() if now is None else now
-        self.since = retention(api) if since is None else since
+        self._since = since  # default: Prometheus's retention, asked when first needed
         self.last = last
         self._runs: dict[str, list[Run]] = {}
         self._sides: dict[tuple[str, ...], compare.Side] = {}
         self._gpus: dict[tuple[str, ...], frozenset[str]] = {}
+
+    @property
+    def since(self) -> float:
+        if self._since is None:
+            self._since = retention(self.api)
+        return self._since
 
     def runs(self, experiment: str) -> list[Run]:
         if experiment not in self._runs:
@@ -162,3 +182,26 @@ class Baselines:
             base.comparison = compare.compare(side, nearest)
             base.reasons = [c for c in base.comparison.changes if c.explained is not None]
         return base
+
+
+def for_reports(baselines: Baselines, runs: list[Run]) -> dict[RankKey, Baseline]:
+    """`diagnose`'s: one baseline per trial shown, of its lowest rank's run."""
+    lowest: dict[tuple[str, str], Run] = {}
+    for run in runs:
+        seen = lowest.get((run.experiment, run.trial))
+        if seen is None or compare.rank_order(run.rank) < compare.rank_order(seen.rank):
+            lowest[(run.experiment, run.trial)] = run
+    return {run.key: baselines.of(run) for run in lowest.values()}
+
+
+def for_rows(baselines: Baselines, rows: list[TrialRow]) -> None:
+    """`trials`' VS BASELINE: each row's run against the last runs of its rank."""
+    for row in rows:
+        run = next((r for r in baselines.runs(row.experiment)
+                    if (r.trial, r.rank, r.pid) == (row.trial, row.rank, row.pid)
+                    and r.start == row.started), None)
+        if run is None:
+            continue
+        found = baselines.of(run)
+        row.vs_baseline, row.vs_baseline_text = found.judgement.change, found.judgement.percent
+        row.baseline = found.line()

@@ -4,10 +4,12 @@ one line and exit 2.
     trainwatch diagnose --experiment E [--trial T] [--rank R] [--since 7d] [--at TIME] [--window 1h]
     trainwatch trials [--experiment E] [--since 7d]
     trainwatch compare E/T[/R] E/T[/R] [--since 7d]
+    trainwatch check E/T [--baseline auto|E/T] [--max-slowdown 5%] [--format text|json|junit]
 
 Exit codes of diagnose: 0 no bottleneck (GPU-bound, or no GPU metrics to judge), 1 a bottleneck
 found or the trial stopped or ended, 2 usage or configuration error (unknown trial, Prometheus
 unreachable, rules not loaded, no timings yet). With several ranks the worst code wins.
+Exit codes of check: trainwatch/diagnose/check.py.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from typing import Any
 
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, parse_time, span
-from trainwatch.diagnose import compare, render
+from trainwatch.diagnose import baseline, check, compare, render
 from trainwatch.diagnose.figures import UnknownTrial
 from trainwatch.diagnose.history import gather_runs
 from trainwatch.diagnose.rulesource import deployment_of
@@ -27,7 +29,7 @@ from trainwatch.diagnose.verdict import worst_exit_code
 from trainwatch.lookup import prometheus_url
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 
-COMMANDS = ("diagnose", "trials", "compare")
+COMMANDS = ("diagnose", "trials", "compare", "check")
 
 
 def add_parsers(commands: Any) -> None:
@@ -37,10 +39,13 @@ def add_parsers(commands: Any) -> None:
     trials = commands.add_parser("trials", help="list the trials Prometheus knows, running "
                                  "and ended")
     versus = commands.add_parser("compare", help="two trials side by side, and what changed")
-    for sub in (diagnose, trials, versus):
+    gate = commands.add_parser("check", help="a CI gate: exit 1 when a run is slower than its "
+                               "baseline (the last runs of its experiment)")
+    for sub in (diagnose, trials, versus, gate):
         add_prometheus(sub, several=True)
-        sub.add_argument("--format", choices=("text", "json"), default="text")
-    for sub in (diagnose, versus):
+        sub.add_argument("--format", choices=("text", "json", "junit") if sub is gate
+                         else ("text", "json"), default="text")
+    for sub in (diagnose, versus, gate):
         sub.add_argument("--since", type=span, metavar="DURATION",
                          help="how far back to look for the trial (default: Prometheus's "
                          "retention)")
@@ -56,6 +61,7 @@ def add_parsers(commands: Any) -> None:
     trials.add_argument("--since", type=span, default=DEFAULT_SINCE,
                         metavar="DURATION", help="list runs with samples this far back "
                         "(default 1h; e.g. 7d)")
+    check.add_arguments(gate)
     versus.add_argument("first", metavar="A", help="experiment/trial[/rank], e.g. resnet/lr-0.1")
     versus.add_argument("second", metavar="B", help="the trial to compare A against (the "
                         "baseline: 'what changed' is A minus B)")
@@ -70,10 +76,14 @@ def run(args: argparse.Namespace) -> int:
             for api in apis:  # the shards of a sharded Prometheus: each lists its own trials
                 deployment = deployment_of(api)
                 notes += [deployment.source] if deployment.source else []
-                rows += list_trials(api, deployment, args.experiment, args.since)
+                listed = list_trials(api, deployment, args.experiment, args.since)
+                baseline.for_rows(baseline.Baselines(api, deployment), listed)
+                rows += listed
             print(render.trials_json(rows, notes) if args.format == "json"
                   else "\n".join([*render.notes_text(notes), render.trials_text(rows)]))
             return EXIT_OK
+        if args.command == "check":
+            return run_check(apis, args)
         if args.command == "compare":
             api = compare_server(apis, args.first, args.second, args.since)
             deployment = deployment_of(api)
@@ -92,14 +102,27 @@ def run(args: argparse.Namespace) -> int:
                              "once per shard) for --window")
         reports = gather_runs(api, deployment, args.experiment, args.trial, args.rank,
                               since=args.since, at=args.at, window=args.window)
+        baselines = baseline.for_reports(baseline.Baselines(api, deployment),
+                                         [r.run for r in reports if r.run is not None])
     except (ValueError, PrometheusError, UnknownTrial, NotOnAnyServer) as err:
         # DeploymentError is a ValueError
         print(f"trainwatch {args.command}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     notes = [deployment.source] if deployment.source else []
-    print(render.reports_json(reports, notes) if args.format == "json"
-          else "\n".join([*render.notes_text(notes), render.reports_text(reports)]))
+    print(render.reports_json(reports, notes, baselines) if args.format == "json"
+          else "\n".join([*render.notes_text(notes), render.reports_text(reports, baselines)]))
     return worst_exit_code(r.verdict for r in reports if r.verdict is not None)
+
+
+def run_check(apis: list[PrometheusAPI], args: argparse.Namespace) -> int:
+    """`trainwatch check`: its output, its exit code (errors are the caller's: exit 2)."""
+    check.parse_slowdown(args.max_slowdown)  # bad input before any server is asked
+    experiment, trial, _ = compare.parse_reference(args.trial)
+    api = holding(apis, experiment, trial, args.since)
+    found = check.check(api, deployment_of(api), args.trial, args.baseline, args.max_slowdown,
+                        args.since)
+    print({"json": check.as_json, "junit": check.as_junit}.get(args.format, check.as_text)(found))
+    return found.exit_code
 
 
 def compare_server(apis: list[PrometheusAPI], first: str, second: str,

@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from trainwatch.cliutil import ago
 from trainwatch.diagnose import traces
+from trainwatch.diagnose.baseline import Baseline
 from trainwatch.diagnose.figures import RankReport
+from trainwatch.diagnose.runs import RankKey
 from trainwatch.diagnose.trials import TrialRow
 from trainwatch.diagnose.verdict import OFF_THE_AIR, STALE
 
@@ -175,16 +177,28 @@ def notes_text(notes: Sequence[str]) -> list[str]:
     return [f"thresholds: {note}" for note in notes]
 
 
-def reports_text(reports: Sequence[RankReport]) -> str:
-    return "\n\n".join(report_text(r) for r in reports)
+def reports_text(reports: Sequence[RankReport],
+                 baselines: Mapping[RankKey, Baseline] | None = None) -> str:
+    """``baselines``: after a trial's lowest rank's verdict, its baseline's line."""
+    return "\n\n".join(report_text(r) + _baseline_text((baselines or {}).get(
+        (r.experiment, r.trial, r.rank))) for r in reports)
 
 
-def reports_json(reports: Sequence[RankReport], notes: Sequence[str] = ()) -> str:
+def _baseline_text(baseline: Baseline | None) -> str:
+    return "" if baseline is None else f"\n  vs baseline: {baseline.line()}"
+
+
+def reports_json(reports: Sequence[RankReport], notes: Sequence[str] = (),
+                 baselines: Mapping[RankKey, Baseline] | None = None) -> str:
     """``notes``: where the thresholds came from when not from the server's loaded rules (a
-    global view: trainwatch.diagnose.rulesource), as ``thresholds_from``."""
+    global view: trainwatch.diagnose.rulesource), as ``thresholds_from``; ``baselines``: a
+    trial's lowest rank carries its baseline (Baseline.as_dict) as ``baseline``."""
     docs = []
     for r in reports:
         doc = dataclasses.asdict(r)
+        found = (baselines or {}).get((r.experiment, r.trial, r.rank))
+        if found is not None:
+            doc["baseline"] = found.as_dict()
         doc["phases"] = [{"phase": p, "share": s} for p, s in r.phases]
         doc["over"] = over(r)  # the time the shares and rates are measured over
         if r.verdict is not None:
@@ -198,11 +212,11 @@ def reports_json(reports: Sequence[RankReport], notes: Sequence[str] = ()) -> st
 def trials_text(rows: Sequence[TrialRow]) -> str:
     """One line per run; STEPS/S is over the rate window while it runs, else over its life."""
     header = ("EXPERIMENT", "TRIAL", "RANK", "NODE", "PID", "STARTED", "LAST PUSH", "STATE",
-              "STEPS", "STEPS/S", "LOADER", "GPU BUSY", "MFU", "CAUSE")
+              "STEPS", "STEPS/S", "VS BASELINE", "LOADER", "GPU BUSY", "MFU", "CAUSE")
     table = [header] + [
         (r.experiment, r.trial, r.rank, r.nodename or "-", r.pid or "-", _when(r.started),
          _age(r.push_age_seconds), r.state, "-" if r.steps is None else f"{r.steps:,}",
-         num(r.steps_per_second), pct(r.dataloader_share), pct(r.gpu_busy), pct(r.mfu),
+         num(r.steps_per_second), r.vs_baseline_text, pct(r.dataloader_share), pct(r.gpu_busy), pct(r.mfu),
          r.cause or "-") for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()

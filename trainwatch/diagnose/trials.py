@@ -47,6 +47,10 @@ class TrialRow:
     steps: int | None = None
     cause: str | None = None
     mfu: float | None = None  # the MFU rule; None where unknown or the rank is younger than it
+    # Its throughput against its baseline (trainwatch.diagnose.baseline): -0.23 is 23% slower
+    vs_baseline: float | None = None
+    vs_baseline_text: str = "no baseline"  # "−23%", "+4%", "no baseline"
+    baseline: str | None = None  # the baseline's line, as diagnose prints it
 
 
 def list_trials(api: PrometheusAPI, deployment: Deployment, experiment: str | None = None,

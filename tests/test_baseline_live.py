@@ -1,0 +1,158 @@
+"""The run that got slower (issue 41), on a live stack with real PyTorch CPU runs: five healthy
+nights of one experiment, a sixth whose Dataset sleeps 10 ms more per batch, a seventh healthy
+one. `check` fails the sixth naming dataloader_next and passes the seventh, `trials` shows the
+sixth's change within 3 points of its measured steps/s ratio, `diagnose` says it after the
+verdict; bad input is one line and exit 2; the baseline outlives gc retiring the groups.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from benchmarks.stack import REPO, wait_until
+from tests.live_stack import LiveStack, live_stack
+from trainwatch import gc
+from trial_instrumentation import names
+
+pytest.importorskip("torch")
+
+EXPERIMENT = "nightly"
+# Each night a few seconds: 120 steps of batch 8, the loader sleeping 10 ms a batch (the step's
+# own work is a millisecond or two on one thread), so the sleep sets the pace on a busy machine.
+COMMON = ("--workers", "0", "--batch-size", "8", "--steps", "120")
+HEALTHY, SLOWER = ("--loader-delay", "0.01"), ("--loader-delay", "0.02")
+NIGHTS = 7
+SLOW_NIGHT = 6
+
+
+def night(n: int) -> str:
+    return f"night-{n}"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
+    workdir = tmp_path_factory.mktemp("baseline")
+    with live_stack(workdir, rate_window="10s", for_="3s") as live:
+        for n in range(1, NIGHTS + 1):  # one after the other, as nightly jobs run
+            proc = live.start_trial(EXPERIMENT, night(n), *COMMON,
+                                    *(SLOWER if n == SLOW_NIGHT else HEALTHY))
+            assert proc.wait(timeout=120) == 0, live.trial_log(night(n))
+        live.prometheus.wait_for_series(
+            f'count({names.EXIT}{{experiment="{EXPERIMENT}", reason="clean"}}) == {NIGHTS}', 30)
+        yield live
+
+
+def trainwatch(stack: LiveStack, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "trainwatch.cli", *args, "--prometheus",
+                           stack.prometheus.url], check=False, capture_output=True, text=True,
+                          cwd=REPO, timeout=60)
+
+
+def checked(stack: LiveStack, trial: str, *args: str) -> tuple[int, dict[str, Any]]:
+    done = trainwatch(stack, "check", f"{EXPERIMENT}/{trial}", *args, "--format", "json")
+    assert not done.stderr, done.stderr
+    return done.returncode, json.loads(done.stdout)["check"]
+
+
+def measured_steps_per_second(stack: LiveStack, trial: str) -> float:
+    """Steps over the run's life (start to final push), from its own pushed series."""
+    sel = f'experiment="{EXPERIMENT}", trial="{trial}"'
+    [found] = stack.prometheus.query(
+        f"{names.STEPS}_total{{{sel}}} / on (experiment, trial, rank) "
+        f"(push_time_seconds{{{sel}}} - on (experiment, trial, rank) "
+        f"{names.START_TIME}{{{sel}}})")
+    return float(found["value"][1])
+
+
+def test_check_fails_the_slower_night_naming_the_loader_and_passes_a_healthy_one(
+        stack: LiveStack) -> None:
+    code, slow = checked(stack, night(SLOW_NIGHT))
+    assert code == 1 and slow["failed"] and slow["state"] == "slower", slow
+    assert slow["baseline_runs"] == [f"{EXPERIMENT}/{night(n)}" for n in range(1, 6)]
+    assert slow["unit"] == "sample"
+    top = slow["reasons"][0]
+    assert top["phase"] == names.DATALOADER_NEXT and top["explained"] > 0.5, slow
+    assert 0.006 < top["delta_seconds"] < 0.02, top  # the 10 ms slept more per batch
+    code, healthy = checked(stack, night(NIGHTS))
+    assert code == 0 and not healthy["failed"] and healthy["state"] != "slower", healthy
+    assert f"{EXPERIMENT}/{night(SLOW_NIGHT)}" in healthy["baseline_runs"]
+    # A bound wider than the slowdown passes it; the text says why it failed.
+    assert checked(stack, night(SLOW_NIGHT), "--max-slowdown", "90%")[0] == 0
+    text = trainwatch(stack, "check", f"{EXPERIMENT}/{night(SLOW_NIGHT)}")
+    assert text.returncode == 1 and text.stdout.startswith("FAIL: ")
+    assert f"1. {names.DATALOADER_NEXT} +" in text.stdout, text.stdout
+    junit = trainwatch(stack, "check", f"{EXPERIMENT}/{night(SLOW_NIGHT)}", "--format", "junit")
+    assert junit.returncode == 1 and "<failure message=" in junit.stdout
+
+
+def test_a_pinned_baseline_and_too_few_runs(stack: LiveStack) -> None:
+    code, pinned = checked(stack, night(SLOW_NIGHT), "--baseline", f"{EXPERIMENT}/{night(1)}")
+    assert code == 1 and pinned["baseline_runs"] == [f"{EXPERIMENT}/{night(1)}"]
+    # The second night has one run before it: no baseline, said, and no failure.
+    code, second = checked(stack, night(2))
+    assert code == 0 and second["state"] == "no baseline"
+    assert second["line"] == "no baseline (1 run)", second
+
+
+def test_trials_shows_the_change_within_3_points_of_the_measured_ratio(stack: LiveStack) -> None:
+    done = trainwatch(stack, "trials", "--experiment", EXPERIMENT, "--format", "json")
+    rows = {row["trial"]: row for row in json.loads(done.stdout)["trials"]}
+    healthy = statistics.median(measured_steps_per_second(stack, night(n)) for n in range(1, 6))
+    ratio = measured_steps_per_second(stack, night(SLOW_NIGHT)) / healthy
+    slow = rows[night(SLOW_NIGHT)]
+    assert ratio < 0.85, ratio  # the extra sleep shows
+    assert slow["vs_baseline"] == pytest.approx(ratio - 1, abs=0.03), (slow, ratio)
+    assert rows[night(1)]["vs_baseline_text"] == "no baseline"
+    text = trainwatch(stack, "trials", "--experiment", EXPERIMENT).stdout
+    assert "VS BASELINE" in text.splitlines()[0]
+    assert f"\u2212{round((1 - ratio) * 100)}%" in text or \
+        f"\u2212{round((1 - ratio) * 100) + 1}%" in text or \
+        f"\u2212{round((1 - ratio) * 100) - 1}%" in text, text
+
+
+def test_diagnose_says_how_much_slower_and_why_after_the_verdict(stack: LiveStack) -> None:
+    text = trainwatch(stack, "diagnose", "--experiment", EXPERIMENT, "--trial",
+                      night(SLOW_NIGHT)).stdout
+    verdict_at = text.index("VERDICT")
+    line = next(line for line in text.splitlines() if "vs baseline:" in line)
+    assert text.index(line) > verdict_at
+    assert f"slower than the median of the last 5 runs of {EXPERIMENT} " \
+        f"({names.DATALOADER_NEXT} +" in line and "ms per step explains" in line, line
+    done = trainwatch(stack, "diagnose", "--experiment", EXPERIMENT, "--trial",
+                      night(SLOW_NIGHT), "--format", "json")
+    [report] = json.loads(done.stdout)["reports"]
+    assert report["baseline"]["line"] in line and report["baseline"]["vs_baseline"] < -0.15
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("nope/night-1",), "no experiment 'nope'"),
+    ((f"{EXPERIMENT}/night-1", "--baseline", f"{EXPERIMENT}/no-such-night"),
+     f"no trial {EXPERIMENT}/no-such-night"),
+    ((f"{EXPERIMENT}/night-1", "--max-slowdown", "banana"), "--max-slowdown 'banana'"),
+    ((f"{EXPERIMENT}/night-1", "--baseline", "banana"), "'banana' is not a trial reference"),
+])
+def test_bad_input_is_one_line_and_exit_2(stack: LiveStack, args: tuple[str, ...],
+                                          said: str) -> None:
+    done = trainwatch(stack, "check", *args)
+    assert done.returncode == 2 and not done.stdout, done
+    assert done.stderr.count("\n") == 1 and said in done.stderr, done.stderr
+
+
+def test_the_baseline_survives_gc_retiring_the_groups(stack: LiveStack) -> None:
+    gateway = gc.Pushgateway(stack.pushgateway.url, 5, {})
+    wait_until(lambda: len(gc.collect(gateway, names.JOB, 3600, dry_run=True,
+                                      ended_after=1.0)) >= NIGHTS,
+               what="the ended groups to age past 1 s")
+    gc.collect(gateway, names.JOB, 3600, dry_run=False, ended_after=1.0)
+    stack.prometheus.wait_for_series(
+        f'absent({names.TRIAL_INFO}{{experiment="{EXPERIMENT}"}})', 30)
+    code, slow = checked(stack, night(SLOW_NIGHT))
+    assert code == 1 and slow["reasons"][0]["phase"] == names.DATALOADER_NEXT, slow
+    assert checked(stack, night(NIGHTS))[0] == 0
