@@ -3,7 +3,10 @@ is older than --max-age; a trial that is pushing is never touched."""
 
 from __future__ import annotations
 
+import functools
 import threading
+import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -11,7 +14,7 @@ from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
 import trial_instrumentation as ti
 from benchmarks.stack import Service, wait_until
-from tests.trial_support import closed_port_url, pushed
+from tests.trial_support import closed_port_url, pushed, pushed_value
 from trainwatch import cli, gc
 from trainwatch.cliutil import duration
 from trial_instrumentation import names
@@ -181,3 +184,151 @@ def test_an_answer_that_is_no_pushgateways_is_an_error(
         server.server_close()
     err = capsys.readouterr().err
     assert "not a Pushgateway's answer" in err and err.count("\n") == 1
+
+
+def push_plain(pgw: Service, experiment: str) -> None:
+    """A group pushed with its key in the URL path as it is (not base64), as a client may: a
+    1,000,000-character name fits the Pushgateway's 1 MiB request line this way, while gc's
+    base64 DELETE (a third longer) is refused with 431."""
+    body = b"# TYPE trainwatch_trial_steps gauge\ntrainwatch_trial_steps 7\n"
+    request = urllib.request.Request(
+        f"{pgw.url}/metrics/job/{names.JOB}/experiment/{experiment}/trial/t/rank/0",
+        data=body, method="PUT")
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.status == 200
+
+
+def aged(pgw: Service, count: int, age: float = 1.0) -> None:
+    """Wait until ``count`` groups of the job are due at ``age`` (a dry run lists them)."""
+    gateway = gc.Pushgateway(pgw.url, 30, {})
+    wait_until(lambda: len(gc.collect(gateway, names.JOB, age, dry_run=True)) == count,
+               what=f"{count} groups to age past {age:g} s")
+
+
+def test_a_group_whose_delete_fails_is_named_once_bounded_and_the_others_still_go(
+        pushgateway: Service, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gc, "MIN_MAX_AGE", 1.0)
+    monkeypatch.setattr(gc, "_reported", set())
+    huge = "x" * 1_000_000
+    push_plain(pushgateway, huge)  # the oldest: gc tries it first
+    for trial in ("after-1", "after-2", "after-3"):
+        push_dead_group(pushgateway, experiment="e", trial=trial, rank="0")
+    aged(pushgateway, 4)
+    argv = ["gc", "--pushgateway", pushgateway.url, "--max-age", "1s"]
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert [line.split(" (")[0] for line in out.splitlines()] == [
+        f"deleted experiment=e,rank=0,trial=after-{n}" for n in (1, 2, 3)]
+    named, summary = err.splitlines()
+    assert named.startswith("trainwatch gc: cannot delete experiment=" + "x" * 200
+                            + "…(1000000 chars),rank=0,trial=t (silent, last push ")
+    assert ": 431 Request Header Fields Too Large; " in named and "/api/v1/admin/wipe" in named
+    assert len(named) < 2000 and "x" * 201 not in named
+    assert summary == (f"3 group(s) deleted of job {names.JOB} on {pushgateway.url}; "
+                       "1 could not be deleted")
+    wait_until(lambda: groups(pushgateway) == {key(experiment=huge, trial="t", rank="0")},
+               timeout=5, what="the three deletes")
+    # The next pass: the jammed group is counted, not named again; a new dead group goes.
+    push_dead_group(pushgateway, experiment="e", trial="later", rank="0")
+    aged(pushgateway, 2)
+    assert cli.main(argv) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("deleted experiment=e,rank=0,trial=later (silent, ")
+    assert err == (f"1 group(s) deleted of job {names.JOB} on {pushgateway.url}; "
+                   "1 could not be deleted\n")
+
+
+def test_a_short_group_that_cannot_be_deleted_gets_its_curl_command(
+        pushgateway: Service, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DELETE refused for another reason (here every DELETE: a 405 from a read-only proxy is
+    the same to gc) names the exact curl command that removes the group, escapes written out."""
+    monkeypatch.setattr(gc, "MIN_MAX_AGE", 1.0)
+    monkeypatch.setattr(gc, "_reported", set())
+
+    def refuse(self: gc.Pushgateway, group: gc.Group) -> None:
+        raise gc.GcError(f"DELETE {self.url}{group.path()}: 405 Method Not Allowed")
+
+    monkeypatch.setattr(gc.Pushgateway, "delete", refuse)
+    push_dead_group(pushgateway, experiment="e", trial="t\n\x1b[2J", rank="0")
+    aged(pushgateway, 1)
+    assert cli.main(["gc", "--pushgateway", pushgateway.url, "--max-age", "1s"]) == 1
+    named = capsys.readouterr().err.splitlines()[0]
+    path = gc.Group({"job": names.JOB, "experiment": "e", "trial": "t\n\x1b[2J", "rank": "0"},
+                    0).path()
+    assert named.startswith("trainwatch gc: cannot delete experiment=e,rank=0,trial=t\\n\\x1b[2J ")
+    assert named.endswith(f"; by hand: curl -X DELETE '{pushgateway.url}{path}'")
+    assert "\x1b" not in named
+
+
+def test_the_budget_stops_a_pass_and_names_what_it_left(
+        pushgateway: Service, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clock that advances a second each time it is read (before each DELETE): a budget of
+    2.5 s deletes the two oldest groups, then the pass stops and the rest wait, oldest first."""
+    monkeypatch.setattr(gc, "MIN_MAX_AGE", 1.0)
+    for trial in ("t1", "t2", "t3", "t4"):
+        push_dead_group(pushgateway, experiment="e", trial=trial, rank="0")
+    aged(pushgateway, 4)
+    ticks = iter(range(1000))
+    gateway = gc.Pushgateway(pushgateway.url, 5, {})
+    done = gc.sweep(gateway, names.JOB, 1.0, dry_run=False, budget=2.5,
+                    clock=lambda: float(next(ticks)))
+    assert [g.labels["trial"] for g in done.deleted] == ["t1", "t2"]
+    assert [g.labels["trial"] for g in done.left] == ["t3", "t4"] and done.failed == []
+    wait_until(lambda: groups(pushgateway) == {key(experiment="e", trial=t, rank="0")
+                                               for t in ("t3", "t4")}, timeout=5,
+               what="the two deletes")
+    # The command says so, and exits 1; an ample budget then finishes the job with exit 0.
+    monkeypatch.setattr(gc, "sweep", functools.partial(gc.sweep,
+                                                       clock=lambda: float(next(ticks))))
+    assert cli.main(["gc", "--pushgateway", pushgateway.url, "--max-age", "1s",
+                     "--budget", "1.5s"]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("deleted experiment=e,rank=0,trial=t3 (") and out.count("\n") == 1
+    left, summary = err.splitlines()
+    assert left.startswith("trainwatch gc: the pass's budget (--budget 1.5s) ran out: 1 group(s) "
+                           "due left for the next pass, the oldest "
+                           "experiment=e,rank=0,trial=t4 (silent, last push ")
+    assert summary == (f"1 group(s) deleted of job {names.JOB} on {pushgateway.url}; 1 left for "
+                       "the next pass")
+    monkeypatch.undo()
+    monkeypatch.setattr(gc, "MIN_MAX_AGE", 1.0)
+    assert cli.main(["gc", "--pushgateway", pushgateway.url, "--max-age", "1s"]) == 0
+    assert capsys.readouterr().out.startswith("deleted experiment=e,rank=0,trial=t4 (")
+
+
+def test_a_live_group_that_pushes_every_90s_survives_max_age_60s(
+        pushgateway: Service) -> None:
+    """The trial announces its interval with its group; --max-age 60s must not retire it
+    before two of its intervals, while a group that announces none is retired at 60 s."""
+    with ti.Trial(experiment="e", trial="slow-pusher", rank=0, pushgateway=pushgateway.url,
+                  push_interval="90s"):
+        push_dead_group(pushgateway, experiment="e", trial="silent", rank="0")
+        gateway = gc.Pushgateway(pushgateway.url, 5, {})
+        wait_until(lambda: len(gateway.groups(names.JOB)) == 2, what="both groups")
+        (live,) = [g for g in gateway.groups(names.JOB) if g.labels["trial"] == "slow-pusher"]
+        assert live.interval == 90.0 and not live.ended
+        assert pushed_value(pushgateway, names.PUSH_INTERVAL,
+                            trial="slow-pusher") == 90.0
+        later = time.time() + 100  # 100 s after its push: past --max-age, before its next push
+        deleted = gc.collect(gateway, names.JOB, 60.0, dry_run=False, now=later)
+        assert [g.labels["trial"] for g in deleted] == ["silent"]
+        wait_until(lambda: groups(pushgateway) == {key(experiment="e", trial="slow-pusher",
+                                                       rank="0")}, timeout=5,
+                   what="the silent group's delete")
+        # Two intervals without a push: it died; now it goes.
+        gone = gc.collect(gateway, names.JOB, 60.0, dry_run=True, now=time.time() + 181)
+        assert [g.labels["trial"] for g in gone] == ["slow-pusher"]
+
+
+@pytest.mark.parametrize(("value", "honoured"), [("90", 90.0), ("1e9", 86400.0), ("0", None),
+                                                 ("-5", None), ("NaN", None), ("+Inf", 86400.0)])
+def test_an_announced_interval_is_honoured_up_to_a_day(
+        value: str, honoured: float | None) -> None:
+    entry = {"labels": {"job": names.JOB}, "push_time_seconds": {"metrics": [{"value": "1e9"}]},
+             names.PUSH_INTERVAL: {"metrics": [{"value": value}]}}
+    group = gc._group(entry)
+    assert group is not None and group.interval == honoured

@@ -133,3 +133,35 @@ def add_trial(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--experiment", required=True)
     sub.add_argument("--trial", help="default: every trial of the experiment")
     sub.add_argument("--rank", help="default: every rank")
+
+
+def printable(text: str) -> str:
+    """``text`` as every human-readable output shows a user's name (an experiment, trial,
+    phase, rank or node, a label read back from Prometheus or the Pushgateway): each character
+    a terminal or a page would act on or hide written out as its escape, the rest as it is.
+    Newlines and CR (``\\n``, ``\\r``), tab, ESC, BEL, NUL, DEL, the C1 controls, U+2028/2029,
+    bidi and other format characters and unassigned code points: a name cannot clear the
+    screen, retitle the window or start a line of its own (``VERDICT: healthy``). Every escape
+    starts with a backslash and has a fixed length, so two names without a backslash never
+    print alike. JSON outputs escape by JSON's rules instead.
+
+    >>> print(printable("lr-0.1\\nVERDICT: healthy\\x1b[2J\\u2028"))
+    lr-0.1\\nVERDICT: healthy\\x1b[2J\\u2028
+    >>> printable("résumé/批 0.1 (a)")
+    'résumé/批 0.1 (a)'
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace")
+                   .decode("ascii") for c in text)
+
+
+def bounded(text: str, limit: int = 200) -> str:
+    """:func:`printable` of ``text``'s first ``limit`` characters, and how long it was when
+    longer: a log line that names a 1,000,000-character name stays short.
+
+    >>> bounded("x" * 1000, 5)
+    'xxxxx…(1000 chars)'
+    """
+    shown = printable(text[:limit])
+    return shown if len(text) <= limit else f"{shown}…({len(text)} chars)"

@@ -13,6 +13,17 @@ stack up` runs it on a schedule, the chart as a CronJob; or run it from cron or 
 
 Without --pushgateway it reads $TRAINWATCH_PUSHGATEWAY, else the running `trainwatch stack`'s.
 Basic auth comes from $TRAINWATCH_PUSHGATEWAY_USERNAME / _PASSWORD, as for the trials.
+
+A group that announces its push interval (``trainwatch_trial_push_interval_seconds``, pushed
+by every trial) is never retired as silent before two of its intervals have passed, whatever
+``--max-age`` says (an interval above a day counts as a day). No group jams a pass: one whose
+DELETE fails (a 431 for a name too long for a request line, a 5xx) is reported, once per
+process, on one bounded line with how to remove it by hand, and the pass goes on with the
+others; one without a push time is left alone and reported likewise. A pass stops deleting
+when ``--budget`` (default 60 s) is spent, oldest groups first, and names what it left for the
+next pass. Exit codes: 0 every due group was deleted (or none was due); 1 the pass left some
+(could not delete, no push time, the budget ran out); 2 a usage error or a Pushgateway that
+cannot be read (nothing deleted).
 """
 
 from __future__ import annotations
@@ -25,10 +36,18 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, LATEST_TIME, MAX_TIMEOUT, duration
+from trainwatch.cliutil import (
+    EXIT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    LATEST_TIME,
+    MAX_TIMEOUT,
+    bounded,
+    duration,
+)
 from trainwatch.httpget import ResponseTooLarge, fetch
 from trainwatch.lookup import NoPrometheus, stack_url
 from trial_instrumentation import names
@@ -40,6 +59,17 @@ ENDED_AFTER = 120.0
 # deleted live groups (3 s did, at the default interval), and the group came back at the next
 # push without its history.
 MIN_MAX_AGE = 60.0
+# A pass's default time budget: then it stops deleting and leaves the rest for the next pass.
+BUDGET = 60.0
+# The longest announced push interval gc honours: a group that says it pushes once a year is
+# kept two days, not two years.
+MAX_HONOURED_INTERVAL = 86400.0
+# A DELETE's URL path printed as a curl command up to this long; past it, the Pushgateway (1 MiB
+# of request line and headers) refuses it by hand too.
+MAX_SHOWN_PATH = 4096
+# The groups this process already reported by name (could not delete, no push time): each is
+# named once, later passes count it. `trainwatch stack`'s gc loop is one process.
+_reported: set[tuple[tuple[str, str], ...]] = set()
 
 
 class GcError(Exception):
@@ -51,6 +81,11 @@ class Group:
     labels: Mapping[str, str]  # job and the grouping key
     pushed_at: float  # Unix time of the last successful push
     ended: bool = False  # its last push was a trial's final one (trainwatch_trial_exit)
+    interval: float | None = None  # its announced push interval, seconds, if any
+
+    @property
+    def key(self) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted(self.labels.items()))
 
     def path(self) -> str:
         """The group's URL path; base64 values survive slashes and empty strings."""
@@ -60,7 +95,19 @@ class Group:
         return "/metrics/" + "/".join(parts)
 
     def describe(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in sorted(self.labels.items()) if k != "job")
+        """Its grouping key on one bounded line (each value at most 200 characters shown)."""
+        return ",".join(f"{bounded(k)}={bounded(v)}" for k, v in sorted(self.labels.items())
+                        if k != "job")
+
+
+@dataclass
+class Sweep:
+    """What one pass did: the groups deleted (or, dry, due), those whose DELETE failed (with
+    why), and those due but left for the next pass when the budget ran out."""
+
+    deleted: list[Group] = field(default_factory=list)
+    failed: list[tuple[Group, str]] = field(default_factory=list)
+    left: list[Group] = field(default_factory=list)
 
 
 class Pushgateway:
@@ -112,15 +159,29 @@ class Pushgateway:
             answer = fetch(self.url + path, timeout=self.timeout, method=method,
                            headers=self.headers)
         except ResponseTooLarge as err:
-            raise GcError(f"{method} {self.url}{path}: {err}") from None
+            raise GcError(f"{method} {self.url}{bounded(path)}: {err}") from None
         except TimeoutError:
-            raise GcError(f"{method} {self.url}{path}: no complete answer within "
+            raise GcError(f"{method} {self.url}{bounded(path)}: no complete answer within "
                           f"{self.timeout:g} s (--timeout)") from None
         except (OSError, http.client.HTTPException) as err:
-            raise GcError(f"cannot reach the Pushgateway at {self.url}: {err}") from None
+            raise GcError(f"cannot reach the Pushgateway at {self.url}: "
+                          f"{bounded(str(err))}") from None
         if answer.status >= 400:
-            raise GcError(f"{method} {self.url}{path}: {answer.status} {answer.reason}")
+            raise GcError(f"{method} {self.url}{bounded(path)}: {answer.status} "
+                          f"{bounded(answer.reason)}")
         return answer.body
+
+    def by_hand(self, group: Group) -> str:
+        """How to remove ``group`` without gc: a curl command, when its path can be sent."""
+        path = group.path()
+        auth = (f' -u "${names.ENV_USERNAME}:${names.ENV_PASSWORD}"'
+                if "Authorization" in self.headers else "")
+        if len(path) <= MAX_SHOWN_PATH:
+            return f"curl -X DELETE{auth} '{self.url}{path}'"
+        return (f"its URL path is {len(path)} characters, more than a Pushgateway reads: only "
+                f"curl -X PUT{auth} '{self.url}/api/v1/admin/wipe' (a Pushgateway run with "
+                "--web.enable-admin-api; it deletes every group) or restarting a Pushgateway "
+                "that does not persist removes it")
 
 
 def _group(entry: Any) -> Group | None:
@@ -131,30 +192,58 @@ def _group(entry: Any) -> Group | None:
         return None  # a group we cannot date is never deleted
     if not 0 <= pushed_at <= LATEST_TIME:  # NaN, ±Inf, 1e308: no date either
         return None
-    return Group(labels, pushed_at, ended=names.EXIT in entry)
+    return Group(labels, pushed_at, ended=names.EXIT in entry, interval=_interval(entry))
+
+
+def _interval(entry: Any) -> float | None:
+    """The group's announced push interval (seconds, at most MAX_HONOURED_INTERVAL); None
+    where it announces none that is a positive number."""
+    try:
+        value = float(entry[names.PUSH_INTERVAL]["metrics"][0]["value"])
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError):
+        return None
+    return min(value, MAX_HONOURED_INTERVAL) if value > 0 else None  # NaN is not > 0
 
 
 def collect(gateway: Pushgateway, job: str, max_age: float, dry_run: bool,
             now: float | None = None, ended_after: float | None = None) -> list[Group]:
-    """Delete (unless ``dry_run``) and return the groups of ``job`` whose last push is older
-    than ``max_age``, or than ``ended_after`` for an ended group (None: ``max_age`` too)."""
+    """The groups :func:`sweep` deleted (or, ``dry_run``, would delete), oldest first."""
+    return sweep(gateway, job, max_age, dry_run, now, ended_after).deleted
+
+
+def sweep(gateway: Pushgateway, job: str, max_age: float, dry_run: bool,
+          now: float | None = None, ended_after: float | None = None,
+          budget: float | None = None, clock: Any = time.monotonic) -> Sweep:
+    """Delete (unless ``dry_run``) the groups of ``job`` whose last push is older than
+    ``max_age`` (and than two of their announced push intervals), or than ``ended_after`` for
+    an ended group (None: ``max_age`` too), oldest first, until ``budget`` seconds of ``clock``
+    have passed since the pass began; a failed DELETE is noted and the pass goes on."""
+    began = clock()
     ended_age = max_age if ended_after is None else ended_after
 
     def stale(groups: list[Group]) -> dict[tuple[tuple[str, str], ...], Group]:
         at = time.time() if now is None else now
-        return {tuple(sorted(g.labels.items())): g for g in groups
-                if at - g.pushed_at > (ended_age if g.ended else max_age)}
+        return {g.key: g for g in groups
+                if at - g.pushed_at > (ended_age if g.ended else
+                                       max(max_age, 2 * (g.interval or 0.0)))}
 
     candidates = stale(gateway.groups(job))
     if dry_run or not candidates:
-        return list(candidates.values())
+        return Sweep(deleted=sorted(candidates.values(), key=lambda g: g.pushed_at))
     still = stale(gateway.groups(job))  # a group that pushed meanwhile is alive again
-    removed = []
-    for key in candidates:
-        if key in still:
-            gateway.delete(still[key])
-            removed.append(still[key])
-    return removed
+    due = sorted((still[key] for key in candidates if key in still), key=lambda g: g.pushed_at)
+    done = Sweep()
+    for at, group in enumerate(due):
+        if budget is not None and clock() - began >= budget:
+            done.left = due[at:]
+            break
+        try:
+            gateway.delete(group)
+        except GcError as err:
+            done.failed.append((group, str(err)))
+        else:
+            done.deleted.append(group)
+    return done
 
 
 def add_parser(commands: Any) -> None:
@@ -173,6 +262,9 @@ def add_parser(commands: Any) -> None:
     gc.add_argument("--dry-run", action="store_true", help="list, delete nothing")
     gc.add_argument("--timeout", type=duration, default=10.0, metavar="DURATION",
                     help="each request's whole time, seconds (default 10)")
+    gc.add_argument("--budget", type=duration, default=BUDGET, metavar="DURATION",
+                    help="stop deleting once a pass has taken this long and leave the rest, "
+                    f"named, for the next pass (default {BUDGET:g}s)")
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
@@ -185,25 +277,48 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
         url = args.pushgateway or env.get(names.ENV_PUSHGATEWAY) or stack_url(
             "pushgateway", f"pass --pushgateway URL, set {names.ENV_PUSHGATEWAY}", env)
         gateway = Pushgateway(url, args.timeout, env)
-        groups = collect(gateway, args.job, args.max_age, args.dry_run,
-                         ended_after=args.ended_after)
+        passed = sweep(gateway, args.job, args.max_age, args.dry_run,
+                       ended_after=args.ended_after, budget=args.budget)
     except (GcError, NoPrometheus) as err:
-        print(f"trainwatch gc: error: {err}", file=sys.stderr)
+        print(f"trainwatch gc: error: {bounded(str(err), 2000)}", file=sys.stderr)
         return EXIT_USAGE
     verb = "to delete" if args.dry_run else "deleted"
-    for group in sorted(groups, key=lambda g: g.pushed_at):
-        age = time.time() - group.pushed_at
-        print(f"{verb} {group.describe()} ({'ended' if group.ended else 'silent'}, "
-              f"last push {age:.0f} s ago)")
-    done = f"{len(groups)} group(s) {verb} of job {args.job} on {gateway.url}"
-    if gateway.undated:
-        first = _shown(Group(gateway.undated[0], 0.0).describe())
-        print(f"trainwatch gc: error: {gateway.url}: {len(gateway.undated)} group(s) of job "
-              f"{args.job} without a push time that is a Unix time (push_time_seconds), left "
-              f"alone ({first}); {done}", file=sys.stderr)
-        return EXIT_USAGE
-    print(done, file=sys.stderr)
-    return EXIT_OK
+    for group in passed.deleted:
+        print(f"{verb} {group.describe()} ({_state(group)})")
+    for group, why in passed.failed:
+        if _first_report(group.labels):
+            print(f"trainwatch gc: cannot delete {group.describe()} ({_state(group)}): {why}; "
+                  f"left, and named once per process; by hand: {gateway.by_hand(group)}",
+                  file=sys.stderr)
+    for labels in gateway.undated:
+        if _first_report(labels):
+            print(f"trainwatch gc: no push time that is a Unix time (push_time_seconds) on "
+                  f"{Group(labels, 0.0).describe()}: left alone, named once per process; by "
+                  f"hand: {gateway.by_hand(Group(labels, 0.0))}", file=sys.stderr)
+    if passed.left:
+        print(f"trainwatch gc: the pass's budget (--budget {args.budget:g}s) ran out: "
+              f"{len(passed.left)} group(s) due left for the next pass, the oldest "
+              f"{passed.left[0].describe()} ({_state(passed.left[0])})", file=sys.stderr)
+    said = [f"{len(passed.deleted)} group(s) {verb} of job {args.job} on {gateway.url}"]
+    said += [f"{len(passed.failed)} could not be deleted"] if passed.failed else []
+    said += [f"{len(gateway.undated)} without a push time left alone"] if gateway.undated else []
+    said += [f"{len(passed.left)} left for the next pass"] if passed.left else []
+    print("; ".join(said), file=sys.stderr)
+    return EXIT_FOUND if passed.failed or passed.left or gateway.undated else EXIT_OK
+
+
+def _state(group: Group) -> str:
+    return (f"{'ended' if group.ended else 'silent'}, last push "
+            f"{time.time() - group.pushed_at:.0f} s ago")
+
+
+def _first_report(labels: Mapping[str, str]) -> bool:
+    """Whether this process names the group now: the first time it is reported."""
+    key = tuple(sorted(labels.items()))
+    if key in _reported:
+        return False
+    _reported.add(key)
+    return True
 
 
 def _refused(args: argparse.Namespace) -> str | None:
@@ -218,14 +333,9 @@ def _refused(args: argparse.Namespace) -> str | None:
         return f"--timeout {args.timeout:g} is not above 0 seconds"
     if args.timeout > MAX_TIMEOUT:
         return f"--timeout {args.timeout:g} is above {MAX_TIMEOUT:g} seconds (a day)"
+    if args.budget <= 0:
+        return f"--budget {args.budget:g}s is not above 0 s"
     return None
-
-
-def _shown(text: str, limit: int = 200) -> str:
-    """``text`` on one line of printable characters, at most ``limit`` of them."""
-    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode()
-                   for c in text[:limit])
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _b64(value: str) -> str:

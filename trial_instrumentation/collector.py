@@ -64,6 +64,7 @@ class TrialState:
     exit_reason: str | None = None  # names.EXIT_*, set just before the final push
     phase_buckets: tuple[float, ...] | None = None  # None: ``buckets``; (): +Inf only
     started_at: float | None = None  # Unix time of Trial.start(); None: not started
+    push_interval: float | None = None  # seconds between pushes; None: not pushing (pull)
     model_flops: tuple[str, float] | None = None  # (precision, FLOPs per sample), if known
     # Born at zero: the phases delivered so far, and the steps the last collection delivered.
     # A phase first timed after steps were already delivered (a validation phase, a phase
@@ -181,6 +182,12 @@ class TrialCollector(Collector):
                                    "Unix time the trial process started timing.")
             started.add_metric(values, state.started_at)  # type: ignore[attr-defined]
             yield started
+        if state.push_interval is not None:
+            every = self._family(GaugeMetricFamily, names.PUSH_INTERVAL,
+                                 "Seconds between the trial's pushes (trainwatch gc keeps the "
+                                 "group for two of them).")
+            every.add_metric(values, state.push_interval)  # type: ignore[attr-defined]
+            yield every
         if state.exit_reason is not None:
             ended = self._family(GaugeMetricFamily, names.EXIT, "How the trial's process ended "
                                  "(clean, terminated, failed); in the final push only.", "reason")

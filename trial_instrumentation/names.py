@@ -20,6 +20,9 @@ TRIAL_INFO = "trainwatch_trial_info"
 # the same key, and dates an ended run's life with its last push (push_time_seconds).
 START_TIME = "trainwatch_trial_start_time_seconds"
 GPU_INFO = "trainwatch_trial_gpu_info"
+# The trial's push interval, seconds, pushed with its group: `trainwatch gc` never retires a
+# group younger than two of its own intervals, whatever --max-age says.
+PUSH_INTERVAL = "trainwatch_trial_push_interval_seconds"
 # The model's training FLOPs per sample, with label precision (trial_instrumentation.flops).
 MODEL_FLOPS = "trainwatch_trial_model_flops_per_sample"
 PUSH_FAILURES = "trainwatch_trial_push_failures"

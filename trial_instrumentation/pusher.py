@@ -43,6 +43,7 @@ class Pusher:
         self._config = config
         self._registry = registry
         self._state = state
+        state.push_interval = config.push_interval  # pushed with the group: gc keeps it two
         self._handler = make_handler(config.connect_timeout, config.read_timeout,
                                      config.username, config.password)
         self._stopping = threading.Event()
