@@ -111,5 +111,7 @@ def test_a_profile_splits_gpu_time_launch_bound_mostly_idle_gpu_bound_mostly_com
         shares[kind] = found.split_shares()
         assert shares[kind]["communication"] == 0, (kind, shares)  # no collective in either
         assert "; GPU idle " in trace_line("0", found)
+        assert trace_line("0", found).endswith(f": launch-bound ({found.path})") is (
+            kind == "launch-bound")
     assert shares["launch-bound"]["idle"] > 0.5, shares
     assert shares["gpu-bound"]["compute"] > 0.9, shares

@@ -1,0 +1,42 @@
+"""When a profiler trace's line says "launch-bound" (trainwatch.diagnose.traces.launch_bound):
+short kernels and a GPU idle most of the step. The first case is what an H200 gave for
+benchmarks/cuda_events.py's small MLP (`make gpu-check`): 56 kernels per step averaging 9 µs,
+GPU idle 92%, which a fixed count of 200 kernels per step called not launch-bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainwatch.diagnose.traces import TraceSummary, launch_bound, trace_line
+
+
+def summary(kernels: float | None, mean_us: float | None, idle: float | None,
+            device: str | None = "cuda") -> TraceSummary:
+    split = {} if idle is None else {"idle": idle * 1e-3, "compute": (1 - idle) * 1e-3,
+                                     "communication": 0.0}
+    return TraceSummary(path="p.json.gz", steps="4-8", device="cuda", self_seconds=1e-3,
+                        ops=[("aten::mm", 1e-3)], kernels_per_step=kernels,
+                        kernel_seconds_mean=None if mean_us is None else mean_us * 1e-6,
+                        split_device=device if split else None, split=split)
+
+
+@pytest.mark.parametrize(("kernels", "mean_us", "idle", "device", "expected"), [
+    (56, 9, 0.92, "cuda", True),  # the H200's small MLP
+    (56, 9, 0.10, "cuda", False),  # short kernels back to back: the GPU is busy
+    (5000, 9, 0.49, "cuda", False),  # many, but the split says the GPU works half the step
+    (56, 9, 0.50, "cuda", True),  # the edge counts
+    (12, 1609, 0.0, "cuda", False),  # three 4096² matmuls
+    (12, 1609, 0.95, "cuda", False),  # idle, but long kernels: not the launches' fault
+    (56, 21, 0.92, "cuda", False),  # over 20 µs is not short
+    (1900, 6, None, None, True),  # no split: many short kernels stand in for it
+    (199, 6, None, None, False),
+    (200, 6, 0.92, "cpu", True),  # a CPU split says nothing of the GPU's streams
+    (56, 6, 0.92, "cpu", False),
+    (None, None, 0.92, "cuda", False),  # no kernels captured (a CPU-only trace)
+])
+def test_launch_bound_is_short_kernels_and_an_idle_gpu(
+        kernels: float | None, mean_us: float | None, idle: float | None, device: str | None,
+        expected: bool) -> None:
+    t = summary(kernels, mean_us, idle, device)
+    assert launch_bound(t) is expected
+    assert trace_line("0", t).endswith(": launch-bound (p.json.gz)") is expected
