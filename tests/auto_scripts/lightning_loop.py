@@ -1,0 +1,38 @@
+"""An unmodified Lightning script (single process, CPU): nothing of trainwatch in it."""
+
+from __future__ import annotations
+
+import sys
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Model(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(16, 4)
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], index: int) -> torch.Tensor:
+        x, y = batch
+        return nn.functional.cross_entropy(self.layer(x), y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def main() -> None:
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(steps * 8, 16), torch.randint(0, 4, (steps * 8,)))
+    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    trainer.fit(Model(), DataLoader(data, batch_size=8))
+    print(f"optimizer steps {trainer.global_step}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
