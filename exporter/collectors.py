@@ -62,9 +62,11 @@ def _gpu(sources: Sources) -> Collector:
 
 
 def _gpu_process(sources: Sources) -> Collector:
+    from exporter.cgroup import AttributionCache
     from exporter.gpu_process import GpuProcessCollector
 
-    return GpuProcessCollector(sources.nvml_session())
+    return GpuProcessCollector(sources.nvml_session(),
+                               owners=AttributionCache(sources.settings.path_procfs))
 
 
 def _host(sources: Sources) -> Collector:
@@ -85,7 +87,8 @@ class CollectorEntry:
 COLLECTORS: dict[str, CollectorEntry] = {
     "gpu": CollectorEntry(True, "NVIDIA GPUs through NVML", _gpu),
     "host": CollectorEntry(True, "CPU, memory, network and disk through psutil", _host),
-    "gpu_process": CollectorEntry(False, "GPU memory and utilization per process", _gpu_process),
+    "gpu_process": CollectorEntry(False, "GPU memory and utilization per process, and its pod "
+                                  "or Slurm job", _gpu_process),
 }
 
 

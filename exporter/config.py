@@ -103,6 +103,10 @@ class Settings:
         DISK_DEVICE_EXCLUDE, str, "regexp of block devices left out of the disk counters "
         "(partitions, RAM, zram and loop devices, floppies: node_exporter 1.6+'s default)",
         validate=_regexp("host.disk_device_exclude"))
+    path_procfs: str = _setting(
+        "/proc", str, "procfs whose <pid>/cgroup the gpu_process collector reads to name each "
+        "GPU process's pod or Slurm job: one that shows the host's processes (the host's PID "
+        "namespace, or the host's /proc mounted here, e.g. /host/proc)")
     collectors: Mapping[str, bool] = field(default_factory=_default_collectors)
 
     @property

@@ -113,6 +113,10 @@ GPU_PROCESS_MEMORY = _gpu("process_memory_bytes", "Device memory used by a proce
                           "pid")
 GPU_PROCESS_UTILIZATION = _gpu("process_utilization_ratio", "Fraction (0-1) of the latest sample "
                                "period in which a kernel of this process was running.", "pid")
+GPU_PROCESS_INFO = _gpu("process_info", "A process on the GPU and whom it works for, from its "
+                        "/proc/<pid>/cgroup: Kubernetes pod UID and container id, or Slurm job "
+                        "id (empty where none); always 1. Join on uuid and pid.", "pid",
+                        "pod_uid", "container_id", "slurm_job_id")
 
 HOST_INFO = MetricSpec(f"{NAMESPACE}_host_info", "Host identity; always 1. Join on nodename to "
                        "trainwatch_trial_info.", ("nodename",))

@@ -51,11 +51,18 @@ def nvml_answers() -> bool:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, Service,
                                                                       Prometheus]]:
-    """The real exporter (no GPU here), the fake-GPU one, and Prometheus scraping both."""
+    """The real exporter (no GPU here), the fake-GPU one, and Prometheus scraping both. The
+    fake GPUs' processes (pids 4242, 4243) are looked up in a procfs of this test's own: 4242
+    in a Kubernetes pod, 4243 not there (an empty attribution), whatever this machine runs."""
     workdir = tmp_path_factory.mktemp("e2e")
+    procfs = workdir / "procfs"
+    (procfs / "4242").mkdir(parents=True)
+    (procfs / "4242" / "cgroup").write_text(
+        "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b2c3d4e_5f60_4a1b_"
+        f"9c2d_0123456789ab.slice/cri-containerd-{'4f6c' * 16}.scope\n")
     with start_trainwatch_exporter(workdir) as real, \
             start_trainwatch_exporter(workdir, "--no-collector.host", "--collector.gpu_process",
-                                      fake_gpus=2) as fake:
+                                      f"--path.procfs={procfs}", fake_gpus=2) as fake:
         job = scrape_config(JOB, real.url)
         job["static_configs"][0]["targets"].append(fake.instance)
         prom = start_prometheus(workdir, {"scrape_configs": [job]})
