@@ -25,8 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
-from prometheus_client.core import Metric
-
+from exporter.family import Family
 from exporter.metrics import (
     BUILD_INFO,
     SCRAPE_DURATION,
@@ -62,22 +61,22 @@ class CollectorTimeout(CollectorError):
 
 
 class Collector(Protocol):
-    def collect(self) -> Iterator[Metric]: ...
+    def collect(self) -> Iterator[Family]: ...
 
 
-def build_families(samples: Iterable[Sample]) -> list[Metric]:
+def build_families(samples: Iterable[Sample]) -> list[Family]:
     """Group samples into one fresh family per spec, in the order the specs first appear."""
-    families: dict[MetricSpec, Metric] = {}
+    rows: dict[MetricSpec, list[tuple[Sequence[str], float]]] = {}
     for spec, labels, value in samples:
-        family = families.get(spec)
-        if family is None:
-            family = families[spec] = spec.family()
-        family.add_metric(labels, value)  # type: ignore[attr-defined]
-    return list(families.values())
+        found = rows.get(spec)
+        if found is None:
+            found = rows[spec] = []
+        found.append((labels, value))
+    return [Family(spec, found) for spec, found in rows.items()]
 
 
 def emit(samples: Iterable[Sample], failures: Sequence[str],
-         timeouts: Sequence[str] = ()) -> Iterator[Metric]:
+         timeouts: Sequence[str] = ()) -> Iterator[Family]:
     """A collector's ending: the families it could read, then ``CollectorTimeout`` if a read
     missed the deadline or ``CollectorError`` if anything failed (the wrapper keeps the
     families and reports success 0)."""
@@ -86,6 +85,38 @@ def emit(samples: Iterable[Sample], failures: Sequence[str],
         raise CollectorTimeout("; ".join([*timeouts, *failures]))
     if failures:
         raise CollectorError("; ".join(failures))
+
+
+class Registry:
+    """The collectors a scrape runs, in order: prometheus_client's ``CollectorRegistry`` as
+    far as the exporter and its tests use it (``register``, ``collect``, ``get_sample_value``),
+    without its lock, its copy of the collectors per scrape and its name bookkeeping.
+
+    >>> registry = Registry()
+    >>> registry.register(ScrapeCollector({}, version="0.1.0"))
+    >>> registry.get_sample_value("trainwatch_exporter_build_info", {"version": "0.1.0"})
+    1.0
+    """
+
+    def __init__(self) -> None:
+        self._collectors: list[Collector] = []
+
+    def register(self, collector: Collector) -> None:
+        self._collectors.append(collector)
+
+    def collect(self) -> Iterator[Family]:
+        for collector in self._collectors:
+            yield from collector.collect()
+
+    def get_sample_value(self, name: str, labels: Mapping[str, str] | None = None
+                         ) -> float | None:
+        """The value of one sample, or None (for tests: it runs a whole scrape)."""
+        wanted = dict(labels or {})
+        for family in self.collect():
+            for sample in family.samples:
+                if sample.name == name and sample.labels == wanted:
+                    return sample.value
+        return None
 
 
 class ScrapeCollector:
@@ -111,27 +142,26 @@ class ScrapeCollector:
         self._timeouts = dict.fromkeys(self._collectors, 0)
         self._suppressed = dict.fromkeys(self._collectors, 0)
 
-    def collect(self) -> Iterator[Metric]:
-        success = SCRAPE_SUCCESS.family()
-        duration = SCRAPE_DURATION.family()
+    def collect(self) -> Iterator[Family]:
+        success, duration = Family(SCRAPE_SUCCESS), Family(SCRAPE_DURATION)
         for name, collector in self._collectors.items():
-            families: list[Metric] = []
+            families: list[Family] = []
             start = time.perf_counter()
             ok = self._run(name, collector, families)
-            duration.add_metric([name], time.perf_counter() - start)  # type: ignore[attr-defined]
-            success.add_metric([name], 1.0 if ok else 0.0)  # type: ignore[attr-defined]
+            duration.add_metric((name,), time.perf_counter() - start)
+            success.add_metric((name,), 1.0 if ok else 0.0)
             yield from families
         yield success
         yield duration
         for spec, counts in ((SCRAPE_TIMEOUTS, self._timeouts),
                              (SCRAPE_WARNINGS_SUPPRESSED, self._suppressed)):
-            family = spec.family()
+            family = Family(spec)
             for name, count in counts.items():
-                family.add_metric([name], count)  # type: ignore[attr-defined]
+                family.add_metric((name,), count)
             yield family
         yield from build_families([(BUILD_INFO, (self._version,), 1.0)])
 
-    def _run(self, name: str, collector: Collector, into: list[Metric]) -> bool:
+    def _run(self, name: str, collector: Collector, into: list[Family]) -> bool:
         try:
             # One by one: the families yielded before a CollectorError must be kept.
             for family in collector.collect():

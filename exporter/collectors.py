@@ -16,10 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
-
 from exporter import __version__
-from exporter.collector import Collector, ScrapeCollector
+from exporter.collector import Collector, Registry, ScrapeCollector
 
 if TYPE_CHECKING:
     from exporter.config import Settings
@@ -92,11 +90,11 @@ COLLECTORS: dict[str, CollectorEntry] = {
 }
 
 
-def build_registry(settings: Settings, nvml: Any | None = None) -> CollectorRegistry:
+def build_registry(settings: Settings, nvml: Any | None = None) -> Registry:
     """A fresh registry serving the enabled collectors, wrapped for success/duration metrics."""
     sources = Sources(settings, nvml)
     # merge() fills in every collector of the table, so each enabled name has an entry.
     enabled = {name: COLLECTORS[name].build(sources) for name in settings.enabled_collectors}
-    registry = CollectorRegistry(auto_describe=False)
+    registry = Registry()
     registry.register(ScrapeCollector(enabled, __version__))
     return registry

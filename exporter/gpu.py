@@ -23,10 +23,10 @@ from functools import partial
 from typing import Any
 
 import pynvml
-from prometheus_client.core import Metric
 
 from exporter.collector import CollectorError, Sample, emit
 from exporter.deadline import current_deadline
+from exporter.family import Family
 from exporter.gpm import PCIE_SPECS, GpmSampler
 from exporter.gpu_fields import (  # re-exported: the names other modules and tests know
     CLOCK_EVENT_REASONS,
@@ -69,7 +69,7 @@ class GpuCollector:
         already has an interval to report."""
         self._lanes.lane("nvml").submit(self._prime_all)
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Family]:
         # Whether NVML is absent is part of every scrape, whatever else fails.
         try:
             reads = self._session.read_each_gpu(self._parts, self._lanes, current_deadline())
@@ -79,9 +79,9 @@ class GpuCollector:
         yield self._nvml_absent()
         yield from emit(reads.samples, reads.failures, reads.timeouts)
 
-    def _nvml_absent(self) -> Metric:
-        family = GPU_NVML_ABSENT.family()
-        family.add_metric([], 1.0 if self._session.absent else 0.0)  # type: ignore[attr-defined]
+    def _nvml_absent(self) -> Family:
+        family = Family(GPU_NVML_ABSENT)
+        family.add_metric((), 1.0 if self._session.absent else 0.0)
         return family
 
     def _sampler(self, index: int) -> GpmSampler:

@@ -19,10 +19,9 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.core import Metric
-
 from exporter import metrics as m
 from exporter.collector import Sample, emit
+from exporter.family import Family
 
 # node_exporter's defaults (--collector.netdev.device-exclude; --collector.diskstats.device-exclude
 # of 1.6 and later, which added zram to 1.5's pattern). The disk one is the default of
@@ -61,8 +60,12 @@ def memory_samples(memory: Any) -> list[Sample]:
 def link_speed_bytes(sysfs_net: Path, device: str) -> float | None:
     """/sys/class/net/<device>/speed (Mbit/s) -> bytes/s; None where the kernel reports no
     speed: -1 or 0 (a link that is down, many virtual devices) or an unreadable file (EINVAL)."""
-    try:
-        megabits = int((sysfs_net / device / "speed").read_text())
+    try:  # os.open, not pathlib: a third of the cost, once per NIC and scrape
+        fd = os.open(f"{sysfs_net}/{device}/speed", os.O_RDONLY)
+        try:
+            megabits = int(os.read(fd, 64))
+        finally:
+            os.close(fd)
     except (OSError, ValueError):
         return None
     return float(megabits * BYTES_PER_MEGABIT) if megabits > 0 else None
@@ -156,7 +159,7 @@ class HostCollector:
                 lambda: diskstats_io_seconds(proc_diskstats))),
         )
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Family]:
         samples: list[Sample] = [(m.HOST_INFO, (self._nodename,), 1.0)]
         failures: list[str] = []
         for section, read in self._sections:

@@ -7,15 +7,17 @@ import math
 import re
 from pathlib import Path
 
+import pytest
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks.fake_nvml import FakeNvml
 from benchmarks.fake_sysfs import nic_speeds
-from exporter import metrics
+from exporter import exposition, metrics
 from exporter.collectors import build_registry
 from exporter.config import merge
 from exporter.exposition import render
+from exporter.family import Family
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -46,6 +48,28 @@ def test_render_escapes_label_values_and_special_floats() -> None:
     (info,) = [s for f in text_string_to_metric_families(text.decode()) for s in f.samples
                if s.name == "trainwatch_gpu_info"]
     assert info.labels["name"] == 'A "quoted"\\name\nline2'
+
+
+def test_each_series_text_follows_its_labels_and_the_memo_stays_bounded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A series' text up to its value is kept between scrapes: a GPU replaced under the same
+    index (a new uuid) gets its own, escaped as any label value; a churning label empties
+    the memo once it is full instead of growing it."""
+    monkeypatch.setattr(exposition, "MAX_SERIES_MEMO", 4)
+    monkeypatch.setattr(exposition, "_series", {})
+
+    def scrape(uuid: str, value: float) -> bytes:
+        family = Family(metrics.GPU_TEMPERATURE)
+        family.add_metric(("0", uuid), value)
+        return render([family]).splitlines()[-1]
+
+    assert scrape("GPU-a", 40.0) == _line(b"0", b"40.0").replace(b"GPU-x", b"GPU-a").strip()
+    assert scrape("GPU-b", 41.0) == _line(b"0", b"41.0").replace(b"GPU-x", b"GPU-b").strip()
+    assert scrape("GPU-a", math.nan) == _line(b"0", b"NaN").replace(b"GPU-x", b"GPU-a").strip()
+    assert scrape('A "q"\\\n', 1.0).endswith(b'uuid="A \\"q\\"\\\\\\n"} 1.0')
+    for n in range(20):
+        assert scrape(f"GPU-{n}", n).endswith(f'uuid="GPU-{n}"}} {float(n)!r}'.encode())
+        assert len(exposition._series) <= 4
 
 
 def _line(gpu: bytes, value: bytes) -> bytes:
