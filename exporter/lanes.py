@@ -18,6 +18,7 @@ own wait: a read that merely outlived it does not make the lane refuse everyone 
 
 from __future__ import annotations
 
+import _thread
 import queue
 import threading
 import time
@@ -36,6 +37,33 @@ class ReadTimeout(Exception):
     """A read missed the scrape's deadline, or its lane is still stuck in an earlier read."""
 
 
+class Done:
+    """A job's done flag, set once by its lane: one lock, held until then. A
+    ``threading.Event`` costs a Condition and, per wait, a waiter lock of its own; this is
+    the part of a lane's hand-off that is ours, once per GPU and scrape. A wait longer than
+    the platform allows (a scrape-timeout header of 1e300) waits as long as it does."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        self._lock.release()
+
+    def is_set(self) -> bool:
+        return not self._lock.locked()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once set; False if ``timeout`` seconds (None: no limit) passed first."""
+        limit = -1 if timeout is None else min(max(timeout, 0.0), threading.TIMEOUT_MAX)
+        if not self._lock.acquire(True, limit):
+            return False
+        self._lock.release()  # set stays set, for every other wait
+        return True
+
+
 class Job:
     """One read submitted to a lane; ``wait`` returns its result or raises its error."""
 
@@ -44,7 +72,7 @@ class Job:
     def __init__(self, lane: Lane, fn: Callable[[], Any]) -> None:
         self._lane = lane
         self.fn = fn
-        self.done = threading.Event()
+        self.done = Done()
         self.result: Any = None
         self.error: BaseException | None = None
         self.abandoned = False
@@ -57,6 +85,10 @@ class Job:
         if self.error is not None:
             raise self.error
         return self.result
+
+    def abandon(self) -> None:
+        """Nobody waits for this read any more (``Lane.abandon``)."""
+        self._lane.abandon(self)
 
 
 class Lane:

@@ -66,6 +66,18 @@ GpuRead = Callable[["GpuIdentity", Any], list[Sample]]
 GpuPart = tuple[str, GpuRead]
 
 
+# A read handed to a GPU's lane: (GPU index, whether it is the GPU's main read, its job or why
+# its lane refused it).
+_Submitted = tuple[int, bool, "Job | ReadTimeout"]
+
+
+def _abandon(jobs: Sequence[_Submitted]) -> None:
+    """Stop waiting for ``jobs``: one not started yet is skipped by its lane."""
+    for _, _, job in jobs:
+        if isinstance(job, Job):
+            job.abandon()
+
+
 # What NVML says on a machine without NVIDIA's library or driver (no GPU there, or none given
 # to this container); any other init error (e.g. a driver/library version mismatch) is a fault.
 NO_NVML = (pynvml.NVMLError_LibraryNotFound, pynvml.NVMLError_DriverNotLoaded)
@@ -93,6 +105,7 @@ class NvmlSession:
         self._next_try = float("-inf")
         self._unavailable = ""
         self._identities: dict[int, GpuIdentity] = {}
+        self._last_count = 0  # GPUs the latest scrape counted (a guess for the next one)
         # No NVML library or no driver on this machine: nothing to read, which is not a failure.
         self.absent = False
 
@@ -139,18 +152,27 @@ class NvmlSession:
         part that misses it is left out alone. What missed the deadline goes to ``timeouts``.
         """
         try:
-            count = lanes.lane("nvml").submit(self._count).wait(deadline)
+            counting = lanes.lane("nvml").submit(self._count)
         except ReadTimeout as err:
             raise CollectorTimeout(str(err)) from None
-        jobs: list[tuple[int, bool, Job | ReadTimeout]] = []
-        for index in range(count):
-            for suffix, read in parts(index):
-                lane = lanes.lane(f"gpu{index}-{suffix}" if suffix else f"gpu{index}")
-                try:
-                    job: Job | ReadTimeout = lane.submit(partial(self._read_one, index, read))
-                except ReadTimeout as err:  # still stuck in an earlier scrape's read
-                    job = err
-                jobs.append((index, not suffix, job))
+        # The GPUs the previous scrape counted are read while this one counts, so the count
+        # costs no hand-off of its own; the count then says which of them, and which more,
+        # this scrape keeps.
+        guess = self._last_count
+        jobs = self._submit(parts, lanes, range(guess))
+        try:
+            count = counting.wait(deadline)
+        except BaseException as err:
+            _abandon(jobs)
+            if isinstance(err, ReadTimeout):
+                raise CollectorTimeout(str(err)) from None
+            raise
+        self._last_count = count
+        if count > guess:
+            jobs += self._submit(parts, lanes, range(guess, count))
+        elif count < guess:
+            _abandon([job for job in jobs if job[0] >= count])
+            jobs = [job for job in jobs if job[0] < count]
         reads = GpuReads()
         by_gpu: dict[int, list[Sample]] = {}
         dropped: set[int] = set()
@@ -171,6 +193,19 @@ class NvmlSession:
             if index not in dropped:
                 reads.samples.extend(samples)
         return reads
+
+    def _submit(self, parts: Callable[[int], Sequence[GpuPart]], lanes: LanePool,
+                indices: range) -> list[_Submitted]:
+        jobs: list[_Submitted] = []
+        for index in indices:
+            for suffix, read in parts(index):
+                lane = lanes.lane(f"gpu{index}-{suffix}" if suffix else f"gpu{index}")
+                try:
+                    job: Job | ReadTimeout = lane.submit(partial(self._read_one, index, read))
+                except ReadTimeout as err:  # still stuck in an earlier scrape's read
+                    job = err
+                jobs.append((index, not suffix, job))
+        return jobs
 
     def _count(self) -> int:
         self.require()

@@ -101,6 +101,20 @@ def test_a_gpu_lost_mid_run_drops_only_its_series() -> None:
     assert success(r) == 1
 
 
+def test_gpus_are_counted_anew_each_scrape_as_they_come_and_go() -> None:
+    """A scrape reads the GPUs the previous one counted while it counts them again; its own
+    count decides: a GPU that appeared is read at once, one that is gone is left out."""
+    nvml = FakeNvml.with_gpus(2)
+    r = registry_for(nvml)
+    assert series_of(r, 1) != [] and series_of(r, 2) == []
+    nvml.gpus.append(FakeGpu.deterministic(2))
+    assert r.get_sample_value("trainwatch_gpu_temperature_celsius", gpu(2)) == 62
+    del nvml.gpus[1:]
+    assert series_of(r, 1) == [] and series_of(r, 2) == []
+    assert r.get_sample_value("trainwatch_gpu_temperature_celsius", gpu(0)) == 60
+    assert success(r) == 1
+
+
 def test_a_gpu_lost_before_its_identity_is_read_is_skipped() -> None:
     nvml = FakeNvml.with_gpus(2)
     nvml.gpus[0].lost = True

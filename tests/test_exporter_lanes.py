@@ -80,3 +80,11 @@ def test_an_idle_lane_ends_its_thread(monkeypatch: pytest.MonkeyPatch) -> None:
         assert time.monotonic() < deadline
         time.sleep(0.005)
     assert lane.submit(lambda: "restarted").wait(soon(1)) == "restarted"
+
+
+def test_a_deadline_further_than_a_lock_can_wait_still_waits_for_the_read() -> None:
+    """A scrape-timeout header of 1e300 makes a deadline no lock can wait for; the read is
+    waited for, not a 500 (``threading.Event.wait`` raised OverflowError)."""
+    lane, gate = LanePool("t").lane("a"), threading.Event()
+    job = lane.submit(lambda: gate.wait(0.05) or "late")
+    assert job.wait(time.monotonic() + 1e300) == "late"
