@@ -11,6 +11,7 @@ from typing import Any
 
 from prometheus.rulegen.causes import cause_rules, loader_figure_rules
 from prometheus.rulegen.settings import Settings
+from prometheus.rulegen.usage import usage_group
 from trainwatch.contract import figures
 from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
 from trainwatch.contract.records import QUANTILES, RecordNames
@@ -191,7 +192,7 @@ def recording_groups(s: Settings) -> list[dict[str, Any]]:
         >>> from prometheus.rulegen.settings import load_settings
         >>> [g["name"] for g in recording_groups(load_settings())]  # doctest: +NORMALIZE_WHITESPACE
         ['trainwatch.trial.rules', 'trainwatch.trial.quantiles', 'trainwatch.gpu.rules',
-         'trainwatch.host.rules', 'trainwatch.causes.rules']
+         'trainwatch.host.rules', 'trainwatch.causes.rules', 'trainwatch.usage.rules']
     """
     n = RecordNames(s.rate_window)
     quantiles: dict[str, Any] = {"name": "trainwatch.trial.quantiles"}
@@ -203,4 +204,5 @@ def recording_groups(s: Settings) -> list[dict[str, Any]]:
         {"name": "trainwatch.gpu.rules", "rules": _gpu_rules(s, n)},
         {"name": "trainwatch.host.rules", "rules": _host_rules(s, n)},
         {"name": "trainwatch.causes.rules", "rules": cause_rules(s)},
+        usage_group(s, n),
     ]

@@ -16,6 +16,10 @@ QUANTILES = ("0.5", "0.95")
 BUSY_SOURCES = {"sm_active": "SM activity (NVML GPM)",
                 "utilization": "NVML utilization (any kernel running)"}
 _SHARE_PREFIX = "trial_phase:trainwatch_trial_phase_seconds:share_rate"
+# The GPU-seconds records' fixed evaluation interval: each of their samples is the GPU-seconds
+# of one interval, so sum_over_time over any range is that range's GPU-seconds.
+USAGE_INTERVAL = "1m"
+USAGE_INTERVAL_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,9 @@ class RecordNames:
     trial_peak_flops = "trial:trainwatch_gpu_peak_flops:sum"
     # Pulled trials: when each was last scraped, kept while its target's scrapes fail.
     pulled_last_scrape = "trial:trainwatch_trial_last_scrape:timestamp_seconds"
+    # Per live rank, each USAGE_INTERVAL: GPU-seconds its GPUs were held, and busy (GPU busy).
+    gpu_seconds_held = "trial:trainwatch_trial_gpu_held:seconds_1m"
+    gpu_seconds_busy = "trial:trainwatch_trial_gpu_busy:seconds_1m"
 
     @property
     def cpu_utilization(self) -> str:
