@@ -282,7 +282,7 @@ def _gpu_values(r: CollectorRegistry) -> dict[str, float]:
 @pytest.mark.gpu
 @pytest.mark.skipif(not _real_nvml_present(), reason="no NVML (no NVIDIA driver) on this machine")
 def test_real_gpm_follows_a_matmul_load_and_lists_this_process() -> None:
-    """"GPU busy" is SM activity where GPM reports it: near 0 over an idle second, near 1 over
+    """"GPU busy" is SM activity where GPM reports it: near 0 over an idle second, high over
     two seconds of back-to-back bf16 matmuls (tensor activity with it), while NVML's coarse
     utilization reads 100% for either a full or a barely busy GPU. The process collector lists
     this process (its PID as the host sees it, outside a container) with its memory."""
@@ -313,8 +313,8 @@ def test_real_gpm_follows_a_matmul_load_and_lists_this_process() -> None:
     for name, target, ok in (
             ("trainwatch_gpu_sm_active_ratio idle", "< 0.1", idle[
                 "trainwatch_gpu_sm_active_ratio"] < 0.1),
-            ("trainwatch_gpu_sm_active_ratio under bf16 matmuls", "> 0.8", loaded[
-                "trainwatch_gpu_sm_active_ratio"] > 0.8),
+            ("trainwatch_gpu_sm_active_ratio under bf16 matmuls", "> 0.6", loaded[
+                "trainwatch_gpu_sm_active_ratio"] > 0.6),
             ("trainwatch_gpu_tensor_active_ratio under bf16 matmuls", "> 0.3", loaded[
                 "trainwatch_gpu_tensor_active_ratio"] > 0.3)):
         which = idle if name.endswith("idle") else loaded
@@ -322,7 +322,7 @@ def test_real_gpm_follows_a_matmul_load_and_lists_this_process() -> None:
     figure("trainwatch_gpu_utilization_ratio under bf16 matmuls",
            loaded["trainwatch_gpu_utilization_ratio"], "-", None)
     assert idle["trainwatch_gpu_sm_active_ratio"] < 0.1
-    assert loaded["trainwatch_gpu_sm_active_ratio"] > 0.8
+    assert loaded["trainwatch_gpu_sm_active_ratio"] > 0.6  # an H200 read 0.79-0.81
     assert loaded["trainwatch_gpu_tensor_active_ratio"] > max(
         0.3, idle["trainwatch_gpu_tensor_active_ratio"] + 0.2)
     pids = {s.labels["pid"]: s.value for f in r.collect() for s in f.samples
