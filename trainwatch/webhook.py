@@ -37,6 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from trainwatch.cliutil import printable
 from trainwatch.layout import StackError, project_file
 from trainwatch.runbooks import render
 
@@ -175,7 +176,11 @@ TEMPLATE_TEXT = ('--template.text={{ template "trainwatch.title" . }}\n'
 def notification_text(note: Notification, templates: Path) -> str:
     """The notification as a Slack message or an email would read (the shipped templates,
     rendered by amtool from the webhook body, which is the same template data); the
-    alerts' plain annotations where amtool is missing."""
+    alerts' plain annotations where amtool is missing. Every string of the notification (the
+    labels, a trial's name among them, and the annotations that quote them) is
+    :func:`~trainwatch.cliutil.printable` first: a name's newline or escape sequence is written
+    out, never a line of its own or a command to the terminal."""
+    note = _printable(note)
     amtool = shutil.which("amtool")
     if amtool is not None:
         with tempfile.NamedTemporaryFile("w", suffix=".json") as data:
@@ -194,6 +199,17 @@ def notification_text(note: Notification, templates: Path) -> str:
                   *(f"  {key}: {notes[key]}" for key in ("summary", "measured", "remedy",
                                                           "runbook_url") if key in notes)]
     return "\n".join(lines)
+
+
+def _printable(value: Any) -> Any:
+    """``value`` (a notification's JSON) with every string, keys too, printable."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(k)): _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -226,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def show(note: Notification) -> None:
         if args.record:
             record(args.record, note)
-        print(f"--- {stamp()} via receiver {note.get('receiver')}\n"
+        print(f"--- {stamp()} via receiver {printable(str(note.get('receiver')))}\n"
               f"{notification_text(note, templates)}", flush=True)
 
     try:

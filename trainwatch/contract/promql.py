@@ -52,8 +52,19 @@ def matchers(*written: str, **labels: str | None) -> str:
 
 
 def escape(value: str) -> str:
-    """A label value as a PromQL string literal's inside."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    r"""A label value as a PromQL string literal's inside: every character that is not
+    printable as its Unicode escape (CR, U+2028 and the like would end a line of an
+    expression that is indented or inlined, and a raw newline ends the literal).
+
+    >>> escape('a"b\\c\nd\r\u2028é')
+    'a\\"b\\\\c\\u000ad\\u000d\\u2028é'
+    """
+    value = value.replace("\\", "\\\\").replace('"', '\\"')
+    if value.isprintable():
+        return value
+    return "".join(c if c.isprintable() else
+                   f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
+                   for c in value)
 
 
 def number(value: float) -> str:

@@ -18,6 +18,7 @@ import argparse
 import sys
 from typing import Any
 
+from trainwatch import cliutil
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, parse_time, span
 from trainwatch.diagnose import baseline, check, compare, render
 from trainwatch.diagnose.figures import UnknownTrial
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                                          [r.run for r in reports if r.run is not None])
     except (ValueError, PrometheusError, UnknownTrial, NotOnAnyServer) as err:
         # DeploymentError is a ValueError
-        print(f"trainwatch {args.command}: error: {err}", file=sys.stderr)
+        print(f"trainwatch {args.command}: error: {cliutil.printable(str(err))}", file=sys.stderr)
         return EXIT_USAGE
     notes = [deployment.source] if deployment.source else []
     print(render.reports_json(reports, notes, baselines) if args.format == "json"

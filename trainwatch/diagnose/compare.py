@@ -17,7 +17,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from trainwatch.cliutil import ago
+from trainwatch.cliutil import ago, printable
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import select
 from trainwatch.contract.records import BUSY_SOURCES
@@ -216,14 +216,15 @@ def as_text(c: Comparison) -> str:
             continue
         rows.append((f"  {p}", f"{_ms(a.phase_seconds.get(p))} {_pct(a.share(p))}",
                      f"{_ms(b.phase_seconds.get(p))} {_pct(b.share(p))}"))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    cells = [[printable(cell) for cell in row] for row in rows]  # a name stays on its line
+    widths = [max(len(r[i]) for r in cells) for i in range(3)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in cells]
     lines += ["", f"WHAT CHANGED: {c.summary}"]
     if c.delta_step_seconds is not None:
         for change in c.changes:
             share = "" if change.explained is None else f": {change.explained:.0%} of the difference"
             lines.append(f"  {change.phase} {_signed_ms(change.delta_seconds)} per step{share}")
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
 
 
 def _gpu(side: Side) -> str:

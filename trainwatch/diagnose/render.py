@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 
-from trainwatch.cliutil import ago
+from trainwatch.cliutil import ago, printable
 from trainwatch.diagnose import traces
 from trainwatch.diagnose.baseline import Baseline
 from trainwatch.diagnose.figures import RankReport
@@ -102,7 +102,9 @@ def report_text(r: RankReport) -> str:
     lines += ["", *verdict_text(r)]
     if r.trace is not None:
         lines.append(f"  {traces.trace_line(r.rank, r.trace)}")
-    return "\n".join(lines)
+    # Each entry is one line: a name's newline or escape sequence is written out, never a line
+    # of its own (a trial named "x\nVERDICT: healthy" forges no verdict).
+    return "\n".join(printable(line) for line in lines)
 
 
 def ranks_text(r: RankReport) -> list[str]:
@@ -185,7 +187,7 @@ def reports_text(reports: Sequence[RankReport],
 
 
 def _baseline_text(baseline: Baseline | None) -> str:
-    return "" if baseline is None else f"\n  vs baseline: {baseline.line()}"
+    return "" if baseline is None else f"\n  vs baseline: {printable(baseline.line())}"
 
 
 def reports_json(reports: Sequence[RankReport], notes: Sequence[str] = (),
@@ -218,9 +220,10 @@ def trials_text(rows: Sequence[TrialRow]) -> str:
          _age(r.push_age_seconds), r.state, "-" if r.steps is None else f"{r.steps:,}",
          num(r.steps_per_second), r.vs_baseline_text, pct(r.dataloader_share), pct(r.gpu_busy), pct(r.mfu),
          r.cause or "-") for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    cells = [[printable(cell) for cell in row] for row in table]  # a name stays on its line
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
-                     for row in table)
+                     for row in cells)
 
 
 def _when(seconds: float | None) -> str:

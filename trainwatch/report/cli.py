@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from trainwatch import cliutil
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, parse_time, span
 from trainwatch.diagnose.figures import UnknownTrial
 from trainwatch.diagnose.servers import holding
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             Window.of(args.since, args.start, args.end if args.at is None else args.at)
         fd, temp = _open_temp(args.output)
     except (ValueError, OutputError) as err:
-        print(f"{name} {err}", file=sys.stderr)
+        print(f"{name} {cliutil.printable(str(err))}", file=sys.stderr)
         return EXIT_USAGE
     try:
         try:
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         os.chmod(temp, 0o666 & ~umask)  # mkstemp's 0600 is for the half-written file only
         os.replace(temp, args.output)
     except (ValueError, PrometheusError, UnknownTrial, LookupError) as err:
-        print(f"{name} {err}", file=sys.stderr)
+        print(f"{name} {cliutil.printable(str(err))}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as err:
         print(f"{name} cannot write {args.output}: {err.strerror or err}", file=sys.stderr)

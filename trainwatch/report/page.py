@@ -12,7 +12,7 @@ from trainwatch.diagnose.history import HOW
 from trainwatch.diagnose.runs import RUNNING
 from trainwatch.report import trace_table
 from trainwatch.report.collect import Document
-from trainwatch.report.markup import e
+from trainwatch.report.markup import e, script_json
 from trainwatch.report.plots import histogram_svg, panel_svg
 from trainwatch.report.series import RAW, Panel
 from trainwatch.report.window import utc
@@ -53,7 +53,7 @@ def page(doc: Document) -> str:
             "<h2>Verdict</h2>", *(verdict(r) for r in doc.reports), baseline(doc),
             trace_table.section(doc), *sections(doc), alerts(doc),
             '<script type="application/json" id="diagnose-json">'
-            + render.reports_json(doc.reports).replace("</", "<\\/") + "</script>"]
+            + script_json(render.reports_json(doc.reports)) + "</script>"]
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{e(title)}</title><style>{CSS}</style></head>\n<body>\n"

@@ -25,6 +25,7 @@ import matplotlib.ticker as mticker
 from cycler import cycler
 from matplotlib.figure import Figure
 
+from trainwatch.cliutil import printable
 from trainwatch.report.series import Panel
 
 # Placeholders (never used as real colours) -> the page's CSS variables.
@@ -123,13 +124,13 @@ def panel_svg(panel: Panel, span: tuple[float, float]) -> str:
             grid = sorted({t for s in measured for t, _ in s.points})
             values = [dict(s.points) for s in measured]
             ax.stackplot(_times(grid), *[[v.get(t, 0.0) for t in grid] for v in values],
-                         labels=[s.name for s in measured], alpha=0.9)
+                         labels=[printable(s.name) for s in measured], alpha=0.9)
             # Shares over a rate window the trial has not filled yet can sum past 100%.
             ax.set_ylim(0, 100)
         else:
             for s in measured:
                 ax.plot(_times([t for t, _ in s.points]), [v for _, v in s.points],
-                        label=s.name, linewidth=1.4)
+                        label=printable(s.name), linewidth=1.4)
         if panel.band is not None:
             b = panel.band
             when = _times(b.times)
@@ -138,7 +139,7 @@ def panel_svg(panel: Panel, span: tuple[float, float]) -> str:
             ax.plot(when, b.median, color=PALETTE[0], linewidth=1.4, label=f"median of {b.count}")
         for i, s in enumerate(r for r in panel.series if r.reference):
             ax.plot(_times([t for t, _ in s.points]), [v for _, v in s.points],
-                    label=s.name, linestyle="--", linewidth=1.2, color=PALETTE[-1 - i % 3])
+                    label=printable(s.name), linestyle="--", linewidth=1.2, color=PALETTE[-1 - i % 3])
         ax.set_ylabel(panel.ylabel)
         _time_axis(ax, span)
         if not panel.spec.stacked:
@@ -179,7 +180,7 @@ def _legend(ax: plt.Axes) -> None:
 
 def _svg(fig: Figure, title: str) -> str:
     out = io.StringIO()
-    fig.savefig(out, format="svg", metadata={"Date": None, "Title": title})
+    fig.savefig(out, format="svg", metadata={"Date": None, "Title": printable(title)})
     text = out.getvalue()
     text = text[text.index("<svg"):]  # the XML prolog and DOCTYPE do not belong in HTML
     # Scales with the page instead of the figure's fixed points.
