@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pynvml
-from prometheus_client.core import Metric
 
 from exporter import metrics as m
 from exporter.cgroup import AttributionCache
@@ -91,7 +90,7 @@ class GpuProcessCollector:
         self._owners = owners if owners is not None else AttributionCache()
         self._lanes = LanePool("gpu_process")  # a hung GPU never hangs the scrape here either
 
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[m.Family]:
         nvml = self._session.nvml
         since_us = int((self._wall_clock() - UTILIZATION_LOOKBACK_SECONDS) * 1e6)
         part = ("", lambda gpu, handle: read_processes(nvml, gpu, handle, since_us,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, UnknownMetricFamily
+from exporter.family import Family
 
 NAMESPACE = "trainwatch"
 GPU_LABELS = ("gpu", "uuid")
@@ -36,10 +36,8 @@ class MetricSpec:
         if (self.kind == "counter") != self.name.endswith("_total"):
             raise ValueError(f"metric {self.name!r}: `_total` belongs on counters and only there")
 
-    def family(self) -> GaugeMetricFamily | CounterMetricFamily | UnknownMetricFamily:
-        cls = {"gauge": GaugeMetricFamily, "counter": CounterMetricFamily,
-               "untyped": UnknownMetricFamily}[self.kind]
-        return cls(self.name, self.help, labels=self.labels)
+    def family(self) -> Family:
+        return Family(self)
 
 
 def _gpu(name: str, help_text: str, *extra: str, kind: Literal["gauge", "counter"] = "gauge"

@@ -22,9 +22,8 @@ import zlib
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from prometheus_client import CollectorRegistry
-
 from exporter import __version__
+from exporter.collector import Collector, Registry
 from exporter.config import ConfigError, Settings, parse_listen_address
 from exporter.deadline import SCRAPE_TIMEOUT_HEADER, scrape_deadline
 from exporter.exposition import CONTENT_TYPE, render
@@ -39,7 +38,7 @@ log = logging.getLogger(__name__)
 class Routes:
     """The exporter's pages: what ``HTTPServer`` calls, in a worker thread, per request."""
 
-    def __init__(self, registry: CollectorRegistry, web: LiveWebConfig, landing: bytes) -> None:
+    def __init__(self, registry: Collector, web: LiveWebConfig, landing: bytes) -> None:
         self.registry, self.web, self.landing = registry, web, landing
 
     def __call__(self, request: Request) -> Response:
@@ -89,7 +88,7 @@ def landing_page(settings: Settings) -> bytes:
 
 
 def make_server(settings: Settings,
-                registry: CollectorRegistry | Callable[[], CollectorRegistry],
+                registry: Collector | Callable[[], Collector],
                 limits: Limits | None = None, web: LiveWebConfig | None = None) -> HTTPServer:
     """Bind the listening socket (TLS when configured); ``ConfigError`` if it cannot.
 
@@ -100,7 +99,7 @@ def make_server(settings: Settings,
     host, port = parse_listen_address(settings.web_listen_address)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     web = web or LiveWebConfig(settings)
-    routes = Routes(CollectorRegistry(auto_describe=False), web, landing_page(settings))
+    routes = Routes(Registry(), web, landing_page(settings))
     context = (lambda: web.current().context) if settings.web_tls_cert_file else None
     try:
         server = HTTPServer((host or "0.0.0.0", port), family, routes, context,
