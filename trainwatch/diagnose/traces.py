@@ -20,12 +20,12 @@ from trial_instrumentation.trace_split import KINDS
 
 Key = tuple[str, str, str]
 Rows = dict[Key, list[tuple[dict[str, str], float]]]
-# Kernels shorter than this on average while the GPU's streams sit idle most of the step: the
+# Kernels shorter than this on average while the GPU's streams sit idle 30% of the step or more:
 # CPU's launches, not the GPU's work, set the pace (CUDA graphs, torch.compile or larger
 # batches fuse them). Without the GPU's split, many such kernels per step stand in for the idle
 # share. On an H200, a small MLP's 56 kernels per step averaging 9 µs left the GPU 92% idle.
 LAUNCH_BOUND_KERNEL_SECONDS = 20e-6
-LAUNCH_BOUND_IDLE_SHARE = 0.5
+LAUNCH_BOUND_IDLE_SHARE = 0.3
 LAUNCH_BOUND_KERNELS_PER_STEP = 200
 
 
@@ -91,7 +91,7 @@ def step_range(t: TraceSummary) -> str:
 
 
 def launch_bound(t: TraceSummary) -> bool:
-    """Short kernels and, where the trace split the GPU's streams, a GPU idle most of the step;
+    """Short kernels and, where the trace split the GPU's streams, a GPU idle 30% of the step or more;
     without that split, many short kernels per step."""
     if t.kernel_seconds_mean is None or t.kernel_seconds_mean >= LAUNCH_BOUND_KERNEL_SECONDS:
         return False
