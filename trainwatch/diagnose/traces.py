@@ -20,7 +20,7 @@ from trial_instrumentation.trace_split import KINDS
 
 Key = tuple[str, str, str]
 Rows = dict[Key, list[tuple[dict[str, str], float]]]
-# Kernels shorter than this on average while the GPU's streams sit idle 30% of the step or more:
+# Kernels shorter than this on average while the GPU's streams sit idle 30% of the step or more: the
 # CPU's launches, not the GPU's work, set the pace (CUDA graphs, torch.compile or larger
 # batches fuse them). Without the GPU's split, many such kernels per step stand in for the idle
 # share. On an H200, a small MLP's 56 kernels per step averaging 9 µs left the GPU 92% idle.
