@@ -8,6 +8,7 @@ import threading
 import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
@@ -17,6 +18,10 @@ from benchmarks.stack import Service, wait_until
 from tests.trial_support import closed_port_url, pushed, pushed_value
 from trainwatch import cli, gc
 from trainwatch.cliutil import duration
+from trainwatch.layout import StateDir
+from trainwatch.procs import ProcRecord
+from trainwatch.stack import commands, gc_loop
+from trainwatch.stack.services import gc_status_file
 from trial_instrumentation import names
 
 
@@ -332,3 +337,34 @@ def test_an_announced_interval_is_honoured_up_to_a_day(
              names.PUSH_INTERVAL: {"metrics": [{"value": value}]}}
     group = gc._group(entry)
     assert group is not None and group.interval == honoured
+
+
+def test_the_stacks_gc_loop_names_a_jammed_group_once_and_status_says_left_groups(
+        pushgateway: Service, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stack's loop is one process: its log names the group on its first pass only, then
+    one short line a pass; `stack status` says the passes leave groups, not that gc fails."""
+    monkeypatch.setattr(gc, "MIN_MAX_AGE", 1.0)
+    monkeypatch.setattr(gc, "_reported", set())
+    push_plain(pushgateway, "y" * 1_000_000)
+    aged(pushgateway, 1)
+    options = gc_loop.gc_args(["--pushgateway", pushgateway.url, "--max-age", "1s"])
+    logs = []
+    for _ in range(3):
+        assert gc_loop.one_pass(options) == 1
+        logs.append(capsys.readouterr().out.splitlines())
+    assert [len(lines) for lines in logs] == [2, 1, 1]
+    assert "cannot delete experiment=" + "y" * 200 + "…(1000000 chars)" in logs[0][0]
+    assert all(len(line) < 2000 for lines in logs for line in lines)
+    assert logs[2][0].endswith(f"0 group(s) deleted of job {names.JOB} on {pushgateway.url}; "
+                               "1 could not be deleted")
+    state = StateDir(tmp_path)
+    gc_status_file(state).parent.mkdir(parents=True)
+    gc_loop.Pass(time.time(), 1, 30.0).save(gc_status_file(state))
+    said: list[str] = []
+    record = ProcRecord("gc", 1, 0, ())
+    assert not commands._gc_view(state, record, "", said.append)
+    assert "alive, LEFT GROUPS: last pass 0 s ago, exit 1" in said[0]
+    gc_loop.Pass(time.time(), 2, 30.0).save(gc_status_file(state))
+    assert not commands._gc_view(state, record, "", said.append)
+    assert "alive, FAILING: last pass 0 s ago, exit 2" in said[1]

@@ -76,7 +76,12 @@ def _gc_view(state: StateDir, record: ProcRecord | None, note: str, say: Say) ->
     else:
         age = time.time() - last.at
         ok = last.exit == 0 and age < 3 * last.every + 10
-        word = f"{'alive' if ok else 'alive, FAILING'}: last pass {age:.0f} s ago, exit {last.exit}"
+        # Exit 1: the pass went through but left groups (one it cannot delete, one without a
+        # push time, the rest of a spent budget), named in its log.
+        trouble = "LEFT GROUPS" if last.exit == EXIT_FOUND and age < 3 * last.every + 10 \
+            else "FAILING"
+        word = (f"{'alive' if ok else f'alive, {trouble}'}: last pass {age:.0f} s ago, "
+                f"exit {last.exit}")
     every = f"every {last.every:g} s" if last else ""
     pid = f"pid {record.pid}" if record else ""
     line = f"{'gc':<13} {every:<24} {pid:<10} {word}"
