@@ -16,7 +16,7 @@ from typing import Any
 
 from prometheus.rulegen.promql import live_trials
 from prometheus.rulegen.settings import Settings, SettingsError
-from trainwatch.contract import remedies
+from trainwatch.contract import figures, remedies
 from trainwatch.contract.alerts import (
     COLLECTOR_FAILING,
     CPU_SATURATED,
@@ -33,6 +33,7 @@ from trainwatch.contract.alerts import (
     HOST_TO_DEVICE_BOUND,
     RANK_STRAGGLER,
     SCALING_INEFFICIENT,
+    SLOWER_THAN_BASELINE,
     TRIAL_FAILED,
     TRIAL_KEY_SHARED,
     TRIAL_PUSH_FAILING,
@@ -191,6 +192,7 @@ def trial_alerts(s: Settings) -> list[dict[str, Any]]:
     _key_shared_alert(g)
     _straggler_alert(g, n)
     _scaling_alert(g, n)
+    _baseline_alert(g, n)
     return g.rules
 
 
@@ -265,6 +267,23 @@ def _scaling_alert(g: _Group, n: RecordNames) -> None:
           "between ranks holds it back (trainwatch diagnose says which).", remedies.SCALING,
           measured=_AS_PERCENT, causes=EXCHANGE_CAUSE_THRESHOLDS,
           cause=_recorded_cause(n.exchange_cause, *per_trial))
+
+
+def _baseline_alert(g: _Group, n: RecordNames) -> None:
+    """A running rank's throughput over the rate window (samples/s, else steps/s) against its
+    experiment's recorded baseline for its world size: the value is how much slower (0.23 is
+    23%)."""
+    trial, t = g.s.selector("trial"), g.s.threshold(SLOWER_THAN_BASELINE)
+    now = figures.with_run(figures.throughput(n.samples_rate, n.steps_rate), trial,
+                           "world_size")
+    ratio = f"{now}\n/ {on('experiment', 'world_size', 'unit')} group_left ()\n{n.baseline}"
+    g.add(SLOWER_THAN_BASELINE,
+          _while_live(g.s, f"1 - (\n{figures.indent(ratio)}\n) > {number(t)}"),
+          "A trial trains slower than the last runs of its experiment.",
+          f"{_TRIAL} trains {_AS_PERCENT.value} slower than the median of the last "
+          f"{figures.BASELINE_RUNS} runs of its experiment that ended clean with its world size "
+          f"(threshold {_pct(t)}, over {g.s.rate_window}; `trainwatch check` names the phase).",
+          remedies.SLOWER_THAN_BASELINE, measured=_AS_PERCENT, uses_window=True)
 
 
 def underutilized_trial_gpus(s: Settings, *trial_matchers: str) -> str:

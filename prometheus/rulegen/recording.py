@@ -13,6 +13,7 @@ from prometheus.rulegen.causes import cause_rules, loader_figure_rules
 from prometheus.rulegen.settings import Settings
 from prometheus.rulegen.usage import usage_group
 from trainwatch.contract import figures
+from trainwatch.contract.alerts import SLOWER_THAN_BASELINE
 from trainwatch.contract.promql import GPU_LABELS, TRIAL_LABELS, by, on, select
 from trainwatch.contract.records import QUANTILES, RecordNames
 from trial_instrumentation import names
@@ -57,7 +58,19 @@ def _trial_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
         _record(n.samples_rate, born_at_zero(f"{names.SAMPLES}_total")),
         *loader_figure_rules(s),
     ]
-    return rules + [_pulled_last_scrape(s, n)] + _rank_rules(s, n)
+    return rules + [_pulled_last_scrape(s, n)] + _rank_rules(s, n) + _baseline_rules(s, n)
+
+
+def _baseline_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
+    """Each run that ended clean, its throughput over its life and when it ended, kept while
+    its group is scraped; and per experiment the median of the last ones, within
+    TrainwatchTrialSlowerThanBaseline's ``window``, which that alert compares a running rank
+    with (docs/design.md, "The run that got slower")."""
+    trial = s.selector("trial")
+    return [_record(n.run_throughput, figures.run_throughput(trial)),
+            _record(n.run_clean_end, figures.run_clean_end(trial)),
+            _record(n.baseline, figures.baseline(n.run_throughput, n.run_clean_end,
+                                                 s.window(SLOWER_THAN_BASELINE)))]
 
 
 def _quantile_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:

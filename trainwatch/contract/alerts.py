@@ -11,6 +11,7 @@ TRIAL_KEY_SHARED = "TrainwatchTrialKeyShared"
 TRIAL_PUSH_FAILING = "TrainwatchTrialPushFailing"
 RANK_STRAGGLER = "TrainwatchRankStraggler"
 SCALING_INEFFICIENT = "TrainwatchScalingInefficient"
+SLOWER_THAN_BASELINE = "TrainwatchTrialSlowerThanBaseline"
 # gpu
 GPU_UNDERUTILIZED = "TrainwatchGPUUnderutilized"
 GPU_LAUNCH_BOUND = "TrainwatchGPULaunchBound"

@@ -105,5 +105,69 @@ def gpu_busy(exporter: str) -> str:
     return f"\nor {on(*GPU_LABELS)}\n".join(labelled)
 
 
+# The baseline (docs/design.md, "The run that got slower"): the median throughput of the last
+# BASELINE_RUNS runs of an experiment that ended clean with a world size; fewer than
+# BASELINE_MIN_RUNS make none. `trainwatch check` and the recorded baseline count alike.
+BASELINE_RUNS, BASELINE_MIN_RUNS = 5, 2
+# A throughput's ``unit`` label: samples/s per rank where the trial counts samples, else steps/s.
+PER_SAMPLE, PER_STEP = "sample", "step"
+# A run's identity beside its rank's key (trainwatch_trial_info's labels).
+RUN_LABELS = (*TRIAL_LABELS, "pid", "nodename", "world_size")
+
+
+def throughput(samples: str, steps: str) -> str:
+    """Per rank: ``samples`` where it counts any (``unit="sample"``), else ``steps``."""
+    return (f'(\n  label_replace({samples} > 0, "unit", "{PER_SAMPLE}", "", "")\n'
+            f"  or {on(*TRIAL_LABELS)}\n"
+            f'  label_replace({steps}, "unit", "{PER_STEP}", "", "")\n)')
+
+
+def with_run(expr: str, trial: str, *labels: str) -> str:
+    """``expr`` (per rank) with ``labels`` of its run's trainwatch_trial_info (one series per
+    rank: two under one key, a shared key, would make the join fail)."""
+    info = f"topk {by(*TRIAL_LABELS)} (1, {select(names.TRIAL_INFO, trial)})"
+    return f"{expr}\n* {on(*TRIAL_LABELS)} group_left ({', '.join(labels)})\n{info}"
+
+
+def _ended_clean(expr: str, trial: str) -> str:
+    clean = select(names.EXIT, trial, f'reason="{names.EXIT_CLEAN}"')
+    return (f"max {by(*RUN_LABELS, 'unit')} (\n"
+            f"{indent(with_run(expr, trial, 'pid', 'nodename', 'world_size'))}\n"
+            f"  and {on(*TRIAL_LABELS)} {clean}\n)")
+
+
+def run_throughput(trial: str) -> str:
+    """A rank of a run that ended clean: its final samples (steps) over its life, from its
+    start to its final push, while its group is scraped."""
+    counted = throughput(select(f"{names.SAMPLES}_total", trial),
+                         select(f"{names.STEPS}_total", trial))
+    life = (f"({select('push_time_seconds', trial)} - {on(*TRIAL_LABELS)} "
+            f"{select(names.START_TIME, trial)} > 0)")
+    # group_left: one-to-one under on() would keep the on() labels only, not the unit
+    return _ended_clean(f"{counted}\n/ {on(*TRIAL_LABELS)} group_left () {life}", trial)
+
+
+def run_clean_end(trial: str) -> str:
+    """A rank of a run that ended clean: its final push's time."""
+    return _ended_clean(select("push_time_seconds", trial), trial).replace(
+        f"{by(*RUN_LABELS, 'unit')}", by(*RUN_LABELS), 1)
+
+
+def baseline(throughputs: str, ends: str, lookback: str) -> str:
+    """Per experiment, world size and unit: the median of rank 0's ``throughputs`` (the
+    run_throughput record) of the last BASELINE_RUNS runs by ``ends`` (run_clean_end) within
+    ``lookback``, where there are at least BASELINE_MIN_RUNS (each run's last reading:
+    after gc retired its group too)."""
+    rank0 = 'rank="0"'
+    last = (f"last_over_time({select(throughputs, rank0)}[{lookback}])\n"
+            f"and {on(*RUN_LABELS)}\n"
+            f"topk by (experiment, world_size) ({BASELINE_RUNS}, "
+            f"last_over_time({select(ends, rank0)}[{lookback}]))")
+    per = by("experiment", "world_size", "unit")
+    return (f"quantile {per} (0.5,\n{indent(last)}\n)\n"
+            f"and {on('experiment', 'world_size', 'unit')}\n"
+            f"count {per} (\n{indent(last)}\n) >= {BASELINE_MIN_RUNS}")
+
+
 def indent(text: str) -> str:
     return "\n".join(f"  {line}" for line in text.splitlines())

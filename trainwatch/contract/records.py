@@ -129,6 +129,24 @@ class RecordNames:
     def samples_rate(self) -> str:
         return f"trial:trainwatch_trial_samples:rate{self.window}"
 
+    # The baseline (docs/design.md, "The run that got slower"): no rate window in these.
+    @property
+    def run_throughput(self) -> str:
+        """Per rank of a run that ended clean, while its group is scraped: samples/s (steps/s,
+        ``unit``) over its life, with its run's pid, nodename and world_size."""
+        return "run:trainwatch_trial_throughput:rate_life"
+
+    @property
+    def run_clean_end(self) -> str:
+        """Per rank of a run that ended clean: when (Unix seconds) its final push was."""
+        return "run:trainwatch_trial_clean_end:timestamp_seconds"
+
+    @property
+    def baseline(self) -> str:
+        """Per experiment, world size and unit: the median run_throughput of rank 0 of the last
+        runs that ended clean (figures.BASELINE_RUNS), where at least BASELINE_MIN_RUNS."""
+        return "experiment:trainwatch_trial_throughput:baseline_median"
+
     # "GPU busy", defined once: SM activity (GPM) where the GPU reports it, else NVML
     # utilization; the ``source`` label (BUSY_SOURCES) says which. Per GPU and per trial GPU.
     gpu_busy = "gpu:trainwatch_gpu_busy:ratio"

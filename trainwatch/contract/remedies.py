@@ -168,6 +168,11 @@ STALE_TRIAL = (
 DELETE_GROUP = ("curl -X DELETE {pushgateway}/metrics/job/trainwatch_trial/experiment/{experiment}"
                 "/trial/{trial}/rank/{rank}")
 
+SLOWER_THAN_BASELINE = (
+    "Find what changed since the last good run: `trainwatch check E/T` ranks the phases by the "
+    "milliseconds per step each lost against the baseline run nearest the median (a new data "
+    "augmentation or num_workers shows in dataloader_next, a library upgrade or a throttling "
+    "GPU in train_batch); then compare the two runs' code, library versions, data and nodes.")
 PUSH_FAILING = (
     "Check the Pushgateway URL the trial uses (TRAINWATCH_PUSHGATEWAY), the network path or "
     "policy between the trial and the Pushgateway, and the Pushgateway's log. Training is "

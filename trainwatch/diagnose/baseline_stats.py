@@ -20,10 +20,11 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# How many earlier runs make a baseline (`trainwatch check --baseline auto`).
-LAST_RUNS = 5
-# Fewer runs than this have no spread to tell noise from a change.
-MIN_RUNS = 2
+from trainwatch.contract.figures import BASELINE_MIN_RUNS, BASELINE_RUNS
+
+# How many earlier runs make a baseline, and the fewest with a spread to tell noise from a
+# change: the contract's, which the recorded baseline counts with too.
+LAST_RUNS, MIN_RUNS = BASELINE_RUNS, BASELINE_MIN_RUNS
 NO_BASELINE, NO_CHANGE, SLOWER, FASTER = "no baseline", "no change", "slower", "faster"
 
 
