@@ -207,7 +207,7 @@ def gather_figures(api: PrometheusAPI, deployment: Deployment, experiment: str,
     young = (young_ranks(api, selector, n.window, **sel) | restarted) - stale
     lives = lifetimes(api, selector, n.window, **sel) if young or stale else {}
     loader_evidence.update(_young_loader_evidence(api, young, starts or {}, lives, now, cpu, sel))
-    firing = rulesource.alerts(api, deployment)
+    alert_index = AlertIndex(rulesource.alerts(api, deployment))
     instances = {labels.get("nodename"): labels.get("instance")
                  for labels, _ in api.query(HOST_INFO)}
     nodes = {rank_key(i): i.get("nodename") for i in infos}
@@ -235,7 +235,7 @@ def gather_figures(api: PrometheusAPI, deployment: Deployment, experiment: str,
         r.ranks, r.scaling = spreads.get(key), scalings.get(key[:2])
         r.trace = profiles.get(key)
         r.mfu = utilizations.get(key)
-        r.alerts = alerts_about(firing, key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
+        r.alerts = alert_index.about(key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
         facts = RankFacts(shares, (first_value(gpu_avg[key]), first_value(sm_avg[key]),
                                    first_value(tensor_avg[key]), *_busy(busy_avg[key])),
                           loader_evidence=loader_evidence.get(key))
@@ -332,17 +332,45 @@ def _gpus(info: list[tuple[Labels, float]],
     return sorted(gpus.values(), key=lambda g: g.uuid)
 
 
-def alerts_about(alerts: list[dict[str, Any]], key: tuple[str, str, str], uuids: set[str],
-            instance: str | None) -> list[AlertState]:
-    """Alerts about this rank, its GPUs or its node."""
-    mine = []
-    for alert in alerts:
-        labels = alert.get("labels", {})
-        if (rank_key(labels) == key or labels.get("uuid") in uuids
-                or (instance and labels.get("instance") == instance and "trial" not in labels)):
+class AlertIndex:
+    """Alerts (as /api/v1/alerts lists them) indexed by the rank, GPU and node they are about,
+    so that finding one rank's is a few lookups, not a scan of every alert (an experiment of
+    3,000 ranks against 2,000 alerts took 1.5 s scanning)."""
+
+    def __init__(self, alerts: list[dict[str, Any]]) -> None:
+        self.alerts = alerts
+        self.by_rank: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+        self.by_uuid: dict[str, list[int]] = defaultdict(list)
+        self.by_instance: dict[str, list[int]] = defaultdict(list)
+        for i, alert in enumerate(alerts):
+            labels = alert.get("labels", {})
+            self.by_rank[rank_key(labels)].append(i)
+            if (uuid := labels.get("uuid")) is not None:
+                self.by_uuid[uuid].append(i)
+            if (instance := labels.get("instance")) and "trial" not in labels:
+                self.by_instance[instance].append(i)
+
+    def about(self, key: tuple[str, str, str], uuids: set[str],
+              instance: str | None) -> list[AlertState]:
+        """Alerts about this rank, its GPUs or its node (a node's own, not a trial's on it)."""
+        found = set(self.by_rank.get(key, ()))
+        for uuid in uuids:
+            found.update(self.by_uuid.get(uuid, ()))
+        if instance:
+            found.update(self.by_instance.get(instance, ()))
+        mine = []
+        for i in sorted(found):
+            alert = self.alerts[i]
+            labels = alert.get("labels", {})
             mine.append(AlertState(labels.get("alertname", "?"), alert.get("state", "?"),
                                    str(alert.get("value", ""))))
-    return sorted(mine, key=lambda a: (a.state != "firing", a.name))
+        return sorted(mine, key=lambda a: (a.state != "firing", a.name))
+
+
+def alerts_about(alerts: list[dict[str, Any]], key: tuple[str, str, str], uuids: set[str],
+                 instance: str | None) -> list[AlertState]:
+    """Alerts about this rank, its GPUs or its node."""
+    return AlertIndex(alerts).about(key, uuids, instance)
 
 
 def _unknown_message(api: PrometheusAPI, infos: list[Labels], experiment: str,
