@@ -201,7 +201,9 @@ def test_trials_prints_one_row_per_trial_with_the_name_escaped(
 def test_an_unknown_trial_and_its_suggestions_are_one_line(
         hostile: LiveStack, capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (("diagnose", "--experiment", EXPERIMENT, "--trial", "nope\x1b]0;pwned\x07\n"),
-                 ("compare", f"{EXPERIMENT}/nope\n{FORGED}", f"{EXPERIMENT}/decoy")):
+                 ("compare", f"{EXPERIMENT}/nope\n{FORGED}", f"{EXPERIMENT}/decoy"),
+                 ("check", f"{EXPERIMENT}/nope\n{FORGED}"),
+                 ("profile", "--experiment", EXPERIMENT, "--trial", "nope\x1b]0;pwned\x07\n")):
         code, out, err = run(capsys, hostile, *argv)
         assert code == 2 and out == "", (out, err)
         assert err.count("\n") == 1 and shown_raw(err) == set(), err

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, EXIT_USAGE, add_prometheus
+from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, EXIT_USAGE, add_prometheus, printable
+from trainwatch.contract.promql import matchers
 from trainwatch.lookup import prometheus_url
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 from trial_instrumentation import names
@@ -67,9 +68,7 @@ def add_parser(commands: Any) -> None:
 def running_ranks(api: PrometheusAPI, experiment: str, trial: str,
                   rank: str | None) -> list[Rank]:
     """The ranks of the trial whose latest push carries no exit marker, by rank."""
-    key = f'job="{names.JOB}",experiment="{_quoted(experiment)}",trial="{_quoted(trial)}"'
-    if rank is not None:
-        key += f',rank="{_quoted(rank)}"'
+    key = matchers(f'job="{names.JOB}"', experiment=experiment, trial=trial, rank=rank)
     ended = {labels.get("rank") for labels, _ in api.query(f"{names.EXIT}{{{key}}}")}
     found = {}
     for labels, _ in api.query(f"{names.TRIAL_INFO}{{{key}}}"):
@@ -86,9 +85,10 @@ def run(args: argparse.Namespace) -> int:
         api = PrometheusAPI(prometheus_url(args.prometheus), timeout=args.timeout)
         ranks = running_ranks(api, args.experiment, args.trial, args.rank)
     except (KeyError, ValueError, PrometheusError) as err:
-        print(f"trainwatch profile: error: {err}", file=sys.stderr)
+        print(f"trainwatch profile: error: {printable(str(err))}", file=sys.stderr)
         return EXIT_USAGE
-    who = f"{args.experiment}/{args.trial}" + (f" rank {args.rank}" if args.rank else "")
+    who = printable(f"{args.experiment}/{args.trial}"
+                    + (f" rank {args.rank}" if args.rank else ""))
     if not ranks:
         print(f"trainwatch profile: error: no running trial {who} in Prometheus at {api.url} "
               "(`trainwatch trials` lists them)", file=sys.stderr)
@@ -101,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     here, code = os.uname().nodename, EXIT_OK
     for rank in ranks:
         if rank.nodename != here:
-            print(f"rank {rank.rank} runs on {rank.nodename}, not here ({here}); ask it with:\n"
+            print(f"rank {printable(rank.rank)} runs on {printable(rank.nodename)}, not here "
+                  f"({here}); ask it with:\n"
                   f"  {rank.remote_command(sig)}")
             code = EXIT_FOUND
             continue
@@ -134,7 +135,3 @@ def _write_trigger(trigger: Path, steps: int | None, ranks: list[Rank]) -> int:
 def _signal_name(text: str) -> str:
     name = text.strip().upper()
     return name if name.startswith("SIG") else f"SIG{name}"
-
-
-def _quoted(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')

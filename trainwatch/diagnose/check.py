@@ -14,7 +14,7 @@ import json
 from typing import Any
 from xml.etree import ElementTree
 
-from trainwatch.cliutil import EXIT_FOUND, EXIT_OK
+from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, printable
 from trainwatch.diagnose.baseline import AUTO, Baseline, Baselines
 from trainwatch.diagnose.baseline_stats import parse_slowdown
 from trainwatch.diagnose.compare import parse_reference
@@ -83,7 +83,7 @@ def as_text(c: Checked) -> str:
         lines += [f"    {i}. {r.phase} {r.delta_seconds * 1000:+.1f} ms per step: "
                   f"{r.explained:.0%} of the difference"
                   for i, r in enumerate(b.reasons, 1) if r.explained is not None]
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)  # a name stays on its line
 
 
 def as_dict(c: Checked) -> dict[str, Any]:
