@@ -34,7 +34,8 @@ _TYPES = {"counter": "counter", "gauge": "gauge", "unknown": "untyped", "untyped
 MAX_SERIES_MEMO = 20_000
 
 _headers: dict[MetricSpec, str] = {}
-_series: dict[tuple[MetricSpec, tuple[str, ...]], str] = {}
+_series: dict[MetricSpec, dict[tuple[str, ...], str]] = {}  # spec -> label values -> text
+_kept = 0  # texts in _series
 
 
 def _value(value: float) -> str:
@@ -65,9 +66,12 @@ def _series_text(spec: MetricSpec, labels: tuple[str, ...]) -> str:
         text = f"{spec.name}{{{pairs}}} "
     else:
         text = f"{spec.name} "
-    if len(_series) >= MAX_SERIES_MEMO:
+    global _kept
+    if _kept >= MAX_SERIES_MEMO:
         _series.clear()
-    _series[spec, labels] = text
+        _kept = 0
+    _series.setdefault(spec, {})[labels] = text
+    _kept += 1
     return text
 
 
@@ -78,15 +82,18 @@ def _write_family(family: Family, out: list[str]) -> None:
         kind = _TYPES[spec.kind]
         header = _headers[spec] = _header(spec.name, spec.help, kind)
     out.append(header)
-    series, isfinite = _series, math.isfinite
+    series = _series.get(spec) or {}
+    append, isfinite = out.append, math.isfinite
     for labels, value in family.rows:
-        if type(labels) is not tuple:
+        if type(labels) is not tuple:  # a list from add_metric
             labels = tuple(labels)
-        text = series.get((spec, labels))
+        text = series.get(labels)
         if text is None:
             text = _series_text(spec, labels)
-        # Finite floats (nearly every value) straight to repr; the rest as _value says.
-        out.append(text + (repr(float(value)) if isfinite(value) else _value(value)) + "\n")
+        if type(value) is not float or not isfinite(value):  # nearly every value is a float
+            append(f"{text}{_value(value)}\n")
+        else:
+            append(f"{text}{value!r}\n")
 
 
 def _write_other(family: Any, out: list[str]) -> None:

@@ -85,7 +85,10 @@ class GpuCollector:
         return family
 
     def _sampler(self, index: int) -> GpmSampler:
-        return self._gpm.setdefault(index, GpmSampler(self._session.nvml))
+        found = self._gpm.get(index)  # a sampler is made once per GPU, not per call
+        if found is None:
+            found = self._gpm.setdefault(index, GpmSampler(self._session.nvml))
+        return found
 
     def _parts(self, index: int) -> list[GpuPart]:
         # Until GPM support is known (the first read), PCIe is sampled the old way.

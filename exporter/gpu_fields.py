@@ -152,5 +152,6 @@ def read_fields(nvml: Any, labels: tuple[str, ...], handle: Any,
             reading = reader(nvml, handle)
         except FIELD_UNAVAILABLE:
             continue
-        samples.extend((spec, labels + extra, value) for spec, extra, value in reading)
+        for spec, extra, value in reading:  # a loop: a generator per reader costs more
+            samples.append((spec, labels + extra, value))
     return samples
