@@ -23,13 +23,15 @@ import sys
 from collections.abc import Sequence
 
 from trainwatch import gc, profile, run
+from trainwatch.cliutil import Parser
 from trainwatch.diagnose import cli as diagnose_cli
 from trainwatch.report import cli as report_cli
 from trainwatch.stack import cli as stack_cli
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    # Parser: every bad flag one line, exit 2; its subcommands' parsers are Parsers too.
+    parser = Parser(
         prog="trainwatch", description="Why is a training trial slow, and what to change: "
         "read from Prometheus.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

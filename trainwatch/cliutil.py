@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+import sys
 from datetime import UTC, datetime
+from typing import NoReturn
 
 from trial_instrumentation.durations import parse_duration
 
@@ -30,6 +33,45 @@ MAX_DURATION = 100 * 365 * 86400.0
 MAX_TIMEOUT = 86400.0
 # No Unix time trainwatch takes or reads is later: 2100-01-01T00:00:00Z.
 LATEST_TIME = 4102444800.0
+
+
+# An example value for each metavar, for the one line that refuses a flag's value.
+EXAMPLES = {"DURATION": "1h", "TIME": "2026-11-23T08:00:00Z", "TIMEOUT": "10", "PORT": "9090",
+            "N": "5", "URL": "http://127.0.0.1:9090", "FILE": "out.txt", "DIR": "/tmp/stack",
+            "PERCENT": "5%"}
+
+
+class Parser(argparse.ArgumentParser):
+    """The ArgumentParser of every `trainwatch` command and subcommand (their ``parser_class``):
+    a bad flag is ONE line on stderr, naming the flag, what was given and an example, exit 2
+    (EXIT_USAGE), never argparse's usage block before it.
+
+    >>> p = Parser(prog="trainwatch trials")
+    >>> _ = p.add_argument("--since", type=span, metavar="DURATION")
+    >>> p.parse_args(["--since", "banana"])
+    Traceback (most recent call last):
+    ...
+    SystemExit: 2
+    """
+
+    def error(self, message: str) -> NoReturn:
+        line = f"{self.prog}: error: {printable(message)}{self._example(message)}"
+        print(line, file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+    def _example(self, message: str) -> str:
+        """`` (e.g. --steps 5)`` where argparse's message gives no example of its own."""
+        if "e.g." in message or "choose from" in message:
+            return ""
+        named = re.match(r"argument (\S+?)(?:/\S+)?: ", message)
+        action = next((a for a in self._actions if named and named.group(1) in
+                       (a.option_strings or [str(a.metavar or a.dest)])), None)
+        if action is None:
+            return f" (see `{self.prog} --help`)"
+        flag = action.option_strings[-1] if action.option_strings else ""
+        value = (next(iter(action.choices)) if action.choices else
+                 EXAMPLES.get(str(action.metavar), action.metavar or action.dest.upper()))
+        return f" (e.g. {flag} {value})".replace("( ", "(")
 
 
 def duration(text: str) -> float:

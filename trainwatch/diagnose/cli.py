@@ -70,6 +70,8 @@ def add_parsers(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if args.command == "check":
+            check.parse_slowdown(args.max_slowdown)  # bad input before any server is asked
         apis = [PrometheusAPI(prometheus_url(url), timeout=args.timeout)
                 for url in (args.prometheus or [None])]
         if args.command == "trials":
@@ -117,7 +119,6 @@ def run(args: argparse.Namespace) -> int:
 
 def run_check(apis: list[PrometheusAPI], args: argparse.Namespace) -> int:
     """`trainwatch check`: its output, its exit code (errors are the caller's: exit 2)."""
-    check.parse_slowdown(args.max_slowdown)  # bad input before any server is asked
     experiment, trial, _ = compare.parse_reference(args.trial)
     api = holding(apis, experiment, trial, args.since)
     found = check.check(api, deployment_of(api), args.trial, args.baseline, args.max_slowdown,
