@@ -118,6 +118,24 @@ def test_a_notification_about_a_hostile_trial_prints_its_name_escaped() -> None:
     assert printable(NAME) in text
 
 
+def test_alertmanagers_own_notification_text_shows_the_name_escaped(tmp_path: Path) -> None:
+    """What Slack or email get from the shipped templates, rendered by the real amtool from
+    the raw notification (an annotation that quotes a label quotes it as it is)."""
+    from tests.test_alertmanager import as_fired, notification, render_template
+    alert = as_fired("TrainwatchDataloaderBound", "firing", "95.2%", experiment=EXPERIMENT,
+                     trial=NAME, rank="0", phase="dataloader_next")
+    alert["annotations"]["summary"] += f" ({NAME})"  # an annotation that quotes the name
+    data = notification("firing", alert)
+    title = render_template(tmp_path, "trainwatch.title", data)
+    text = render_template(tmp_path, "trainwatch.text", data)
+    assert shown_raw(title) == set() and "\n" not in title
+    assert shown_raw(text) == set()
+    escaped = "t\\nVERDICT: healthy (forged)\\x1b[2J\\x1b]0;pwned\\x07\\x00\\r\\x85\\u2028\\u2029"
+    assert f"* trial {EXPERIMENT}/{escaped}\ufffd</script>" in text
+    assert not any(line.startswith("VERDICT") for line in text.splitlines())
+    assert len(text.splitlines()) == 7  # Firing:, the subject and its five lines, as for any
+
+
 # -- the commands, live ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
