@@ -283,7 +283,23 @@ def _baseline_alert(g: _Group, n: RecordNames) -> None:
           f"{_TRIAL} trains {_AS_PERCENT.value} slower than the median of the last "
           f"{figures.BASELINE_RUNS} runs of its experiment that ended clean with its world size "
           f"(threshold {_pct(t)}, over {g.s.rate_window}; `trainwatch check` names the phase).",
-          remedies.SLOWER_THAN_BASELINE, measured=_AS_PERCENT, uses_window=True)
+          remedies.SLOWER_THAN_BASELINE, measured=_AS_PERCENT, uses_window=True,
+          cause=_slowest_phase(n))
+
+
+def _slowest_phase(n: RecordNames) -> str:
+    """A template naming the phase of the alert's rank that takes the most time per step over
+    its baseline's (the baseline_phase record), with how much more, else "unknown"."""
+    rank = ",".join(f"{label}=%q" for label in TRIAL_LABELS)
+    per_step = (f"{n.phase_sum_rate}{{{rank}}} / {on(*TRIAL_LABELS)} group_left () "
+                f"{n.step_count_rate}{{{rank}}}")
+    query = (f"topk(1, {per_step} - {on('experiment', 'phase')} group_left () "
+             f"{n.baseline_phase}{{experiment=%q,world_size=%q}} > 0)")
+    args = " ".join(f"$labels.{label}"
+                    for label in (*TRIAL_LABELS, *TRIAL_LABELS, "experiment", "world_size"))
+    return (f"{{{{ with printf `{query}` {args} | query }}}}"
+            '{{ . | first | label "phase" }} {{ . | first | value | humanizeDuration }} more per '
+            "step than the baseline{{ else }}unknown{{ end }}")
 
 
 def underutilized_trial_gpus(s: Settings, *trial_matchers: str) -> str:

@@ -66,11 +66,14 @@ def _baseline_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
     its group is scraped; and per experiment the median of the last ones, within
     TrainwatchTrialSlowerThanBaseline's ``window``, which that alert compares a running rank
     with (docs/design.md, "The run that got slower")."""
-    trial = s.selector("trial")
+    trial, lookback = s.selector("trial"), s.window(SLOWER_THAN_BASELINE)
     return [_record(n.run_throughput, figures.run_throughput(trial)),
+            _record(n.run_phase_per_step, figures.run_phase_per_step(trial)),
             _record(n.run_clean_end, figures.run_clean_end(trial)),
-            _record(n.baseline, figures.baseline(n.run_throughput, n.run_clean_end,
-                                                 s.window(SLOWER_THAN_BASELINE)))]
+            _record(n.baseline, figures.baseline(n.run_throughput, n.run_clean_end, lookback,
+                                                 "unit")),
+            _record(n.baseline_phase, figures.baseline(n.run_phase_per_step, n.run_clean_end,
+                                                       lookback, "phase"))]
 
 
 def _quantile_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:

@@ -129,9 +129,11 @@ def with_run(expr: str, trial: str, *labels: str) -> str:
     return f"{expr}\n* {on(*TRIAL_LABELS)} group_left ({', '.join(labels)})\n{info}"
 
 
-def _ended_clean(expr: str, trial: str) -> str:
+def _ended_clean(expr: str, trial: str, *extra: str) -> str:
+    """``expr`` (per rank, and ``extra`` labels) for the ranks whose run ended clean, with
+    their run's identity (RUN_LABELS)."""
     clean = select(names.EXIT, trial, f'reason="{names.EXIT_CLEAN}"')
-    return (f"max {by(*RUN_LABELS, 'unit')} (\n"
+    return (f"max {by(*RUN_LABELS, *extra)} (\n"
             f"{indent(with_run(expr, trial, 'pid', 'nodename', 'world_size'))}\n"
             f"  and {on(*TRIAL_LABELS)} {clean}\n)")
 
@@ -144,28 +146,34 @@ def run_throughput(trial: str) -> str:
     life = (f"({select('push_time_seconds', trial)} - {on(*TRIAL_LABELS)} "
             f"{select(names.START_TIME, trial)} > 0)")
     # group_left: one-to-one under on() would keep the on() labels only, not the unit
-    return _ended_clean(f"{counted}\n/ {on(*TRIAL_LABELS)} group_left () {life}", trial)
+    return _ended_clean(f"{counted}\n/ {on(*TRIAL_LABELS)} group_left () {life}", trial, "unit")
+
+
+def run_phase_per_step(trial: str) -> str:
+    """A rank of a run that ended clean: each phase's seconds per step over its life."""
+    steps = f"({select(f'{names.STEPS}_total', trial)} > 0)"
+    return _ended_clean(f"{select(f'{names.PHASE_SECONDS}_sum', trial)}\n"
+                        f"/ {on(*TRIAL_LABELS)} group_left () {steps}", trial, "phase")
 
 
 def run_clean_end(trial: str) -> str:
     """A rank of a run that ended clean: its final push's time."""
-    return _ended_clean(select("push_time_seconds", trial), trial).replace(
-        f"{by(*RUN_LABELS, 'unit')}", by(*RUN_LABELS), 1)
+    return _ended_clean(select("push_time_seconds", trial), trial)
 
 
-def baseline(throughputs: str, ends: str, lookback: str) -> str:
-    """Per experiment, world size and unit: the median of rank 0's ``throughputs`` (the
-    run_throughput record) of the last BASELINE_RUNS runs by ``ends`` (run_clean_end) within
-    ``lookback``, where there are at least BASELINE_MIN_RUNS (each run's last reading:
-    after gc retired its group too)."""
+def baseline(figure: str, ends: str, lookback: str, label: str) -> str:
+    """Per experiment, world size and ``label`` (unit, phase): the median of rank 0's
+    ``figure`` (a record per run, run_throughput or run_phase_per_step) of the last
+    BASELINE_RUNS runs by ``ends`` (run_clean_end) within ``lookback``, where there are at
+    least BASELINE_MIN_RUNS (each run's last reading: after gc retired its group too)."""
     rank0 = 'rank="0"'
-    last = (f"last_over_time({select(throughputs, rank0)}[{lookback}])\n"
+    last = (f"last_over_time({select(figure, rank0)}[{lookback}])\n"
             f"and {on(*RUN_LABELS)}\n"
             f"topk by (experiment, world_size) ({BASELINE_RUNS}, "
             f"last_over_time({select(ends, rank0)}[{lookback}]))")
-    per = by("experiment", "world_size", "unit")
+    per = by("experiment", "world_size", label)
     return (f"quantile {per} (0.5,\n{indent(last)}\n)\n"
-            f"and {on('experiment', 'world_size', 'unit')}\n"
+            f"and {on('experiment', 'world_size', label)}\n"
             f"count {per} (\n{indent(last)}\n) >= {BASELINE_MIN_RUNS}")
 
 

@@ -142,6 +142,17 @@ class RecordNames:
         return "run:trainwatch_trial_clean_end:timestamp_seconds"
 
     @property
+    def run_phase_per_step(self) -> str:
+        """Per rank and phase of a run that ended clean: seconds per step over its life."""
+        return "run_phase:trainwatch_trial_phase_seconds:per_step_life"
+
+    @property
+    def baseline_phase(self) -> str:
+        """Per experiment, world size and phase: the median run_phase_per_step of the runs the
+        baseline's median is over (what the alert's ``cause`` compares a rank's phases with)."""
+        return "experiment_phase:trainwatch_trial_phase_seconds:baseline_per_step"
+
+    @property
     def baseline(self) -> str:
         """Per experiment, world size and unit: the median run_throughput of rank 0 of the last
         runs that ended clean (figures.BASELINE_RUNS), where at least BASELINE_MIN_RUNS."""
