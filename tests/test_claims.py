@@ -7,7 +7,9 @@ from __future__ import annotations
 import importlib
 import logging
 import re
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -161,3 +163,60 @@ def test_readme_says_what_the_demo_renders() -> None:
     assert (f"rendered with a {demo.RATE_WINDOW[:-1]} s rate window and a {demo.FOR[:-1]} s "
             f"`for` instead of the deployed {SETTINGS.rate_window} window and {deployed} `for`, "
             f"scraped every {demo.SCRAPE_INTERVAL[:-1]} s") in readme
+
+
+def make_dry_run(*targets: str, venv_run: str) -> str:
+    done = subprocess.run(["make", "-n", "-B", f"VENV_RUN={venv_run}", *targets], cwd=REPO,
+                          capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout
+
+
+def test_make_run_stop_status_install_the_light_venv_and_never_torch(tmp_path: Path) -> None:
+    # -B: every recipe as on a fresh clone, printed, none run.
+    light = str(tmp_path / "run-venv")
+    for target in ("run", "stop", "status"):
+        commands = make_dry_run(target, venv_run=light)
+        installs = [line for line in commands.splitlines() if "pip install" in line]
+        assert installs == [f"{light}/bin/python -m pip install --progress-bar on -e ."], \
+            (target, installs)
+        assert "torch==" not in commands and "-e '.[" not in commands
+        assert ".venv/" not in commands and f"{light}/bin/python -m pip install -q" not in commands
+        assert f"{light}/bin/trainwatch stack" in commands
+    # make test and make demo keep the full development venv, torch and the extras in it.
+    full = make_dry_run("demo", venv_run=light)
+    assert "pip install -q torch==" in full and "-e '.[torch,test,dev,report]'" in full
+    assert light not in full
+
+
+def test_readme_first_commands_activate_the_venv_make_run_builds() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    venv_run = re.search(r"^VENV_RUN \?= (\S+)$", makefile, re.MULTILINE)
+    assert venv_run and venv_run[1] != ".venv"
+    top = (REPO / "README.md").read_text().split("```")[1]
+    assert f"\nsource {venv_run[1]}/bin/activate " in top
+    assert "source .venv/bin/activate" not in top
+
+
+def test_readme_says_when_an_alert_can_first_fire_with_the_shipped_windows() -> None:
+    from trial_instrumentation.config import resolve
+
+    prometheus = yaml.safe_load((REPO / "prometheus" / "prometheus.yml").read_text())["global"]
+    route = yaml.safe_load((REPO / "prometheus" / "alertmanager" / "alertmanager.yml"
+                            ).read_text())["route"]
+    alert = SETTINGS.alert("TrainwatchDataloaderBound")
+    top = " ".join((REPO / "README.md").read_text().split("\n## ")[0].split())
+    claim = re.search(r"With the shipped windows \(a (\S+) rate window, `for: (\S+)`\) a trial "
+                      r"that is loader-bound from its first step fires TrainwatchDataloaderBound "
+                      r"(\S+) after Prometheus's first scrape of it, at most about (\S+) after "
+                      r"the trial starts, and Alertmanager delivers its notification after its "
+                      r"`group_wait` of (\S+), about (\S+) in", top)
+    assert claim, "README: the 'When an alert can first fire' paragraph changed"
+    window, for_, fires, latest, group_wait, notified = claim.groups()
+    assert (window, for_) == (SETTINGS.rate_window, alert.for_)
+    assert seconds(fires) == first_firing("TrainwatchDataloaderBound")
+    assert seconds(latest) == seconds(fires) + resolve(env={}).push_interval + \
+        seconds(prometheus["scrape_interval"]) + seconds(prometheus["evaluation_interval"])
+    assert seconds(group_wait) == seconds(route["group_wait"])
+    assert seconds(notified) == seconds(latest) + seconds(group_wait)
+    # The short windows for a short trial are on the first screen, as `make run` takes them.
+    assert "`make run ARGS='--for 20s --rate-window 30s'`" in top
