@@ -368,3 +368,31 @@ def test_the_stacks_gc_loop_names_a_jammed_group_once_and_status_says_left_group
     gc_loop.Pass(time.time(), 2, 30.0).save(gc_status_file(state))
     assert not commands._gc_view(state, record, "", said.append)
     assert "alive, FAILING: last pass 0 s ago, exit 2" in said[1]
+
+
+def test_a_pushgateway_that_stops_answering_mid_pass_ends_the_pass_in_one_line(
+        pushgateway: Service, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not one failure per group (20,000 lines, each waiting its --timeout): the pass stops at
+    the first DELETE that gets no answer, says what it left, and exits 2."""
+    monkeypatch.setattr(gc, "MIN_MAX_AGE", 1.0)
+    monkeypatch.setattr(gc, "_reported", set())
+    for trial in ("t1", "t2", "t3", "t4"):
+        push_dead_group(pushgateway, experiment="e", trial=trial, rank="0")
+    aged(pushgateway, 4)
+    real = gc.Pushgateway.delete
+
+    def delete_then_stop(self: gc.Pushgateway, group: gc.Group) -> None:
+        real(self, group)
+        pushgateway.stop()  # gone after the first DELETE
+
+    monkeypatch.setattr(gc.Pushgateway, "delete", delete_then_stop)
+    assert cli.main(["gc", "--pushgateway", pushgateway.url, "--max-age", "1s"]) == 2
+    out, err = capsys.readouterr()
+    assert out.startswith("deleted experiment=e,rank=0,trial=t1 (") and out.count("\n") == 1
+    stopped, summary = err.splitlines()
+    assert stopped.startswith(f"trainwatch gc: error: cannot reach the Pushgateway at "
+                              f"{pushgateway.url}: ")
+    assert stopped.endswith("; the pass stopped, 3 group(s) due left for the next pass")
+    assert summary == (f"1 group(s) deleted of job {names.JOB} on {pushgateway.url}; 3 left for "
+                       "the next pass")

@@ -23,7 +23,7 @@ others; one without a push time is left alone and reported likewise. A pass stop
 when ``--budget`` (default 60 s) is spent, oldest groups first, and names what it left for the
 next pass. Exit codes: 0 every due group was deleted (or none was due); 1 the pass left some
 (could not delete, no push time, the budget ran out); 2 a usage error or a Pushgateway that
-cannot be read (nothing deleted).
+cannot be read, or that stopped answering during the pass (which then stops).
 """
 
 from __future__ import annotations
@@ -76,6 +76,10 @@ class GcError(Exception):
     """The Pushgateway cannot be read or answered an error; the message says which."""
 
 
+class Unreachable(GcError):
+    """No answer at all (refused, reset, timed out): the next request would fare no better."""
+
+
 @dataclass(frozen=True)
 class Group:
     labels: Mapping[str, str]  # job and the grouping key
@@ -108,6 +112,7 @@ class Sweep:
     deleted: list[Group] = field(default_factory=list)
     failed: list[tuple[Group, str]] = field(default_factory=list)
     left: list[Group] = field(default_factory=list)
+    lost: str | None = None  # why the pass stopped when the Pushgateway stopped answering
 
 
 class Pushgateway:
@@ -161,11 +166,11 @@ class Pushgateway:
         except ResponseTooLarge as err:
             raise GcError(f"{method} {self.url}{bounded(path)}: {err}") from None
         except TimeoutError:
-            raise GcError(f"{method} {self.url}{bounded(path)}: no complete answer within "
-                          f"{self.timeout:g} s (--timeout)") from None
+            raise Unreachable(f"{method} {self.url}{bounded(path)}: no complete answer within "
+                              f"{self.timeout:g} s (--timeout)") from None
         except (OSError, http.client.HTTPException) as err:
-            raise GcError(f"cannot reach the Pushgateway at {self.url}: "
-                          f"{bounded(str(err))}") from None
+            raise Unreachable(f"cannot reach the Pushgateway at {self.url}: "
+                              f"{bounded(str(err))}") from None
         if answer.status >= 400:
             raise GcError(f"{method} {self.url}{bounded(path)}: {answer.status} "
                           f"{bounded(answer.reason)}")
@@ -239,6 +244,9 @@ def sweep(gateway: Pushgateway, job: str, max_age: float, dry_run: bool,
             break
         try:
             gateway.delete(group)
+        except Unreachable as err:  # the rest would each wait or fail the same way
+            done.left, done.lost = due[at:], str(err)
+            break
         except GcError as err:
             done.failed.append((group, str(err)))
         else:
@@ -295,7 +303,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
             print(f"trainwatch gc: no push time that is a Unix time (push_time_seconds) on "
                   f"{Group(labels, 0.0).describe()}: left alone, named once per process; by "
                   f"hand: {gateway.by_hand(Group(labels, 0.0))}", file=sys.stderr)
-    if passed.left:
+    if passed.lost is not None:
+        print(f"trainwatch gc: error: {passed.lost}; the pass stopped, {len(passed.left)} "
+              "group(s) due left for the next pass", file=sys.stderr)
+    elif passed.left:
         print(f"trainwatch gc: the pass's budget (--budget {args.budget:g}s) ran out: "
               f"{len(passed.left)} group(s) due left for the next pass, the oldest "
               f"{passed.left[0].describe()} ({_state(passed.left[0])})", file=sys.stderr)
@@ -304,6 +315,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     said += [f"{len(gateway.undated)} without a push time left alone"] if gateway.undated else []
     said += [f"{len(passed.left)} left for the next pass"] if passed.left else []
     print("; ".join(said), file=sys.stderr)
+    if passed.lost is not None:
+        return EXIT_USAGE
     return EXIT_FOUND if passed.failed or passed.left or gateway.undated else EXIT_OK
 
 
