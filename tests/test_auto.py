@@ -37,8 +37,8 @@ class Clock:
         self.fetch, self.step, self.progress = (Histogram(DEFAULT_BUCKETS),
                                                 Histogram(DEFAULT_BUCKETS), Progress())
         self.phases: dict[str, Histogram] = {}
-        self.steps = AutoSteps(StepRecorder(self.fetch, self.step, self.progress,
-                                            phase_histogram=self.phase))
+        self.steps = AutoSteps(StepRecorder(self.fetch, self.step, self.progress),
+                               self.phase("train_batch").observe)
 
     def phase(self, name: str) -> Histogram:
         return self.phases.setdefault(name, Histogram(DEFAULT_BUCKETS))
@@ -56,7 +56,6 @@ def test_accumulated_batches_make_one_optimizer_step() -> None:
     for step in range(4):
         for micro in range(3):
             clock.fetch_at(step * 1.0 + micro * 0.1)
-        clock.steps.optimizer_starts(optimizer)
         clock.steps.optimizer_stepped(optimizer)
     assert clock.counted == (3, 72, 3)  # the fourth ends at close
     clock.steps.close()
@@ -69,8 +68,7 @@ def test_two_optimizers_in_one_step_are_one_step() -> None:
     for step in range(5):
         clock.fetch_at(step * 1.0)
         for optimizer in (generator, critic):
-            clock.steps.optimizer_starts(optimizer)
-            clock.steps.optimizer_stepped(optimizer)
+                clock.steps.optimizer_stepped(optimizer)
     clock.steps.close()
     assert clock.counted == (5, 40, 5)
 
@@ -78,7 +76,6 @@ def test_two_optimizers_in_one_step_are_one_step() -> None:
 def test_a_loop_without_a_loader_counts_each_optimizer_step() -> None:
     clock, optimizer = Clock(), object()
     for _ in range(6):
-        clock.steps.optimizer_starts(optimizer)
         clock.steps.optimizer_stepped(optimizer)
     clock.steps.close()
     assert clock.counted[0] == 6
@@ -109,7 +106,6 @@ def test_a_few_batches_and_no_optimizer_are_counted_at_close() -> None:
 def test_the_end_of_the_data_ends_the_trained_step() -> None:
     clock, optimizer = Clock(), object()
     clock.fetch_at(0.0)
-    clock.steps.optimizer_starts(optimizer)
     clock.steps.optimizer_stepped(optimizer)
     clock.steps.exhausted(0.5)
     assert clock.counted == (1, 8, 1) and clock.step.sum == pytest.approx(0.5)

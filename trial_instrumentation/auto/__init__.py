@@ -24,6 +24,8 @@ import sys
 from time import perf_counter
 from typing import Any
 
+from trial_instrumentation import names
+
 log = logging.getLogger(__name__)
 
 
@@ -35,6 +37,7 @@ class _Auto:
         self.off = False  # failed, or standing aside for an explicit trial or a framework
         self.trial: Any = None
         self.steps: Any = None
+        self.hot: Any = None  # the steps while timing (the hot path's one check), else None
         self.handles: list[Any] = []
         self.creating = False  # our own Trial is being made (not the script's)
         self.exit_code: object = 0
@@ -54,6 +57,7 @@ class _Auto:
 
     def stand_aside(self) -> None:
         self.off = True
+        self.hot = None
         for handle in self.handles:
             handle.remove()
         self.handles.clear()
@@ -61,12 +65,11 @@ class _Auto:
         if trial is not None and os.getpid() == self.pid:
             trial.close(clean=True)
 
-    def start(self) -> bool:
-        """Make and start the trial, once; False when there is nothing to time into."""
-        if self.trial is not None:
-            return True
-        if self.off:
-            return False
+    def start(self) -> None:
+        """Make and start the trial, once (``hot`` is then set, unless there is nothing to time
+        into)."""
+        if self.trial is not None or self.off:
+            return
         from trial_instrumentation.auto import naming
         from trial_instrumentation.auto.steps import AutoSteps
         from trial_instrumentation.trial import Trial
@@ -84,19 +87,25 @@ class _Auto:
             sys.stderr.write("trainwatch: automatic instrumentation is on but no Pushgateway "
                              "is set (TRAINWATCH_PUSHGATEWAY): nothing is timed\n")
             self.stand_aside()
-            return False
+            return
         named = "TRAINWATCH_EXPERIMENT/TRAINWATCH_TRIAL" if env.get(
             "TRAINWATCH_EXPERIMENT") and env.get("TRAINWATCH_TRIAL") else where
         sys.stderr.write(f"trainwatch: timing {sys.argv[0] or 'python'} as experiment "
                          f"{cfg.experiment}, trial {cfg.trial}, rank {cfg.rank} of "
-                         f"{cfg.world_size} (names from {named}), pushing to "
-                         f"{cfg.pushgateway}\n")
+                         f"{cfg.world_size} (names from {named}), "
+                         + (f"pushing to {cfg.pushgateway}\n" if cfg.pushgateway
+                            else f"serving /metrics on port {cfg.pull_port}\n"))
         self.trial = trial
-        self.steps = AutoSteps(trial.step_recorder())
-        trial.before_close(self.steps.close)
+        self.steps = AutoSteps(trial.step_recorder(), trial.phase(names.TRAIN_BATCH).histogram
+                               .observe)  # type: ignore[union-attr]
+        trial.before_close(self._closing)
         trial.start()
         atexit.register(self.close)
-        return True
+        self.hot = self.steps
+
+    def _closing(self) -> None:
+        self.hot = None
+        self.steps.close()
 
     def close(self) -> None:
         """At interpreter exit (or after an uncaught exception): the final push, marked clean
@@ -139,6 +148,7 @@ def on_transformers(module: Any) -> None:
 def _forked() -> None:
     """A forked child (a DataLoader worker, a job that forks) times nothing: its parent does."""
     AUTO.off = True
+    AUTO.hot = None
     AUTO.handles.clear()
 
 
@@ -149,57 +159,53 @@ def _patch_loader(torch: Any) -> None:
     original = iterator.__next__
 
     def __next__(self: Any) -> Any:
-        if not AUTO.ready or AUTO.off:
+        steps = AUTO.hot
+        if steps is None and not AUTO.active:
             return original(self)
         started = perf_counter()
         try:
             batch = original(self)
         except StopIteration:
-            _safely(_exhausted, perf_counter())
+            if steps is not None:
+                _safely(steps.exhausted, perf_counter())
             raise
-        _safely(_fetched, started, perf_counter(), batch)
+        ended = perf_counter()
+        try:
+            if steps is None:  # the first fetch: the trial begins
+                AUTO.start()
+                if (steps := AUTO.hot) is None:
+                    return batch
+            steps.fetched(started, ended, batch)
+        except Exception as exc:
+            AUTO.fail(exc)
         return batch
 
     iterator.__next__ = __next__
 
 
-def _fetched(started: float, ended: float, batch: Any) -> None:
-    if AUTO.start():
-        AUTO.steps.fetched(started, ended, batch)
-
-
-def _exhausted(ended: float) -> None:
-    if AUTO.steps is not None and AUTO.trial is not None:
-        AUTO.steps.exhausted(ended)
-
-
 def _patch_optimizers(torch: Any) -> None:
     from torch.optim import optimizer
 
-    pre = getattr(optimizer, "register_optimizer_step_pre_hook", None)
-    post = getattr(optimizer, "register_optimizer_step_post_hook", None)
-    if pre is None or post is None:
+    register = getattr(optimizer, "register_optimizer_step_post_hook", None)
+    if register is None:
         log.warning("trainwatch: this torch has no global optimizer step hooks: steps are "
                     "counted per fetched batch")
         return
 
-    def starts(opt: Any, args: Any, kwargs: Any) -> None:
-        if AUTO.active:
-            _safely(_optimizer, opt, True)
-
     def stepped(opt: Any, args: Any, kwargs: Any) -> None:
-        if AUTO.active:
-            _safely(_optimizer, opt, False)
+        steps = AUTO.hot
+        if steps is None and not AUTO.active:
+            return
+        try:
+            if steps is None:  # the first optimizer step before any fetch: the trial begins
+                AUTO.start()
+                if (steps := AUTO.hot) is None:
+                    return
+            steps.optimizer_stepped(opt)
+        except Exception as exc:
+            AUTO.fail(exc)
 
-    AUTO.handles += [pre(starts), post(stepped)]
-
-
-def _optimizer(opt: Any, starting: bool) -> None:
-    if AUTO.start():
-        if starting:
-            AUTO.steps.optimizer_starts(opt)
-        else:
-            AUTO.steps.optimizer_stepped(opt)
+    AUTO.handles.append(register(stepped))
 
 
 def _safely(function: Any, *args: Any) -> None:

@@ -5,8 +5,9 @@ A step runs from its first fetch to the next step's first fetch, as with ``Trial
 is one **optimizer step** with every batch fetched for it (gradient accumulation: several
 fetches, one step). ``dataloader_next`` is the time in those fetches, ``train_batch`` the rest
 of the step up to the end of its optimizer step. A second optimizer stepped in the same step
-(a GAN's) is the same step; the same optimizer stepped again with no fetch between begins a new
-one (a loop that feeds tensors without a DataLoader).
+(a GAN's) is the same step; the same optimizer stepped again with no fetch between ends one step
+and begins the next where it ended (a loop that feeds tensors without a DataLoader; its first
+step begins when the trial does).
 
 Until a first optimizer step is seen the fetches are kept; after ``UNDECIDED_FETCHES`` of them
 without one (a custom loop without an optimizer, an evaluation script), or at close, each
@@ -16,10 +17,10 @@ fetched batch is counted as one step, and that is said once.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
-from trial_instrumentation import names
 from trial_instrumentation.loader import batch_size_of
 from trial_instrumentation.steps import StepRecorder
 
@@ -30,8 +31,10 @@ UNDECIDED_FETCHES = 64  # fetches without an optimizer step before steps are cou
 class AutoSteps:
     """One writer: the training thread (the DataLoader's and the optimizer's caller)."""
 
-    def __init__(self, recorder: StepRecorder) -> None:
+    def __init__(self, recorder: StepRecorder, train_batch: Callable[[float], None]) -> None:
         self._rec = recorder
+        self._train_batch = train_batch  # observes the phase's seconds
+        self._last_end = perf_counter()  # the end of the last step counted (or the start)
         self.per_batch = False  # decided: no optimizer, one step per fetched batch
         self.optimizer_seen = False
         self._undecided: list[tuple[float, float, int]] | None = []  # (start, fetch s, samples)
@@ -61,14 +64,16 @@ class AutoSteps:
         if self._trained is not None or (self.per_batch and self._start is not None):
             self._record(ended)
 
-    def optimizer_starts(self, optimizer: object) -> None:
-        if id(optimizer) in self._stepped:  # stepped again with no fetch between: a new step
-            self._record(perf_counter())
-        if self._start is None:
-            self._start = perf_counter()
-
     def optimizer_stepped(self, optimizer: object) -> None:
-        self._trained = perf_counter()
+        """torch's global post-step hook: an optimizer finished its step."""
+        now = perf_counter()
+        if id(optimizer) in self._stepped:  # stepped again with no fetch between: a new step
+            end = self._trained
+            self._record(end)  # type: ignore[arg-type]
+            self._start = end
+        elif self._start is None:  # no fetch in this step: it began where the last one ended
+            self._start = self._last_end
+        self._trained = now
         self._stepped.add(id(optimizer))
         if self._undecided is not None:
             self._undecided = None  # the fetches so far are this first step's
@@ -87,8 +92,9 @@ class AutoSteps:
         start = self._start if self._start is not None else end
         self._rec.fetched(self._fetched)
         if self._trained is not None:
-            self._rec.observe(names.TRAIN_BATCH, max(0.0, self._trained - start - self._fetched))
+            self._train_batch(max(0.0, self._trained - start - self._fetched))
         self._rec.stepped(end - start, self._samples)
+        self._last_end = end
         self._start, self._fetched, self._samples, self._trained = None, 0.0, 0, None
         self._stepped.clear()
 
