@@ -3,6 +3,7 @@
     python -m mutation.run              # every target, two at a time (MUTATION_JOBS=2)
     python -m mutation.run host verdict # some targets; the others keep their last results
     python -m mutation.run --report     # only rewrite the report (after editing targets.toml)
+    python -m mutation.run --changed    # only the lines a change touched (mutation/changed.py)
 
 Each target gets its own copy of the working tree in .mutation/work-NAME (cosmic-ray edits
 the module in place there, so an interrupted run never leaves a mutant in your tree, and
@@ -82,7 +83,25 @@ def skip_annotation_mutants(session: Path, work: Path) -> int:
     return skipped
 
 
-def run_target(target: dict[str, Any]) -> dict[str, Any]:
+def skip_unchanged_mutants(session: Path, lines: dict[str, set[int]]) -> int:
+    """Mark every mutant that does not start on a changed line skipped (``--changed``)."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    skipped = 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in db.work_items:
+            for mutation in item.mutations:
+                if mutation.start_pos[0] not in lines.get(Path(mutation.module_path).as_posix(),
+                                                          set()):
+                    db.set_result(item.job_id, WorkResult(
+                        worker_outcome=WorkerOutcome.SKIPPED, output="unchanged line"))
+                    skipped += 1
+    return skipped
+
+
+def run_target(target: dict[str, Any], lines: dict[str, set[int]] | None = None) -> dict[str, Any]:
+    """One target's mutants; with ``lines`` (file -> changed line numbers) only theirs."""
     name = target["name"]
     work = STATE / f"work-{name}"
     copy_tree(work)
@@ -102,6 +121,8 @@ def run_target(target: dict[str, Any]) -> dict[str, Any]:
     session.unlink(missing_ok=True)
     subprocess.run([str(COSMIC_RAY), "init", str(config), str(session)], cwd=work, check=True)
     skipped = skip_annotation_mutants(session, work)
+    if lines is not None:
+        skip_unchanged_mutants(session, lines)
     subprocess.run([str(COSMIC_RAY), "exec", str(config), str(session)], cwd=work, check=True)
     return {"name": name, "module": target["module"], "seconds": time.monotonic() - started,
             "annotation_mutants_skipped": skipped, "mutants": collect(session, work)}
@@ -136,6 +157,8 @@ def main(argv: list[str]) -> int:
     if argv == ["--report"]:  # after editing [[equivalent]] entries: no mutant is run
         return 0 if report({t["name"]: t for t in config["target"]}, config) else 1
     targets = {t["name"]: t for t in config["target"]}
+    if argv == ["--changed"]:
+        return run_changed(targets, config)
     unknown = set(argv) - set(targets)
     if unknown:
         raise SystemExit(f"unknown targets {sorted(unknown)}; known: {sorted(targets)}")
@@ -160,6 +183,40 @@ def main(argv: list[str]) -> int:
     print(f"all selected targets: {(time.monotonic() - started) / 60:.1f} min, {jobs} at a time")
     print(f"report: {REPORT.relative_to(REPO)}")
     return 0 if report(targets, config) else 1
+
+
+def run_changed(targets: dict[str, dict[str, Any]], config: dict[str, Any]) -> int:
+    """The changed lines' mutants of the targets a change touched; exit 1 on a survivor no
+    [[equivalent]] entry explains. The full results and the report are left as they are."""
+    from mutation.changed import changes, default_base, pick
+    from mutation.report import explain
+
+    base = os.environ.get("MUTATION_BASE") or default_base(REPO)
+    found = changes(REPO, base)
+    chosen, uncovered = pick(targets, found)
+    if uncovered:
+        print(f"changed since {base}, in no mutation target: {', '.join(uncovered)}")
+    if not chosen:
+        print(f"no mutation target changed since {base}")
+        return 0
+    (STATE / "changed").mkdir(parents=True, exist_ok=True)
+    equivalents = [dict(e) for e in config.get("equivalent", [])]
+    ok = True
+    for name in chosen:
+        print(f"== {name}: {targets[name]['module']}, changed lines since {base}", flush=True)
+        result = run_target(targets[name], found)
+        (STATE / "changed" / f"{name}.json").write_text(json.dumps(result, indent=1))
+        mutants = result["mutants"]
+        killed = sum(m["status"] == "killed" for m in mutants)
+        alive = [m for m in mutants if m["status"] == "survived"]
+        print(f"== {name}: {len(mutants)} mutants on changed lines, {killed} killed, "
+              f"{len(alive)} survived, {result['seconds'] / 60:.1f} min")
+        for m in alive:
+            why = explain(m, equivalents)
+            ok &= why is not None
+            print(f"  survived {m['module']}:{m['line']} {m['operator']}: {m['source']}"
+                  + (f" (equivalent: {why})" if why else "") + "\n" + m["diff"])
+    return 0 if ok else 1
 
 
 def report(targets: dict[str, dict[str, Any]], config: dict[str, Any]) -> bool:
