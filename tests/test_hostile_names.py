@@ -269,3 +269,24 @@ def test_the_report_keeps_its_json_block_whole_and_the_name_escaped(
     text = page.replace(block, "")
     assert shown_raw(text) == set()  # every visible name written out
     assert e(NAME) in text and "<!--<script>" not in text
+
+
+def test_stack_notifications_lists_a_hostile_notification_escaped(tmp_path: Path) -> None:
+    from trainwatch.layout import StateDir
+    from trainwatch.stack.commands import notifications
+    from trainwatch.stack.services import notifications_file
+    from trainwatch.webhook import record
+    state = StateDir(tmp_path)
+    notifications_file(state).parent.mkdir(parents=True)
+    record(notifications_file(state), {
+        "receiver": f"r\n{FORGED}", "status": "firing", "groupLabels": {"trial": NAME},
+        "alerts": [{"status": "firing", "labels": {"alertname": "TrainwatchDataloaderBound",
+                                                    "trial": NAME, "experiment": EXPERIMENT,
+                                                    "rank": "0"},
+                    "annotations": {"summary": NAME, "remedy": "more workers"},
+                    "startsAt": "2026-11-26T00:00:00Z", "endsAt": "0001-01-01T00:00:00Z"}]})
+    said: list[str] = []
+    assert notifications(state, said.append) == 0
+    assert said[0].endswith(f" via receiver r\\n{FORGED}")
+    assert all(shown_raw(line) == set() and "\n" not in line for line in said)
+    assert not any(line.lstrip().startswith("VERDICT") for line in said)

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 from trainwatch import procs
-from trainwatch.cliutil import EXIT_FOUND, EXIT_OK
+from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, printable
 from trainwatch.layout import StateDir, project_file
 from trainwatch.procs import ProcRecord
 from trainwatch.stack import health, inventory
@@ -146,7 +146,7 @@ def notifications(state: StateDir, say: Say = say_line) -> int:
     templates = project_file("prometheus/alertmanager/templates")
     count = 0
     for count, (received, note) in enumerate(recorded(path), start=1):
-        say(f"--- {received} via receiver {note.get('receiver', '?')}")
+        say(printable(f"--- {received} via receiver {note.get('receiver', '?')}"))
         for line in notification_text(note, templates).splitlines():
             say(line)
     if not count:
