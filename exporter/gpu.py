@@ -102,11 +102,12 @@ class GpuCollector:
     def _read_device(self, gpm_pcie: bool, gpu: GpuIdentity, handle: Any) -> list[Sample]:
         session = self._session
         samples = read_gpu(session.nvml, gpu, handle, session.driver_version)
-        samples += [(GPU_PEAK_FLOPS, (*gpu.labels, dtype), flops)
+        labels = gpu.labels
+        samples += [(GPU_PEAK_FLOPS, (*labels, dtype), flops)
                     for dtype, flops in self._peaks.peaks(gpu.name).items()]
         for spec, extra, value in self._sampler(gpu.index).read(handle):
             if gpm_pcie or spec not in PCIE_SPECS:
-                samples.append((spec, gpu.labels + extra, value))
+                samples.append((spec, labels + extra, value))
         return samples
 
     def _read_fields(self, readers: tuple[Reader, ...], gpu: GpuIdentity,

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 import pynvml
@@ -55,7 +55,7 @@ class GpuIdentity:
     name: str
     pci_bus_id: str
 
-    @property
+    @cached_property  # made once per GPU, not once per sample
     def labels(self) -> tuple[str, str]:
         return str(self.index), self.uuid
 
