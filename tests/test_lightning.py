@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from types import ModuleType
 from typing import Any
 
@@ -192,16 +193,21 @@ def test_measure_limits_publishes_both_limits_and_training_starts_where_it_would
                                      momentum=len(trainer.optimizers[0].state))
 
     trainer.callbacks.append(FirstStep())
+    fit_called = time.time()
     trainer.fit(model, module.make_loader(run_args))
 
     assert callback.limits is not None
     loader, step = callback.limits
     assert 0.5 * BATCH / 0.05 <= loader <= 1.01 * BATCH / 0.05
-    assert step > loader  # a tiny model on one cached batch
+    assert step > loader  # a tiny model, its steps less their fetches
     assert pushed_value(pushgateway, names.LOADER_LIMIT, trial="limits") == loader
     assert pushed_value(pushgateway, names.STEP_LIMIT, trial="limits") == step
-    # The measurement trained on one batch for a second: the model and its optimizer were put
-    # back, and none of it is a step of the trial's.
+    # The loader's second of measuring came before the trial's clock started: no part of its
+    # life, so of its steps per second.
+    started = pushed_value(pushgateway, "trainwatch_trial_start_time_seconds", trial="limits")
+    assert started is not None and started >= fit_called + run_args.measure_limits
+    # Nothing trained outside the fit: the model and its optimizer are untouched at the first
+    # step, and no step of the trial's is the measurement's.
     assert all(at_first_step["weights"][key].equal(value) for key, value in before.items())
     assert at_first_step["momentum"] == 0
     assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="limits") == \
@@ -226,3 +232,27 @@ def test_a_trial_left_open_under_the_callbacks_key_is_refused_naming_both(
     module.make_trainer(run_args).fit(module.Classifier(), module.make_loader(run_args))
     assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="twice") == \
         STEPS * EPOCHS
+
+
+def test_the_step_limit_is_the_fits_real_step_its_hooks_and_logging_included(
+        pushgateway: Service) -> None:
+    # A hook of the fit that costs 30 ms a step: Lightning's own work around training_step,
+    # which a bare training_step + backward + optimizer step on a cached batch never sees.
+    module = example()
+    run_args = args(pushgateway, "real-step", delay=0.0)
+    run_args.measure_limits = 0.2
+    hook = 0.03
+
+    class SlowHook(pl.Callback):  # type: ignore[misc]
+        def on_train_batch_end(self, *args: Any) -> None:
+            time.sleep(hook)
+
+    trainer = module.make_trainer(run_args, SlowHook())
+    [callback] = [c for c in trainer.callbacks if isinstance(c, TrainwatchCallback)]
+    trainer.fit(module.Classifier(), module.make_loader(run_args))
+    assert callback.limits is not None
+    _, step = callback.limits
+    # At most BATCH per 30 ms (the bare step measured thousands of samples/s), and not far
+    # under it: the tiny model's own work is a small part of the step.
+    assert 0.6 * BATCH / hook <= step <= BATCH / hook
+    assert pushed_value(pushgateway, names.STEP_LIMIT, trial="real-step") == step

@@ -136,3 +136,85 @@ def test_the_frameworks_precision_settings_name_the_peak_to_compare_with() -> No
     assert with_precision(settings, "bf16")["precision"] == "bf16"
     assert with_precision({**settings, "precision": "fp8"}, "bf16")["precision"] == "fp8"
     assert "precision" not in with_precision({"experiment": "e"}, "bf16")
+
+
+def loader_batch(dataset: Any, batch_size: int = 4) -> Any:
+    return next(iter(torch.utils.data.DataLoader(dataset, batch_size=batch_size)))
+
+
+def test_a_loaders_x_y_batch_counts_the_model_on_x_alone() -> None:
+    model = mlp((8, 16, 4))
+    x, y = torch.randn(12, 8), torch.randint(0, 4, (12,))
+    batch = loader_batch(torch.utils.data.TensorDataset(x, y))
+    assert isinstance(batch, list) and len(batch) == 2  # what a DataLoader yields: [x, y]
+    counted = measure_flops_per_sample(model, batch)
+    # Per sample, as for x alone: the targets are neither an input nor a sample count.
+    assert counted == measure_flops_per_sample(model, batch[0]) > 0
+    assert counted == pytest.approx(3 * 2 * 8 * 16 + 3 * 2 * 16 * 4 - 2 * 8 * 16, rel=0.01)
+
+
+def test_a_hugging_face_dict_batch_is_the_models_keywords_labels_and_all() -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64,
+                                     n_positions=16)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config)
+    ids = torch.randint(0, 64, (6, 8))
+    rows = [{"input_ids": row, "attention_mask": torch.ones(8, dtype=torch.long),
+             "labels": row} for row in ids]
+    batch = loader_batch(rows, batch_size=3)
+    counted = measure_flops_per_sample(model, batch)
+    # model(**batch) with labels gives a loss to differentiate; the matmuls are those of the
+    # inputs alone, 3 samples in the batch.
+    alone = measure_flops_per_sample(model, {"input_ids": batch["input_ids"]})
+    assert counted == pytest.approx(alone, rel=1e-6) and counted > 0
+    assert measure_flops_per_sample(model, batch, samples=1) == pytest.approx(3 * counted)
+
+
+def test_a_model_without_labels_is_counted_without_them() -> None:
+    class Keywords(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(8, 2)
+
+        def forward(self, features: Any) -> Any:
+            return self.linear(features)
+
+    rows = [{"features": torch.randn(8), "labels": torch.tensor(1)} for _ in range(4)]
+    assert measure_flops_per_sample(Keywords(), loader_batch(rows)) == \
+        pytest.approx(2 * 2 * 8 * 2, rel=0.01)
+
+
+def test_a_lightning_module_without_a_batch_is_counted_on_its_example_input_array() -> None:
+    lightning = pytest.importorskip("lightning")
+
+    class Module(lightning.LightningModule):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = mlp((8, 16))
+            self.example_input_array = torch.randn(5, 8)
+
+        def forward(self, x: Any) -> Any:
+            return self.net(x)
+
+    module = Module()
+    assert measure_flops_per_sample(module, None) == pytest.approx(2 * 2 * 8 * 16, rel=0.01)
+    with pytest.raises(ValueError, match="example_input_array"):
+        measure_flops_per_sample(mlp((8, 16)), None)
+
+
+def test_a_failed_measurement_is_one_warning_and_never_fails_the_trial(
+        caplog: pytest.LogCaptureFixture) -> None:
+    model = mlp((8, 16))
+    wrong = loader_batch(torch.utils.data.TensorDataset(torch.randn(4, 3), torch.zeros(4)))
+    with Trial("e", "t", pull_port=0) as trial:
+        assert trial.measure_flops_per_sample(model, wrong, "fp32") is None
+        for batch in trial.loader([torch.randn(2, 8)] * 3):
+            model(batch)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "\n" not in warnings[0], warnings
+    assert warnings[0].startswith("trainwatch: counting the model's FLOPs failed (RuntimeError")
+    assert [m for m in trial.registry.collect() if m.name == names.MODEL_FLOPS] == []
+    # A bad precision is the caller's mistake, raised at once, not swallowed.
+    with pytest.raises(ValueError, match="expected one of"):
+        Trial("e", "t2", pull_port=0).measure_flops_per_sample(model, torch.randn(2, 8), "fp9")

@@ -21,7 +21,7 @@ Three ways to get the figure:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 # The precision the model's matmuls run in, as the exporter's peak table names it.
@@ -75,21 +75,71 @@ def transformer_flops_per_sample(parameters: int, tokens_per_sample: int) -> flo
     return 6.0 * parameters * tokens_per_sample
 
 
+def model_call(model: Any, batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The positional and keyword arguments ``model`` is called with on a loader's ``batch``:
+    a tuple or list (``(x, y)``) gives its first element, the input; a mapping (Hugging Face's
+    ``input_ids``, ``attention_mask``, ``labels``) is passed as keywords, ``model(**batch)``;
+    anything else is the input itself. A LightningModule given no batch (``None``) is called on
+    its ``example_input_array``.
+
+    >>> model_call(None, ("x", "y")), model_call(None, {"input_ids": 1})
+    ((('x',), {}), ((), {'input_ids': 1}))
+    """
+    if batch is None:
+        example = getattr(model, "example_input_array", None)
+        if example is None:
+            raise ValueError("no batch, and the model has no example_input_array")
+        if isinstance(example, Mapping):
+            return (), dict(example)
+        return (tuple(example) if isinstance(example, tuple) else (example,)), {}
+    if isinstance(batch, Mapping):
+        return (), dict(batch)
+    if isinstance(batch, (tuple, list)):
+        return (batch[0],), {}
+    return (batch,), {}
+
+
+def _forward(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``model(*args, **kwargs)``; a model that takes no ``labels`` is called without them."""
+    try:
+        return model(*args, **kwargs)
+    except TypeError as err:
+        if "labels" not in kwargs or "labels" not in str(err):
+            raise
+        return model(*args, **{k: v for k, v in kwargs.items() if k != "labels"})
+
+
+def _scalar(out: Any) -> Any:
+    """What to differentiate by default: the output's ``loss`` where it has one (a Hugging
+    Face output given labels), else the sum of its first tensor."""
+    if isinstance(out, Mapping):
+        loss = out.get("loss")
+        out = loss if loss is not None else next(v for v in out.values() if v is not None)
+    while isinstance(out, (tuple, list)):
+        out = out[0]
+    return out.sum()
+
+
 def measure_flops_per_sample(model: Any, batch: Any, *, samples: int | None = None,
                              loss: Callable[[Any], Any] | None = None) -> float:
     """FLOPs of one training step per sample, counted over one forward + backward of ``model``
     on ``batch`` (already on the device you train on) with ``FlopCounterMode``.
 
-    ``loss`` turns the output into the scalar to differentiate (default: its sum; its own
-    FLOPs are not counted); ``samples`` defaults to the batch's first dimension. The model's
-    ``.grad`` tensors are put back as they were: nothing of the measurement is left behind.
-    No optimizer step runs (its FLOPs are not the model's).
+    ``batch`` is what the training loader yields (:func:`model_call` picks the model's inputs
+    from it: ``(x, y)`` -> ``model(x)``, a dict -> ``model(**batch)``). ``loss`` turns the
+    output into the scalar to differentiate (default: its ``loss``, else its sum; its own FLOPs
+    are not counted); ``samples`` defaults to the batch's size (as ``Trial.loader`` counts it).
+    The model's ``.grad`` tensors are put back as they were: nothing of the measurement is left
+    behind. No optimizer step runs (its FLOPs are not the model's).
     """
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    first = batch[0] if isinstance(batch, (tuple, list)) else batch
-    count = samples if samples is not None else int(first.shape[0])
+    from trial_instrumentation.loader import batch_size_of  # loader imports config, config us
+
+    args, kwargs = model_call(model, batch)
+    count = samples if samples is not None else batch_size_of(
+        batch if batch is not None else (args or tuple(kwargs.values())))
     if count <= 0:
         raise ValueError("samples must be > 0")
     params = [p for p in model.parameters() if p.requires_grad]
@@ -98,8 +148,8 @@ def measure_flops_per_sample(model: Any, batch: Any, *, samples: int | None = No
         p.grad = None  # else backward adds into the user's gradient tensors in place
     try:
         with FlopCounterMode(display=False) as counter:
-            out = model(*batch) if isinstance(batch, (tuple, list)) else model(batch)
-            value = loss(out) if loss is not None else out.sum()
+            out = _forward(model, args, kwargs)
+            value = loss(out) if loss is not None else _scalar(out)
             if params:
                 torch.autograd.backward(value, inputs=params)
         return float(counter.get_total_flops()) / count

@@ -73,6 +73,53 @@ def measure_limits(trial: Trial, seconds: float, samples: Samples, loader: Itera
     return loader_rate, step_rate
 
 
+def measure_loader_limit(trial: Trial, seconds: float, samples: Samples,
+                         loader: Iterable[Any]) -> float | None:
+    """The loader's limit over the trainer's own training ``loader`` for ``seconds``, published
+    (:meth:`Trial.measure_loader_limit`); a failure is logged and training goes on."""
+    try:
+        return trial.measure_loader_limit(loader, seconds, samples)
+    except Exception:  # a measurement must not cost the training run
+        log.exception("trainwatch: measuring the loader's limit failed; training goes on "
+                      "without it")
+        return None
+
+
+class StepConsumption:
+    """The step limit measured over the real loop: samples over the steps' time less their
+    fetches (what ``train_batch`` and the step's other phases take, the framework's own work
+    included), from the second step on, until ``seconds`` of it are counted (or the fit
+    ends); ``publish`` gets the samples/s once."""
+
+    def __init__(self, seconds: float, publish: Callable[[float], None]) -> None:
+        self.seconds, self.publish = seconds, publish
+        self.skipped = False  # the first step warms up (lazy init, caches): not counted
+        self.busy = 0.0
+        self.samples = 0
+        self.done = False
+
+    def add(self, step_seconds: float, fetch_seconds: float, samples: int) -> None:
+        if self.done:
+            return
+        if not self.skipped:
+            self.skipped = True
+            return
+        self.busy += max(step_seconds - fetch_seconds, 0.0)
+        self.samples += samples
+        if self.busy >= self.seconds:
+            self.finish()
+
+    def finish(self) -> None:
+        """Publish what was counted (at the fit's end: over fewer seconds than asked)."""
+        if self.done or self.busy <= 0 or self.samples <= 0:
+            return
+        self.done = True
+        try:
+            self.publish(self.samples / self.busy)
+        except Exception:  # a measurement must not cost the training run
+            log.exception("trainwatch: publishing the step limit failed")
+
+
 def _copied(value: Any) -> Any:
     """A state dict's copy, its tensors in host memory (the device holds the model once)."""
     if hasattr(value, "detach"):
@@ -115,6 +162,9 @@ class StepClock:
         self._first_fetch: float | None = None  # start of the earliest such fetch
         self._step_start: float | None = None  # the running step's start
         self._step_samples = 0
+        self._step_fetched = 0.0  # the running step's fetch time
+        #: Set by a callback's ``measure_limits=``: the step limit over the real loop.
+        self.consumption: StepConsumption | None = None
 
     def count(self, batch: Any) -> int:
         """The samples in ``batch``; 0 (logged) when the user's function fails."""
@@ -133,10 +183,13 @@ class StepClock:
         """A step begins: it started at its first fetch (``now`` without one)."""
         self.steps.fetched(self._fetched)
         self._step_start = self._first_fetch if self._first_fetch is not None else now
-        self._step_samples = samples
+        self._step_samples, self._step_fetched = samples, self._fetched
         self._first_fetch, self._fetched = None, 0.0
 
     def end_step(self, now: float | None = None) -> None:
         if self._step_start is not None:
-            self.steps.stepped((now or perf_counter()) - self._step_start, self._step_samples)
+            took = (now or perf_counter()) - self._step_start
+            self.steps.stepped(took, self._step_samples)
             self._step_start = None
+            if self.consumption is not None:
+                self.consumption.add(took, self._step_fetched, self._step_samples)

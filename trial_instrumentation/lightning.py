@@ -48,9 +48,10 @@ from trial_instrumentation import flops, names
 from trial_instrumentation.framework import (
     Samples,
     StepClock,
+    StepConsumption,
     callback_settings,
     limit_seconds,
-    measure_limits,
+    measure_loader_limit,
     with_precision,
 )
 from trial_instrumentation.trial import Trial
@@ -171,10 +172,11 @@ class TrainwatchCallback(Callback):
     Arguments are :class:`~trial_instrumentation.Trial`'s (left out: ``TRAINWATCH_*``), less
     the ranks, which come from the trainer; ``samples`` is the batch size or a function of the
     batch (default: inferred). ``measure_limits``: seconds to measure the loader's and the
-    step's limits for, each, when training starts (:func:`framework.measure_limits`: the
-    trainer's training dataloader alone, then ``training_step``, backward and the optimizers'
-    step on one of its batches, the model and optimizers put back afterwards); the rates land
-    in ``limits``. Bad settings raise ``ValueError`` here, before training.
+    step's limits for, each: the trainer's training dataloader alone when training starts,
+    before the trial's clock (its life) starts; then the step over the fit's own steps from
+    the second on, their time less their fetches (``train_batch`` as Lightning runs it, its
+    hooks and logging included), published once that many seconds are counted or at the
+    fit's end; the rates land in ``limits``. Bad settings raise ``ValueError`` here.
     """
 
     def __init__(self, experiment: str | None = None, trial: str | None = None,
@@ -195,7 +197,8 @@ class TrainwatchCallback(Callback):
         settings = with_precision(self._args, flops.lightning_precision(trainer.precision))
         self.trial = Trial(**settings, rank=trainer.global_rank,
                            world_size=trainer.world_size, local_rank=trainer.local_rank)
-        self.trial.start()
+        if self._limit_seconds is None or not self.trial.enabled:
+            self.trial.start()  # else once the loader's limit is measured (on_train_start)
         if not self.trial.enabled:
             return  # unconfigured: nothing installed, training runs untouched
         self._timer = timer = _StepTimer(self.trial, self._samples)
@@ -214,24 +217,21 @@ class TrainwatchCallback(Callback):
             self._restore.append(lambda attr=attr: delattr(connector, attr))  # type: ignore[misc]
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        if self._limit_seconds is None or self._timer is None:
+        if self.trial is None or self._timer is None or self._limit_seconds is None:
             return
-        # Before the loop's first fetch: nothing measured here is a step of the trial's.
-        restore = {"log": pl_module.__dict__.get("log"), "log_dict": pl_module.__dict__.get(
-            "log_dict")}
-        pl_module.log = pl_module.log_dict = _ignore  # training_step's self.log outside a step
-        try:
-            self.limits = measure_limits(
-                self._timer.trial, self._limit_seconds, self._samples, trainer.train_dataloader,
-                trainer.strategy.batch_to_device, lambda batch: _train_on(trainer, pl_module,
-                                                                          batch),
-                [pl_module, *trainer.optimizers])
-        finally:
-            for name, value in restore.items():
-                if value is None:
-                    delattr(pl_module, name)
-                else:
-                    setattr(pl_module, name, value)
+        # Before the trial's clock starts: the loader's seconds are no part of its life.
+        trial, seconds = self.trial, self._limit_seconds
+        loader = measure_loader_limit(trial, seconds, self._samples, trainer.train_dataloader)
+        trial.start()
+
+        def measured(step: float) -> None:
+            trial.set_step_limit(step)
+            self.limits = None if loader is None else (loader, step)
+            log.info("trainwatch: the loader delivers %.0f samples/s alone (for %gs); the step "
+                     "consumes %.0f samples/s (the fit's own steps, their fetches left out)",
+                     loader or 0, seconds, step)
+
+        self._timer.consumption = StepConsumption(seconds, measured)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
                              batch_idx: int) -> None:
@@ -256,6 +256,8 @@ class TrainwatchCallback(Callback):
     def _finish(self, clean: bool) -> None:
         if self._timer is not None:
             self._timer.end_epoch()  # a step left by an exception is counted, as in loader()
+            if self._timer.consumption is not None:  # a fit shorter than measure_limits
+                self._timer.consumption.finish()
         for restore in reversed(self._restore):
             restore()
         self._restore.clear()
@@ -263,20 +265,3 @@ class TrainwatchCallback(Callback):
         if self.trial is not None:
             self.trial.close(clean=clean)
             self.trial = None
-
-
-def _ignore(*args: Any, **kwargs: Any) -> None:
-    return None
-
-
-def _train_on(trainer: Any, module: Any, batch: Any) -> None:
-    """One training step on ``batch`` outside the loop: ``training_step``; with automatic
-    optimization, backward and every optimizer's step (manual optimization does its own)."""
-    out = module.training_step(batch, 0)
-    if not module.automatic_optimization:
-        return
-    loss = out["loss"] if isinstance(out, dict) else out
-    loss.backward()
-    for optimizer in trainer.optimizers:
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)

@@ -167,7 +167,8 @@ class TrainwatchCallback(TrainerCallback):  # type: ignore[misc]
     loader's and the step's limits for, each, when training starts
     (:func:`framework.measure_limits`: the training dataloader alone, then the model's forward,
     backward and the optimizer's step on one of its batches, the model and optimizer put back
-    afterwards); the rates land in ``limits``. Bad settings raise ``ValueError`` here.
+    afterwards), before the trial's clock (its life) starts; the rates land in ``limits``.
+    Bad settings raise ``ValueError`` here.
     """
 
     def __init__(self, experiment: str | None = None, trial: str | None = None,
@@ -190,6 +191,11 @@ class TrainwatchCallback(TrainerCallback):  # type: ignore[misc]
                                    world_size=args.world_size,
                                    local_rank=args.local_process_index
                                    if args.world_size > 1 else None)
+        loader = kwargs.get("train_dataloader")
+        if trial.enabled and loader is not None and self._limit_seconds is not None:
+            # Before the trial's clock starts and the loader is timed: no part of its life.
+            self.limits = _measure(trial, self._limit_seconds, self._samples, loader,
+                                   kwargs.get("model"), kwargs.get("optimizer"))
         trial.start()
         # No exception hook in TrainerCallback: the trial's own (an uncaught exception's, or
         # SIGTERM's) or the interpreter's exit closes it, and its final push counts the open
@@ -199,14 +205,10 @@ class TrainwatchCallback(TrainerCallback):  # type: ignore[misc]
             return
         self._timer = timer = _StepTimer(trial, self._samples)
         trial.before_close(timer.end_step)
-        loader = kwargs.get("train_dataloader")
         if loader is None:
             log.warning("trainwatch: the Trainer gave no train_dataloader; dataloader_next and "
                         "samples are not measured")
             return
-        if self._limit_seconds is not None:  # before the loader is timed: no step of the trial
-            self.limits = _measure(trial, self._limit_seconds, self._samples, loader,
-                                   kwargs.get("model"), kwargs.get("optimizer"))
         try:
             _TYPE_SLOT.__set__(loader, _timed_class(type(loader), timer))
         except TypeError:  # a loader whose layout forbids it: time the rest all the same

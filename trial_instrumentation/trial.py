@@ -161,6 +161,13 @@ class Trial:
         self._state.limits[names.STEP_LIMIT] = rate
         return rate
 
+    def set_step_limit(self, samples_per_second: float) -> None:
+        """Publish a step limit measured some other way (a callback's, over the real loop's
+        steps less their fetches) as ``trainwatch_trial_step_limit_samples_per_second``."""
+        if not 0 < samples_per_second < float("inf"):
+            raise ValueError(f"a step limit is samples/s > 0, got {samples_per_second!r}")
+        self._state.limits[names.STEP_LIMIT] = float(samples_per_second)
+
     def set_flops_per_sample(self, flops_per_sample: float, precision: str) -> None:
         """Publish the model's training FLOPs per sample (forward + backward) and the precision
         its matmuls run in (``bf16``, ``fp16``, ``tf32``, ``fp32``, ``fp8``) as
@@ -170,11 +177,18 @@ class Trial:
 
     def measure_flops_per_sample(self, model: Any, batch: Any, precision: str, *,
                                  samples: int | None = None,
-                                 loss: Callable[[Any], Any] | None = None) -> float:
-        """Count one forward + backward of ``model`` on ``batch`` (see
-        :func:`flops.measure_flops_per_sample`) and publish it as :meth:`set_flops_per_sample`
-        does; returns the FLOPs per sample."""
-        counted = flops.measure_flops_per_sample(model, batch, samples=samples, loss=loss)
+                                 loss: Callable[[Any], Any] | None = None) -> float | None:
+        """Count one forward + backward of ``model`` on ``batch``, a batch of the training
+        loader (see :func:`flops.measure_flops_per_sample`), and publish it as
+        :meth:`set_flops_per_sample` does; returns the FLOPs per sample. A measurement never
+        fails the trial: one that raises is one warning, and the FLOPs stay unknown (None)."""
+        flops.precision(precision)  # a bad setting is the caller's, raised now
+        try:
+            counted = flops.measure_flops_per_sample(model, batch, samples=samples, loss=loss)
+        except Exception as err:  # noqa: BLE001 - a measurement must not cost the run
+            log.warning("trainwatch: counting the model's FLOPs failed (%s: %s); its FLOPs "
+                        "and MFU stay unknown", type(err).__name__, shown(str(err)))
+            return None
         self.set_flops_per_sample(counted, precision)
         return counted
 
