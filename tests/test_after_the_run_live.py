@@ -230,7 +230,7 @@ def test_a_trial_compared_with_its_own_figures_shows_no_change(stack: LiveStack)
     (("diagnose", "--experiment", "aftre"), f"did you mean {EXPERIMENT}?"),
     (("diagnose", "--experiment", EXPERIMENT, "--at", "2001-01-01T00:00:00Z"),
      "outside the"),
-    (("compare", f"{EXPERIMENT}/slow", f"{EXPERIMENT}/slow"), "both sides are"),
+    (("compare", f"{EXPERIMENT}/slow", f"{EXPERIMENT}/slow"), "are the same run"),
     (("compare", f"{EXPERIMENT}/slow", "nonsense"), "is not a trial reference"),
 ])
 def test_bad_input_is_one_line_and_exit_2(stack: LiveStack, args: tuple[str, ...],

@@ -4,7 +4,7 @@ Pushgateway and exporter, real PyTorch CPU trials, the committed rules rendered 
 
 - an alert ends within one evaluation after the trial's clean exit (not a window later);
 - `trainwatch diagnose` answers within a minute of a trial's start, marked early;
-- a trial that stopped pushing gets a "stopped pushing" verdict with its last profile.
+- a trial that stopped pushing gets a "stopped pushing" verdict with its last timings.
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def test_a_trial_that_stopped_pushing_gets_its_last_profile_and_the_clean_up_lin
     group = f"/metrics/job/trainwatch_trial/experiment/{EXPERIMENT}/trial/gone/rank/0"
     assert verdict["cleanup"] == f"curl -X DELETE {stack.pushgateway.url}{group}"
     text = diagnose(stack, "gone").stdout
-    assert "clean up once it is gone: curl -X DELETE" in text and "last profile: Data loader" in text
+    assert "clean up once it is gone: curl -X DELETE" in text and "last timings: Data loader" in text
     [row] = [r for r in trials(stack) if r["trial"] == "gone"]
     assert not row["live"] and row["state"] == "stale" and row["steps_per_second"] > 0, row
     # The clean-up line works: the group goes. The trial stays in diagnose's history, read at

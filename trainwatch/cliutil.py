@@ -149,12 +149,37 @@ def parse_time(text: str) -> float:
 
 
 def ago(seconds: float) -> str:
-    """``ago(75)`` -> '75 seconds'; ``ago(420)`` -> '7 minutes'; ``ago(9000)`` -> '2.5 hours'."""
+    """A duration as a person reads it, the one formatter of every command's durations: over
+    48 hours in days, never '360.0 hours'.
+
+    >>> ago(75), ago(420), ago(9000), ago(36 * 3600), ago(15 * 86400), ago(2.5e8)
+    ('75 seconds', '7 minutes', '2.5 hours', '36 hours', '15 days', '2,893.5 days')
+    """
     if seconds < 120:
         return f"{seconds:.0f} seconds"
     if seconds < 7200:
         return f"{seconds / 60:.0f} minutes"
-    return f"{seconds / 3600:.1f} hours"
+    if seconds < 48 * 3600:
+        return f"{_one_decimal(seconds / 3600)} hours"
+    return f"{_one_decimal(seconds / 86400)} days"
+
+
+def _one_decimal(value: float) -> str:
+    text = f"{value:,.1f}"
+    return text.removesuffix(".0")
+
+
+def signed(value: float, spec: str = ".1f", unit: str = "") -> str:
+    """``value`` with its sign (``+12.3 ms``, ``-4%``), except a value that rounds to zero,
+    which has none: never '-0.0 ms' or '-0%'.
+
+    >>> signed(12.34, unit=" ms"), signed(-0.04, unit=" ms"), signed(-0.004, ".0%")
+    ('+12.3 ms', '0.0 ms', '0%')
+    """
+    text = f"{value:+{spec}}"
+    if not any(c in "123456789" for c in text):  # every digit 0: it rounds to zero
+        text = text[1:]
+    return text + unit
 
 
 def add_prometheus(sub: argparse.ArgumentParser, timeout: float = 10.0,

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainwatch.cliutil import signed
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import select
 from trainwatch.diagnose import compare
@@ -60,10 +61,10 @@ class Baseline:
         said = f"{abs(j.change):.0%} {word} than {self.against}"
         if j.state not in ("slower", "faster"):
             said += (f": no change, within the baseline runs' own spread "
-                     f"({j.low:+.0%} to {j.high:+.0%})")
+                     f"({signed(j.low, '.0%')} to {signed(j.high, '.0%')})")
         top = next((c for c in self.reasons if c.explained is not None), None)
         if top is not None and j.state in ("slower", "faster"):
-            said += (f" ({top.phase} {top.delta_seconds * 1000:+.0f} ms per step explains "
+            said += (f" ({top.phase} {signed(top.delta_seconds * 1000, '.0f')} ms per step explains "
                      f"{top.explained:.0%})")
         return said
 

@@ -20,6 +20,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from trainwatch.cliutil import signed
 from trainwatch.contract.figures import BASELINE_MIN_RUNS, BASELINE_RUNS
 
 # How many earlier runs make a baseline, and the fewest with a spread to tell noise from a
@@ -49,7 +50,7 @@ class Judgement:
         """'-23%', '+4%', or 'no baseline'."""
         if self.change is None:
             return NO_BASELINE
-        return f"{self.change * 100:+.0f}%".replace("-", "\u2212")
+        return signed(self.change * 100, ".0f", "%").replace("-", "\u2212")
 
 
 def judge(current: float | None, baseline: Sequence[float], minimum: int = MIN_RUNS

@@ -14,7 +14,7 @@ import json
 from typing import Any
 from xml.etree import ElementTree
 
-from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, printable
+from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, printable, signed
 from trainwatch.diagnose.baseline import AUTO, Baseline, Baselines
 from trainwatch.diagnose.baseline_stats import parse_slowdown
 from trainwatch.diagnose.compare import parse_reference
@@ -77,12 +77,14 @@ def as_text(c: Checked) -> str:
                      + ", ".join(f"{v:,.2f}" for v in b.baseline_throughputs)
                      + (f" {per} (median {b.judgement.median:,.2f})"
                         if b.judgement.median is not None else f" {per}"))
-    if b.comparison is not None and b.reasons:
+    # The phases that explain 1% or more of the difference (the JSON has them all).
+    shown = [r for r in b.reasons if r.explained is not None and abs(r.explained) >= 0.01]
+    if b.comparison is not None and shown:
         lines.append(f"  reasons (ms per step against {b.comparison.b.reference}, the baseline "
                      "run nearest the median):")
-        lines += [f"    {i}. {r.phase} {r.delta_seconds * 1000:+.1f} ms per step: "
+        lines += [f"    {i}. {r.phase} {signed(r.delta_seconds * 1000)} ms per step: "
                   f"{r.explained:.0%} of the difference"
-                  for i, r in enumerate(b.reasons, 1) if r.explained is not None]
+                  for i, r in enumerate(shown, 1)]
     return "\n".join(printable(line) for line in lines)  # a name stays on its line
 
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from trainwatch import cliutil
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, parse_time, span
 from trainwatch.diagnose import baseline, check, compare, render
 from trainwatch.diagnose.figures import UnknownTrial
-from trainwatch.diagnose.history import gather_runs
+from trainwatch.diagnose.history import gather_runs, unknown_message
 from trainwatch.diagnose.rulesource import deployment_of
 from trainwatch.diagnose.servers import NotOnAnyServer, holding
 from trainwatch.diagnose.trials import DEFAULT_SINCE, list_trials
@@ -82,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
                 listed = list_trials(api, deployment, args.experiment, args.since)
                 baseline.for_rows(baseline.Baselines(api, deployment), listed)
                 rows += listed
+            if args.experiment is not None and not rows:  # a typo: say so, with close names
+                raise UnknownTrial(unknown_message(apis[0], args.since, args.experiment, None,
+                                                   None, time.time()))
             print(render.trials_json(rows, notes) if args.format == "json"
                   else "\n".join([*render.notes_text(notes), render.trials_text(rows)]))
             return EXIT_OK

@@ -17,14 +17,14 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from trainwatch.cliutil import ago, printable
+from trainwatch.cliutil import ago, printable, signed
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import select
 from trainwatch.contract.records import BUSY_SOURCES
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.figures import UnknownTrial
 from trainwatch.diagnose.history import unknown_message
-from trainwatch.diagnose.runs import Run, find_runs, latest_per_rank, retention
+from trainwatch.diagnose.runs import Run, find_runs, latest_per_rank, rank_order, retention
 from trainwatch.promapi import COUNT, PrometheusAPI
 from trial_instrumentation import names
 
@@ -89,15 +89,25 @@ def compare_refs(api: PrometheusAPI, deployment: Deployment, first: str, second:
                  since: float | None = None, now: float | None = None) -> Comparison:
     now = time.time() if now is None else now
     a_ref, b_ref = parse_reference(first), parse_reference(second)
-    if a_ref == b_ref:
-        raise ValueError(f"both sides are {first}: compare two different trials (or ranks)")
     since = retention(api) if since is None else since
-    sides = [side_of(api, deployment, ref, since, now) for ref in (a_ref, b_ref)]
-    return compare(*sides)
+    (a_run, a_label), (b_run, b_label) = (run_of_ref(api, ref, since, now)
+                                          for ref in (a_ref, b_ref))
+    if a_run == b_run:  # E/T/0 and E/T: the same run however it is spelled
+        raise ValueError(f"{first} and {second} are the same run ({a_run.experiment}/"
+                         f"{a_run.trial} rank {a_run.rank}): compare two different trials or "
+                         "ranks")
+    return compare(run_side(api, deployment, a_run, a_label, now),
+                   run_side(api, deployment, b_run, b_label, now))
 
 
 def side_of(api: PrometheusAPI, deployment: Deployment, ref: tuple[str, str, str | None],
             since: float, now: float) -> Side:
+    return run_side(api, deployment, *run_of_ref(api, ref, since, now), now)
+
+
+def run_of_ref(api: PrometheusAPI, ref: tuple[str, str, str | None], since: float,
+               now: float) -> tuple[Run, str]:
+    """The run a reference names (its lowest rank's latest without a rank), and its label."""
     experiment, trial, rank = ref
     runs = latest_per_rank(find_runs(api, since, experiment, trial, rank, now=now))
     if not runs:
@@ -105,7 +115,7 @@ def side_of(api: PrometheusAPI, deployment: Deployment, ref: tuple[str, str, str
     run = min(runs, key=lambda r: rank_order(r.rank))
     label = f"{experiment}/{trial}" + (f" rank {run.rank}" if rank is not None or len(runs) > 1
                                        else "")
-    return run_side(api, deployment, run, label, now)
+    return run, label
 
 
 def run_side(api: PrometheusAPI, deployment: Deployment, run: Run, label: str,
@@ -146,10 +156,6 @@ def run_side(api: PrometheusAPI, deployment: Deployment, run: Run, label: str,
     return side
 
 
-def rank_order(rank: str) -> tuple[int, str]:
-    return (int(rank), "") if rank.isdigit() else (1 << 30, rank)
-
-
 def compare(a: Side, b: Side) -> Comparison:
     """What changed from ``b`` (the baseline) to ``a``."""
     if a.step_seconds is None or b.step_seconds is None:
@@ -185,7 +191,7 @@ def _ms(seconds: float | None) -> str:
 
 
 def _signed_ms(seconds: float) -> str:
-    return f"{seconds * 1000:+.1f} ms"
+    return signed(seconds * 1000, unit=" ms")
 
 
 def _num(value: float | None, digits: int = 2) -> str:

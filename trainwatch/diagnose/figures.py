@@ -116,6 +116,9 @@ class RankReport:
     # The window the recorded series and the dashboards average over, where ``window`` differs
     # (diagnose --window); None: the same.
     dashboard_window: str | None = None
+    # The step histogram's finite upper bounds (its ``le``), seconds: the bucket a quantile
+    # was interpolated inside; empty where not read.
+    step_bounds: tuple[float, ...] = ()
 
 
 def by_rank(api: PrometheusAPI, expr: str, kind: Kind = ANY
@@ -171,6 +174,8 @@ def gather_figures(api: PrometheusAPI, deployment: Deployment, experiment: str,
     phases = recorded(n.phase_share)
     steps = recorded(n.step_quantile)
     steps_rate = recorded(n.steps_rate)
+    buckets = by_rank(api, f"group by ({', '.join((*TRIAL_LABELS, 'le'))}) "
+                           f"({selector(names.STEP_SECONDS + '_bucket', **sel)})")
     samples_rate = recorded(n.samples_rate)
     gpu_info = by_rank(api, selector(names.GPU_INFO, **sel))
     gpu_util = recorded(n.trial_gpu_utilization)
@@ -222,6 +227,8 @@ def gather_figures(api: PrometheusAPI, deployment: Deployment, experiment: str,
             r.dashboard_window = deployment.dashboard_window
         r.step_seconds = {q: v for labels, v in steps[key] for q in QUANTILES
                           if labels.get("quantile") == q}
+        r.step_bounds = tuple(sorted(float(labels["le"]) for labels, _ in buckets[key]
+                                     if labels.get("le", "+Inf") != "+Inf"))
         r.steps_per_second = first_value(steps_rate[key])
         r.samples_per_second = first_value(samples_rate[key])
         shares = {labels.get("phase", ""): v for labels, v in phases[key]}

@@ -29,7 +29,7 @@ from trainwatch.diagnose.figures import (
     alerts_about,
     by_rank,
 )
-from trainwatch.diagnose.runs import RankKey, Run, find_runs, latest_per_rank, retention
+from trainwatch.diagnose.runs import RankKey, Run, find_runs, latest_per_rank, rank_order, retention
 from trainwatch.diagnose.verdict import OFF_THE_AIR, Measurements, decide
 from trainwatch.promapi import COUNT, PrometheusAPI
 from trial_instrumentation import names
@@ -193,6 +193,10 @@ def unknown_message(api: PrometheusAPI, since: float, experiment: str, trial: st
     ranks: dict[str, set[str]] = defaultdict(set)
     for r in same:
         ranks[r.trial].add(r.rank)
+    if trial in ranks:  # the trial exists: the rank typed is what is wrong
+        have = sorted(ranks[trial], key=rank_order)
+        return (f"no rank {rank} of {experiment}/{trial} {where}; its ranks: "
+                f"{', '.join(have)} (e.g. --rank {have[0]})")
     close = difflib.get_close_matches(trial, sorted(ranks), n=1, cutoff=0.5)
     hint = f" (did you mean {experiment}/{close[0]}?)" if close else ""
     listed = ", ".join(f"{t} (rank {', '.join(sorted(rs))})" for t, rs in sorted(ranks.items()))

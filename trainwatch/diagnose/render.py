@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 
@@ -28,6 +29,20 @@ def num(value: float | None, unit: str = "", digits: int = 2) -> str:
 
 def ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
+def quantile_ms(seconds: float | None, bounds: Sequence[float]) -> str:
+    """A percentile read from a histogram, marked where it was interpolated inside one bucket
+    (``bounds``: the histogram's finite upper bounds), so it is not read as measured.
+
+    >>> quantile_ms(0.0423, (0.025, 0.05, 0.1)), quantile_ms(0.05, (0.025, 0.05))
+    ('≈42.3 ms (within the 25–50 ms bucket)', '50.0 ms')
+    """
+    upper = min((b for b in bounds if seconds is not None and b >= seconds), default=None)
+    if seconds is None or upper is None or math.isclose(seconds, upper):
+        return ms(seconds)
+    lower = max((b for b in bounds if b < seconds), default=0.0)
+    return f"≈{ms(seconds)} (within the {lower * 1000:g}–{upper * 1000:g} ms bucket)"
 
 
 def steps(count: int | None) -> str:
@@ -73,8 +88,9 @@ def report_text(r: RankReport) -> str:
         lines.append(f"  {'ENDED' if r.verdict.exit_reason else 'STOPPED'}: numbers over its "
                      f"whole run up to its last push "
                      f"({steps(r.verdict.steps)})")
-    lines.append(f"  step time p50 {ms(r.step_seconds.get('0.5'))}, "
-                 f"p95 {ms(r.step_seconds.get('0.95'))}; {num(r.steps_per_second)} steps/s, "
+    lines.append(f"  step time p50 {quantile_ms(r.step_seconds.get('0.5'), r.step_bounds)}, "
+                 f"p95 {quantile_ms(r.step_seconds.get('0.95'), r.step_bounds)}; "
+                 f"{num(r.steps_per_second)} steps/s, "
                  f"{num(r.samples_per_second, digits=1)} samples/s")
     lines.append(f"  phases (share of step time {over(r)}):")
     width = max((len(p) for p, _ in r.phases), default=0)
@@ -156,7 +172,8 @@ def verdict_text(r: RankReport) -> list[str]:
     if v.metric is not None:
         lines.append(f"  measured: {v.metric}, {over(r)}")
     if v.last_profile:
-        lines.append(f"  last profile: {v.last_profile}")
+        # its phase timings before it stopped; a profiler trace is "trace of rank ..."
+        lines.append(f"  last timings: {v.last_profile}")
     lines += [f"  also: {note}" for note in v.notes]
     if r.loader_cause is not None:
         lines.append(f"  cause: {r.loader_cause.title}: {r.loader_cause.evidence}")

@@ -40,6 +40,11 @@ RESOLUTION_POINTS = 2000
 DEFAULT_RETENTION = 15 * 86400.0
 
 
+def rank_order(rank: str) -> tuple[int, str]:
+    """Ranks by number (``"2"`` before ``"10"``), a rank that is not one after them."""
+    return (int(rank), "") if rank.isdigit() else (1 << 30, rank)
+
+
 @dataclass(frozen=True)
 class Run:
     """One trial process under one grouping key, as Prometheus saw it."""

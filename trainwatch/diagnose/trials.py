@@ -95,6 +95,7 @@ def _current(api: PrometheusAPI, deployment: Deployment, experiment: str | None,
     n, sel = deployment.names, {"experiment": experiment}
     info = by_rank(api, selector(names.TRIAL_INFO, **sel))
     steps = by_rank(api, selector(n.steps_rate, **sel))
+    counted = by_rank(api, selector(f"{names.STEPS}_total", **sel))  # STEPS: so far
     shares = by_rank(api, selector(n.phase_share, **sel))
     gpu = by_rank(api, f"avg {BY_TRIAL} ({selector(n.trial_gpu_busy, **sel)})")
     mfu = by_rank(api, f"max {BY_TRIAL} ({selector(n.mfu, **sel)})")
@@ -116,6 +117,8 @@ def _current(api: PrometheusAPI, deployment: Deployment, experiment: str | None,
                              cause=_cause(deployment, phases, util, utilization,
                                           first_value(cpu[key])),
                              mfu=utilization)
+        so_far = first_value(counted[key])
+        rows[key].steps = None if so_far is None else int(so_far)
     return rows
 
 

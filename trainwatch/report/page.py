@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from trainwatch.cliutil import ago
+from trainwatch.cliutil import ago, signed
 from trainwatch.diagnose import compare, render
 from trainwatch.diagnose.figures import RankReport
 from trainwatch.diagnose.history import HOW
@@ -244,7 +244,7 @@ def baseline(doc: Document) -> str:
                     for k, x, y in rows)
     changes = "".join(
         f'<tr data-phase="{e(ch.phase)}"><td>{e(ch.phase)}</td>'
-        f'<td class="num">{ch.delta_seconds * 1000:+.1f} ms per step</td>'
+        f'<td class="num">{signed(ch.delta_seconds * 1000)} ms per step</td>'
         f'<td class="num">{_share(ch.explained)}</td></tr>'
         for ch in c.changes) if c.delta_step_seconds is not None else ""
     ranked = ('<table data-compare="changes"><tr><th>phase</th><th>change (this trial minus '
