@@ -41,17 +41,19 @@ MILLI = 1e-3
 MEGA = 1e6
 KIB = 1024  # NVML reports PCIe throughput in KB/s, counted in 1024-byte units
 
-# A reader turns one NVML call (or a pair) into (spec, extra label values, value) triples.
-Reading = list[tuple[m.MetricSpec, tuple[str, ...], float]]
-Reader = Callable[[Any, Any], Reading]
+# A reader turns one NVML call (or a pair) into samples of one GPU, given its label values
+# (gpu, uuid): each sample made once, in its final form.
+Labels = tuple[str, ...]
+Reading = list[Sample]
+Reader = Callable[[Any, Any, Labels], Reading]
 
 
-def _utilization(nvml: Any, handle: Any) -> Reading:
+def _utilization(nvml: Any, handle: Any, gpu: Labels) -> Reading:
     rates = nvml.nvmlDeviceGetUtilizationRates(handle)
-    return [(m.GPU_UTILIZATION, (), rates.gpu / 100), (m.GPU_MEMORY_UTILIZATION, (), rates.memory / 100)]
+    return [(m.GPU_UTILIZATION, gpu, rates.gpu / 100), (m.GPU_MEMORY_UTILIZATION, gpu, rates.memory / 100)]
 
 
-def _memory(nvml: Any, handle: Any) -> Reading:
+def _memory(nvml: Any, handle: Any, gpu: Labels) -> Reading:
     # v2 splits the driver's reservation (~500 MB on an H100) out of `used`, as nvidia-smi
     # does; v1's `used` is total - free, reservation included. v1 only where v2 is missing.
     version = getattr(pynvml, "nvmlMemory_v2", None)
@@ -63,69 +65,69 @@ def _memory(nvml: Any, handle: Any) -> Reading:
     if mem is None:
         mem = nvml.nvmlDeviceGetMemoryInfo(handle)
     else:
-        reserved = [(m.GPU_MEMORY_RESERVED, (), float(mem.reserved))]
-    return [(m.GPU_MEMORY_FREE, (), float(mem.free)), (m.GPU_MEMORY_USED, (), float(mem.used)),
-            *reserved, (m.GPU_MEMORY_TOTAL, (), float(mem.total))]
+        reserved = [(m.GPU_MEMORY_RESERVED, gpu, float(mem.reserved))]
+    return [(m.GPU_MEMORY_FREE, gpu, float(mem.free)), (m.GPU_MEMORY_USED, gpu, float(mem.used)),
+            *reserved, (m.GPU_MEMORY_TOTAL, gpu, float(mem.total))]
 
 
-def _power(nvml: Any, handle: Any) -> Reading:
-    return [(m.GPU_POWER, (), nvml.nvmlDeviceGetPowerUsage(handle) * MILLI)]
+def _power(nvml: Any, handle: Any, gpu: Labels) -> Reading:
+    return [(m.GPU_POWER, gpu, nvml.nvmlDeviceGetPowerUsage(handle) * MILLI)]
 
 
-def _power_limit(nvml: Any, handle: Any) -> Reading:
-    return [(m.GPU_POWER_LIMIT, (), nvml.nvmlDeviceGetEnforcedPowerLimit(handle) * MILLI)]
+def _power_limit(nvml: Any, handle: Any, gpu: Labels) -> Reading:
+    return [(m.GPU_POWER_LIMIT, gpu, nvml.nvmlDeviceGetEnforcedPowerLimit(handle) * MILLI)]
 
 
-def _energy(nvml: Any, handle: Any) -> Reading:
-    return [(m.GPU_ENERGY, (), nvml.nvmlDeviceGetTotalEnergyConsumption(handle) * MILLI)]
+def _energy(nvml: Any, handle: Any, gpu: Labels) -> Reading:
+    return [(m.GPU_ENERGY, gpu, nvml.nvmlDeviceGetTotalEnergyConsumption(handle) * MILLI)]
 
 
-def _temperature(nvml: Any, handle: Any) -> Reading:
+def _temperature(nvml: Any, handle: Any, gpu: Labels) -> Reading:
     celsius = nvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
-    return [(m.GPU_TEMPERATURE, (), float(celsius))]
+    return [(m.GPU_TEMPERATURE, gpu, float(celsius))]
 
 
-def _sm_clock(nvml: Any, handle: Any) -> Reading:
-    return [(m.GPU_SM_CLOCK, (), nvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM) * MEGA)]
+def _sm_clock(nvml: Any, handle: Any, gpu: Labels) -> Reading:
+    return [(m.GPU_SM_CLOCK, gpu, nvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM) * MEGA)]
 
 
-def _memory_clock(nvml: Any, handle: Any) -> Reading:
+def _memory_clock(nvml: Any, handle: Any, gpu: Labels) -> Reading:
     mhz = nvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)
-    return [(m.GPU_MEMORY_CLOCK, (), mhz * MEGA)]
+    return [(m.GPU_MEMORY_CLOCK, gpu, mhz * MEGA)]
 
 
-def _clock_events(nvml: Any, handle: Any) -> Reading:
+def _clock_events(nvml: Any, handle: Any, gpu: Labels) -> Reading:
     try:
         mask = nvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
     except (AttributeError, pynvml.NVMLError_FunctionNotFound):
         # nvidia-ml-py or a driver older than the 2023 rename only has the throttle name.
         mask = nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
-    return [(m.GPU_CLOCK_EVENT, (reason,), 1.0 if mask & bit else 0.0)
+    return [(m.GPU_CLOCK_EVENT, (*gpu, reason), 1.0 if mask & bit else 0.0)
             for bit, reason in CLOCK_EVENT_REASONS]
 
 
-def _ecc(nvml: Any, handle: Any) -> Reading:
+def _ecc(nvml: Any, handle: Any, gpu: Labels) -> Reading:
     # Volatile counters: since the driver loaded, so rate() sees fresh errors promptly.
-    return [(m.GPU_ECC_ERRORS, (kind,),
+    return [(m.GPU_ECC_ERRORS, (*gpu, kind),
              float(nvml.nvmlDeviceGetTotalEccErrors(handle, code, pynvml.NVML_VOLATILE_ECC)))
             for kind, code in ECC_ERROR_TYPES]
 
 
-def _remapped_rows(nvml: Any, handle: Any) -> Reading:
+def _remapped_rows(nvml: Any, handle: Any, gpu: Labels) -> Reading:
     correctable, uncorrectable, pending, failure = nvml.nvmlDeviceGetRemappedRows(handle)
-    return [(m.GPU_REMAPPED_ROWS, ("correctable",), float(correctable)),
-            (m.GPU_REMAPPED_ROWS, ("uncorrectable",), float(uncorrectable)),
-            (m.GPU_ROW_REMAP_PENDING, (), 1.0 if pending else 0.0),
-            (m.GPU_ROW_REMAP_FAILURE, (), 1.0 if failure else 0.0)]
+    return [(m.GPU_REMAPPED_ROWS, (*gpu, "correctable"), float(correctable)),
+            (m.GPU_REMAPPED_ROWS, (*gpu, "uncorrectable"), float(uncorrectable)),
+            (m.GPU_ROW_REMAP_PENDING, gpu, 1.0 if pending else 0.0),
+            (m.GPU_ROW_REMAP_FAILURE, gpu, 1.0 if failure else 0.0)]
 
 
-def pcie_tx(nvml: Any, handle: Any) -> Reading:
-    return [(m.GPU_PCIE_TX, (),
+def pcie_tx(nvml: Any, handle: Any, gpu: Labels) -> Reading:
+    return [(m.GPU_PCIE_TX, gpu,
              nvml.nvmlDeviceGetPcieThroughput(handle, pynvml.NVML_PCIE_UTIL_TX_BYTES) * KIB)]
 
 
-def pcie_rx(nvml: Any, handle: Any) -> Reading:
-    return [(m.GPU_PCIE_RX, (),
+def pcie_rx(nvml: Any, handle: Any, gpu: Labels) -> Reading:
+    return [(m.GPU_PCIE_RX, gpu,
              nvml.nvmlDeviceGetPcieThroughput(handle, pynvml.NVML_PCIE_UTIL_RX_BYTES) * KIB)]
 
 
@@ -149,9 +151,7 @@ def read_fields(nvml: Any, labels: tuple[str, ...], handle: Any,
     samples: list[Sample] = []
     for reader in readers:
         try:
-            reading = reader(nvml, handle)
+            samples += reader(nvml, handle, labels)
         except FIELD_UNAVAILABLE:
             continue
-        for spec, extra, value in reading:  # a loop: a generator per reader costs more
-            samples.append((spec, labels + extra, value))
     return samples
