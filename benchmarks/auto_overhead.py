@@ -10,10 +10,11 @@ phase: the same series auto writes) and **auto** (trial_instrumentation/auto: th
 iterator ``__next__`` and the global optimizer step hooks, exactly as ``trainwatch run``
 installs them; switched off between its rounds by putting torch's own ``__next__`` back and
 removing the hooks, so bare is bare). Rounds are interleaved, their order rotated each round;
-each figure is the median over rounds of a case's step time, and the slowdown the median of
-the per-round ratios to bare. The cost ratio is (auto - bare) / (explicit - bare) of those
-medians. Targets: auto slows a 1 ms step by at most 1%, and costs at most 1.5x the explicit
-library; ``--check`` exits 1 on a miss. Both trials serve on a pull port nobody scrapes.
+each figure is the median over rounds of a case's step time, its slowdown the median of the
+per-round ratios to bare and its cost the median of the per-round differences. A row with no
+work (0 ms: the loop's own fetch and optimizer step) shows the costs alone, with nothing to
+blur them. Targets: auto slows a 1 ms step by at most 1%, and costs at most 1.5x the explicit
+library (judged on the 0 ms row); ``--check`` exits 1 on a miss. Both trials serve on a pull port nobody scrapes.
 
 Time is the training thread's CPU time (``time.thread_time``), the work a CPU-time spin: on a
 shared machine a round's wall time is mostly who else ran (a 1 ms step read 2 ms beside a test
@@ -111,15 +112,17 @@ def measure(step: float, steps: int, rounds: int, explicit: ti.Trial,
 
 
 def summary(seconds: dict[str, list[float]]) -> dict[str, float]:
-    median = {case: statistics.median(v) for case, v in seconds.items()}
-    ratio = {case: statistics.median(a / b for a, b in zip(v, seconds["bare"], strict=True))
-             for case, v in seconds.items()}
-    costs = {case: median[case] - median["bare"] for case in CASES}
-    return {**{f"{c}_ms": median[c] * 1e3 for c in CASES},
-            **{f"{c}_slowdown": ratio[c] - 1 for c in ("explicit", "auto")},
-            **{f"{c}_cost_us": costs[c] * 1e6 for c in ("explicit", "auto")},
-            "cost_ratio": costs["auto"] / costs["explicit"] if costs["explicit"] > 0
-            else float("inf")}
+    """Medians of each case's step time; its slowdown and its cost (seconds per step over
+    bare's) as medians of per-round figures, each against bare's in the same round."""
+    bare = seconds["bare"]
+    out = {f"{c}_ms": statistics.median(seconds[c]) * 1e3 for c in CASES}
+    for case in ("explicit", "auto"):
+        pairs = list(zip(seconds[case], bare, strict=True))
+        out[f"{case}_slowdown"] = statistics.median(a / b for a, b in pairs) - 1
+        out[f"{case}_cost_us"] = statistics.median(a - b for a, b in pairs) * 1e6
+    out["cost_ratio"] = (out["auto_cost_us"] / out["explicit_cost_us"]
+                         if out["explicit_cost_us"] > 0 else float("inf"))
+    return out
 
 
 def main() -> int:
@@ -137,7 +140,7 @@ def main() -> int:
           f"{'auto':>8} {'explicit':>10} {'auto':>8} {'auto/explicit':>14}")
     print(f"{'':>6} {'(median)':>9} {'(median)':>12} {'(median)':>9} {'slowdown':>9} "
           f"{'slowdown':>8} {'us/step':>10} {'us/step':>8} {'cost':>14}")
-    for step, steps in ((0.001, 100), (0.010, 10)):
+    for step, steps in ((0.0, 1000), (0.001, 100), (0.010, 10)):
         rounds = args.rounds if step < 0.005 else max(11, args.rounds // 3)
         s = summary(measure(step, steps, rounds, explicit, switch))
         print(f"{step * 1e3:>4g}ms {s['bare_ms']:>9.4f} {s['explicit_ms']:>12.4f} "
@@ -146,14 +149,15 @@ def main() -> int:
               f"{s['cost_ratio']:>13.2f}x", flush=True)
         if step == 0.001:
             missed |= s["auto_slowdown"] > SLOWDOWN_TARGET
-            missed |= s["cost_ratio"] > COST_RATIO_TARGET and s["auto_cost_us"] > 1.0
+        if step == 0.0:  # the costs alone: no work around them to blur them
+            missed |= s["cost_ratio"] > COST_RATIO_TARGET
     auto_trial = auto.AUTO.trial
     print(f"auto counted {int(sum(auto_trial._state.step.counts))} steps, explicit "
           f"{int(sum(explicit._state.step.counts))}")
     explicit.close()
     auto.AUTO.close()
     print(f"targets: auto slowdown <= {SLOWDOWN_TARGET:.0%} at 1 ms, cost <= "
-          f"{COST_RATIO_TARGET}x explicit: {'MISSED' if missed else 'met'}")
+          f"{COST_RATIO_TARGET}x explicit's at 0 ms: {'MISSED' if missed else 'met'}")
     return 1 if args.check and missed else 0
 
 

@@ -38,7 +38,7 @@ class Clock:
                                                 Histogram(DEFAULT_BUCKETS), Progress())
         self.phases: dict[str, Histogram] = {}
         self.steps = AutoSteps(StepRecorder(self.fetch, self.step, self.progress),
-                               self.phase("train_batch").observe)
+                               self.fetch.observe, self.phase("train_batch").observe)
 
     def phase(self, name: str) -> Histogram:
         return self.phases.setdefault(name, Histogram(DEFAULT_BUCKETS))

@@ -96,8 +96,9 @@ class _Auto:
                          + (f"pushing to {cfg.pushgateway}\n" if cfg.pushgateway
                             else f"serving /metrics on port {cfg.pull_port}\n"))
         self.trial = trial
-        self.steps = AutoSteps(trial.step_recorder(), trial.phase(names.TRAIN_BATCH).histogram
-                               .observe)  # type: ignore[union-attr]
+        self.steps = AutoSteps(trial.step_recorder(),
+                               trial.phase(names.DATALOADER_NEXT).histogram.observe,  # type: ignore[union-attr]
+                               trial.phase(names.TRAIN_BATCH).histogram.observe)  # type: ignore[union-attr]
         trial.before_close(self._closing)
         trial.start()
         atexit.register(self.close)

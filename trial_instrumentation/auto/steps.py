@@ -28,12 +28,23 @@ log = logging.getLogger(__name__)
 UNDECIDED_FETCHES = 64  # fetches without an optimizer step before steps are counted per batch
 
 
+def samples_of(batch: Any) -> int:
+    """``batch_size_of(batch)``, the common ``(inputs, targets)`` tuple of tensors first."""
+    if type(batch) is tuple or type(batch) is list:
+        shape = getattr(batch[0], "shape", None) if batch else None
+        if shape:
+            return int(shape[0])
+    return batch_size_of(batch)
+
+
 class AutoSteps:
     """One writer: the training thread (the DataLoader's and the optimizer's caller)."""
 
-    def __init__(self, recorder: StepRecorder, train_batch: Callable[[float], None]) -> None:
-        self._rec = recorder
-        self._train_batch = train_batch  # observes the phase's seconds
+    def __init__(self, recorder: StepRecorder, fetch: Callable[[float], None],
+                 train_batch: Callable[[float], None]) -> None:
+        self._rec = recorder  # steps and samples (the first step notes the GPUs, a profile...)
+        self._fetch = fetch  # observes dataloader_next's seconds
+        self._train_batch = train_batch  # observes train_batch's seconds
         self._last_end = perf_counter()  # the end of the last step counted (or the start)
         self.per_batch = False  # decided: no optimizer, one step per fetched batch
         self.optimizer_seen = False
@@ -50,7 +61,7 @@ class AutoSteps:
             self._record(started)
         if self._start is None:
             self._start = started
-        samples = batch_size_of(batch)
+        samples = samples_of(batch)
         self._fetched += ended - started
         self._samples += samples
         if self._undecided is not None:
@@ -90,7 +101,7 @@ class AutoSteps:
 
     def _record(self, end: float) -> None:
         start = self._start if self._start is not None else end
-        self._rec.fetched(self._fetched)
+        self._fetch(self._fetched)
         if self._trained is not None:
             self._train_batch(max(0.0, self._trained - start - self._fetched))
         self._rec.stepped(end - start, self._samples)
@@ -110,5 +121,5 @@ class AutoSteps:
             if after is None:  # the last one stays open, as the loader's last batch does
                 self._start, self._fetched, self._samples = start, seconds, samples
                 break
-            self._rec.fetched(seconds)
+            self._fetch(seconds)
             self._rec.stepped(after - start, samples)
