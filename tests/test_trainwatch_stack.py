@@ -135,6 +135,8 @@ def test_up_starts_every_service_and_prints_the_urls_and_the_export_line(stack: 
         assert http_get(stack.url(service) + path)[0] == 200, service
         assert stack.url(service) in stack.up.stdout
     assert f"export TRAINWATCH_PUSHGATEWAY={stack.url('pushgateway')}\n" in stack.up.stdout
+    # Run with $TRAINWATCH_STATE_DIR set: the CLI finds it, so no line to point it there.
+    assert "export TRAINWATCH_STATE_DIR" not in stack.up.stdout
     assert "grafana: not started" in stack.up.stdout  # none installed here; it says how to get one
     # Data and logs under the state directory, the Pushgateway persisting there.
     for service in CORE:

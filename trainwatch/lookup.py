@@ -8,10 +8,14 @@ commands that read them, so neither has to import the other.
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 
-from trainwatch import procs
+from trainwatch import httpget, procs
 from trainwatch.layout import ENV_STATE_DIR, StateDir
 from trainwatch.procs import CorruptRecord, ProcRecord
 
@@ -38,6 +42,10 @@ def prometheus_url(given: str | None, env: Mapping[str, str] | None = None) -> s
     if given:
         return given
     if env.get(ENV_PROMETHEUS):
+        if env.get(ENV_STATE_DIR):  # pointed at a stack twice: say where they disagree
+            note = stack_note(env[ENV_PROMETHEUS], StateDir.resolve(None, env))
+            if note:
+                print(f"trainwatch: note: {note}", file=sys.stderr)
         return env[ENV_PROMETHEUS]
     return stack_url("prometheus", f"pass --prometheus URL, set {ENV_PROMETHEUS}", env)
 
@@ -65,3 +73,36 @@ def listen_port(record: ProcRecord) -> int | None:
         if arg.startswith(LISTEN_FLAG):
             return int(arg.rsplit(":", 1)[1])
     return None
+
+
+def stack_note(url: str, state: StateDir, timeout: float = 2.0) -> str | None:
+    """One line when the Prometheus at ``url`` ($TRAINWATCH_PROMETHEUS) is not the stack's of
+    ``state`` ($TRAINWATCH_STATE_DIR): another stack's, or no trainwatch stack's (told by its
+    ``--storage.tsdb.path``); None when it is, or its flags cannot be read (the command then
+    says what is wrong with the server)."""
+    try:
+        answer = httpget.fetch(url.rstrip("/") + "/api/v1/status/flags", timeout=timeout)
+        tsdb = Path(json.loads(answer.body)["data"]["storage.tsdb.path"])
+    except (OSError, ValueError, KeyError, TypeError, http.client.HTTPException):
+        return None
+    return mismatch(url, tsdb, state)
+
+
+def mismatch(url: str, tsdb: Path, state: StateDir) -> str | None:
+    """What :func:`stack_note` says, from the Prometheus's data directory.
+
+    >>> s = StateDir(Path("/tmp/mine"))
+    >>> mismatch("http://127.0.0.1:9090", Path("/tmp/mine/prometheus/data"), s) is None
+    True
+    >>> print(mismatch("http://127.0.0.1:9090", Path("/home/ann/.local/state/trainwatch/prometheus/data"), s))
+    Prometheus at http://127.0.0.1:9090 ($TRAINWATCH_PROMETHEUS) is the trainwatch stack's in \
+/home/ann/.local/state/trainwatch, not the one in /tmp/mine ($TRAINWATCH_STATE_DIR): unset \
+TRAINWATCH_PROMETHEUS to read /tmp/mine's
+    """
+    ours = StateDir(tsdb.parent.parent).data("prometheus") / "data"
+    if tsdb == state.data("prometheus") / "data":
+        return None
+    whose = (f"the trainwatch stack's in {tsdb.parent.parent}" if tsdb.is_absolute()
+             and tsdb == ours else f"no trainwatch stack's (its data: {tsdb})")
+    return (f"Prometheus at {url} (${ENV_PROMETHEUS}) is {whose}, not the one in {state.root} "
+            f"(${ENV_STATE_DIR}): unset {ENV_PROMETHEUS} to read {state.root}'s")

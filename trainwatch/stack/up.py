@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from trainwatch import procs
 from trainwatch.cliutil import EXIT_OK
-from trainwatch.layout import StackError, StateDir, path_hint
+from trainwatch.layout import ENV_STATE_DIR, StackError, StateDir, path_hint
+from trainwatch.lookup import ENV_PROMETHEUS
 from trainwatch.procs import ProcRecord
 from trainwatch.stack import configs, health, inventory, services
 from trainwatch.stack.commands import Say, say_line, status
@@ -85,6 +88,9 @@ def _up(state: StateDir, asked: StackSettings, say: Say) -> int:
     if "grafana" not in specs:
         say(services.GRAFANA_HINT)
     say(f"state and logs: {state.root}")
+    if pointer := cli_pointer(state, settings.url("prometheus")):
+        say("the trainwatch CLI reads another stack in this shell; point it at this one:")
+        say(f"  {pointer}")
     say("training scripts push here with no flags after:")
     say(f"  export {names.ENV_PUSHGATEWAY}={settings.url('pushgateway')}")
     hint = path_hint()
@@ -97,6 +103,26 @@ def _up(state: StateDir, asked: StackSettings, say: Say) -> int:
         for line in lines:
             say("  " + line)
     return code
+
+
+def cli_pointer(state: StateDir, prometheus: str,
+                env: Mapping[str, str] | None = None) -> str | None:
+    """The line that points the CLI at this stack, where without it `trials`, `diagnose` and
+    `report` would read another (a state directory of its own, or $TRAINWATCH_PROMETHEUS set
+    elsewhere); None where they find it already.
+
+    >>> cli_pointer(StateDir.resolve("/tmp/my stack"), "http://127.0.0.1:19090", {})
+    "export TRAINWATCH_STATE_DIR='/tmp/my stack' TRAINWATCH_PROMETHEUS=http://127.0.0.1:19090"
+    >>> cli_pointer(StateDir.resolve("/tmp/s"), "http://127.0.0.1:19090",
+    ...             {"TRAINWATCH_STATE_DIR": "/tmp/s"}) is None
+    True
+    """
+    env = os.environ if env is None else env
+    if (StateDir.resolve(None, env).root == state.root
+            and env.get(ENV_PROMETHEUS, prometheus) == prometheus):
+        return None
+    return (f"export {ENV_STATE_DIR}={shlex.quote(str(state.root))} "
+            f"{ENV_PROMETHEUS}={prometheus}")
 
 
 def _settings(state: StateDir, inv: inventory.Inventory, asked: StackSettings) -> StackSettings:
