@@ -71,6 +71,7 @@ def _results_layout(count: int) -> struct.Struct:
 _RESULTS = _results_layout(len(GPM_METRICS))
 _RESULTS_OFFSET = pynvml.c_nvmlGpmMetricsGet_t.metrics.offset
 _SUCCESS = pynvml.NVML_SUCCESS
+_set_field = ctypes.Structure.__setattr__
 
 
 def gpm_supported(nvml: Any, handle: Any) -> bool:
@@ -122,7 +123,9 @@ class GpmSampler:
             request.numMetrics = len(GPM_METRICS)
             for i, (metric_id, *_) in enumerate(GPM_METRICS):
                 request.metrics[i].metricId = metric_id
-        request.sample1, request.sample2 = first, second
+        # ctypes' own setter: pynvml's __setattr__ only adds a str check around it
+        _set_field(request, "sample1", first)
+        _set_field(request, "sample2", second)
         try:
             self._nvml.nvmlGpmMetricsGet(request)
         except GPM_UNAVAILABLE:

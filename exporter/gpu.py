@@ -63,6 +63,8 @@ class GpuCollector:
         self._peaks = peaks or PeakTable()
         self._lanes = LanePool("gpu")
         self._gpm: dict[int, GpmSampler] = {}
+        # A GPU's peak samples by its label values: its product's table row, made once.
+        self._peak_samples: dict[tuple[str, ...], list[Sample]] = {}
 
     def prime(self) -> None:
         """Take every GPU's first GPM sample now, in the background, so that the first scrape
@@ -103,8 +105,12 @@ class GpuCollector:
         session = self._session
         samples = read_gpu(session.nvml, gpu, handle, session.driver_version)
         labels = gpu.labels
-        samples += [(GPU_PEAK_FLOPS, (*labels, dtype), flops)
-                    for dtype, flops in self._peaks.peaks(gpu.name).items()]
+        peaks = self._peak_samples.get(labels)
+        if peaks is None:
+            peaks = self._peak_samples[labels] = [
+                (GPU_PEAK_FLOPS, (*labels, dtype), flops)
+                for dtype, flops in self._peaks.peaks(gpu.name).items()]
+        samples += peaks
         for spec, extra, value in self._sampler(gpu.index).read(handle):
             if gpm_pcie or spec not in PCIE_SPECS:
                 samples.append((spec, labels + extra, value))
