@@ -66,6 +66,7 @@ class TrialState:
     started_at: float | None = None  # Unix time of Trial.start(); None: not started
     push_interval: float | None = None  # seconds between pushes; None: not pushing (pull)
     model_flops: tuple[str, float] | None = None  # (precision, FLOPs per sample), if known
+    compute_threads: int | None = None  # torch.get_num_threads(); None: torch not imported
     # Born at zero: the phases delivered so far, and the steps the last collection delivered.
     # A phase first timed after steps were already delivered (a validation phase, a phase
     # after warm-up) is delivered at 0 once, then counted, so rate() sees its first
@@ -200,6 +201,11 @@ class TrialCollector(Collector):
             model.add_metric([*values, state.model_flops[0]],  # type: ignore[attr-defined]
                              state.model_flops[1])
             yield model
+        if state.compute_threads is not None:
+            threads = self._family(GaugeMetricFamily, names.COMPUTE_THREADS, "torch's "
+                                   "intra-op threads (torch.get_num_threads()) in training.")
+            threads.add_metric(values, state.compute_threads)  # type: ignore[attr-defined]
+            yield threads
         for name, doc in LIMIT_DOCS.items():
             if name in state.limits:  # only once measured: no made-up zero
                 limit = self._family(GaugeMetricFamily, name, doc)

@@ -31,6 +31,9 @@ EXIT = "trainwatch_trial_exit"
 EXIT_CLEAN = "clean"  # left the `with` block normally (or sys.exit(0))
 EXIT_TERMINATED = "terminated"  # SIGTERM: eviction, preemption, a scheduler's cancel
 EXIT_FAILED = "failed"  # an exception (or a non-zero sys.exit)
+# torch's intra-op threads (torch.get_num_threads()), read on the training thread: with the
+# node's free cores, whether CPU compute fights for them (trainwatch diagnose's note).
+COMPUTE_THREADS = "trainwatch_trial_compute_threads"
 # Measured ceilings (trial_instrumentation.limits): the loader alone, the step alone.
 LOADER_LIMIT = "trainwatch_trial_loader_limit_samples_per_second"
 STEP_LIMIT = "trainwatch_trial_step_limit_samples_per_second"

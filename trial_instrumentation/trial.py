@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -142,8 +143,8 @@ class Trial:
         if not self.enabled:
             return iterable
         return TimedLoader(iterable, self._state.phase_histogram(names.DATALOADER_NEXT),
-                           self._state.step, self._state.progress, samples, self._gpus.note,
-                           self._profiler or NEVER)
+                           self._state.step, self._state.progress, samples,
+                           self._note_training_thread, self._profiler or NEVER)
 
     def measure_loader_limit(self, loader: Iterable[T], seconds: float = 10.0,
                              samples: int | Callable[[T], int] | None = None) -> float:
@@ -204,8 +205,8 @@ class Trial:
         if not self.enabled:
             return NoopStepRecorder()
         return StepRecorder(self._state.phase_histogram(names.DATALOADER_NEXT), self._state.step,
-                            self._state.progress, self._gpus.note, self._state.phase_histogram,
-                            self._profiler or NEVER)
+                            self._state.progress, self._note_training_thread,
+                            self._state.phase_histogram, self._profiler or NEVER)
 
     def profile(self, steps: int | None = None) -> None:
         """Capture a ``torch.profiler`` trace of the next ``steps`` steps (default
@@ -242,8 +243,19 @@ class Trial:
         self._announced = True
         if self._profiler is not None:
             self._profiler.install()
-        self._gpus.note()
+        self._note_training_thread()
         return self
+
+    def _note_training_thread(self) -> None:
+        """What only the training thread can tell (at start and each loader's first step):
+        the GPUs it uses and torch's intra-op threads (a setting of the thread that made it)."""
+        self._gpus.note()
+        torch = sys.modules.get("torch")  # never imported here: a script without torch has none
+        if torch is not None:
+            try:
+                self._state.compute_threads = int(torch.get_num_threads())
+            except Exception:  # noqa: BLE001 - a half-imported torch must not stop training
+                self._state.compute_threads = None
 
     def close(self, clean: bool = True, reason: str | None = None) -> None:
         """Final push, marked with ``trainwatch_trial_exit{reason}`` (``reason``: names.EXIT_*,

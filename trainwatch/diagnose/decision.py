@@ -45,9 +45,15 @@ def judge(r: RankReport, facts: RankFacts, deployment: Deployment) -> None:
             r.verdict = verdicts.exited(facts.exit_reason, r.push_age_seconds or 0.0, r.verdict)
         return
     if facts.over == YOUNG_RANK:
-        r.verdict = verdicts.early(decide(Measurements(dict(r.phases), r.node_cpu, *facts.gpu),
-                                          alerts), facts.life_steps)
+        m = Measurements(dict(r.phases), r.node_cpu, *facts.gpu)
+        r.verdict = verdicts.early(decide(m, alerts), facts.life_steps)
     else:  # MFU only here: a rate over a window the young rank's life does not fill
         mfu = r.mfu.value if r.mfu is not None else None
-        r.verdict = decide(Measurements(facts.shares, r.node_cpu, *facts.gpu, mfu=mfu), alerts)
+        m = Measurements(facts.shares, r.node_cpu, *facts.gpu, mfu=mfu)
+        r.verdict = decide(m, alerts)
+    evidence = facts.loader_evidence
+    threads = verdicts.ComputeThreads(facts.compute_threads,
+                                      evidence.cpu_count if evidence else None,
+                                      evidence.main_cpu if evidence else None)
+    r.verdict = verdicts.noted(r.verdict, verdicts.compute_threads_note(m, threads, alerts))
     r.verdict, r.loader_cause = loader_cause.explain(r.verdict, facts.loader_evidence, alerts)

@@ -184,6 +184,7 @@ def gather_figures(api: PrometheusAPI, deployment: Deployment, experiment: str,
     gpu_tensor = recorded(n.trial_gpu_tensor_active)
     loader_limits = by_rank(api, selector(names.LOADER_LIMIT, **sel))
     step_limits = by_rank(api, selector(names.STEP_LIMIT, **sel))
+    compute_threads = by_rank(api, selector(names.COMPUTE_THREADS, **sel))
 
     # The dashboard's and the alerts' measure: each averaged over the rate window.
     def window_avg(record: str) -> dict[tuple[str, str, str], list[tuple[Labels, float]]]:
@@ -245,7 +246,8 @@ def gather_figures(api: PrometheusAPI, deployment: Deployment, experiment: str,
         r.alerts = alert_index.about(key, {g.uuid for g in r.gpus}, instances.get(r.nodename))
         facts = RankFacts(shares, (first_value(gpu_avg[key]), first_value(sm_avg[key]),
                                    first_value(tensor_avg[key]), *_busy(busy_avg[key])),
-                          loader_evidence=loader_evidence.get(key))
+                          loader_evidence=loader_evidence.get(key),
+                          compute_threads=first_value(compute_threads[key]))
         if key in stale:
             facts.over = STALE_RANK
             facts.life_steps = _from_lifetime(r, lives.get(key, Lifetime())).steps
@@ -279,6 +281,7 @@ class RankFacts:
     cleanup: str | None = None  # stale: the command that deletes its group
     exit_reason: str | None = None  # stale: what its final push said, if anything
     loader_evidence: loader_cause.LoaderEvidence | None = None
+    compute_threads: float | None = None  # trainwatch_trial_compute_threads, if pushed
 
 
 def _young_loader_evidence(api: PrometheusAPI, young: Collection[tuple[str, str, str]],

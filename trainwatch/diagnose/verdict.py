@@ -216,6 +216,55 @@ def context(m: Measurements, kind: str, measured: float,
     return tuple(notes)
 
 
+@dataclass(frozen=True)
+class ComputeThreads:
+    """What tells whether CPU compute has more threads than cores to run them on: torch's
+    intra-op threads (``trainwatch_trial_compute_threads``), the node's cores
+    (``trainwatch_cpu_count``) and the trial process's own CPU (cores it ran on, the loader's
+    ``process="main"`` series); None where no series answered."""
+
+    threads: float | None
+    cpu_count: float | None
+    trial_cpu: float | None = None
+
+
+def compute_threads_note(m: Measurements, c: ComputeThreads,
+                         alerts: Mapping[str, AlertRule]) -> str | None:
+    """A note when ``train_batch`` is the largest share, the node's CPUs are saturated
+    (TrainwatchCPUSaturated's threshold) and the rank computes with more threads than the cores
+    the rest of the node leaves it: its node's busy cores less its own CPU are other work's; the
+    others are free (all of them where its own CPU is unknown). None otherwise.
+
+    >>> from trainwatch.contract.alerts import CPU_SATURATED
+    >>> rules = {CPU_SATURATED: AlertRule(CPU_SATURATED, 0.9, "x")}
+    >>> busy = Measurements({"train_batch": 0.7, "dataloader_next": 0.3}, node_cpu=0.98)
+    >>> compute_threads_note(busy, ComputeThreads(2, 2, 1.2), rules)  # doctest: +ELLIPSIS
+    'train_batch runs 2 compute threads on 1.2 free cores of 2 (node CPU 98.0% busy, 0.8 cores of it other work): ...'
+    >>> compute_threads_note(busy, ComputeThreads(1, 2, 1.2), rules) is None
+    True
+    """
+    cpu = alerts.get(CPU_SATURATED)
+    if (cpu is None or c.threads is None or c.cpu_count is None or m.node_cpu is None
+            or m.node_cpu <= cpu.threshold or not m.phase_shares
+            or max(m.phase_shares.items(), key=lambda item: item[1])[0] != names.TRAIN_BATCH):
+        return None
+    others = 0.0 if c.trial_cpu is None else max(m.node_cpu * c.cpu_count - c.trial_cpu, 0.0)
+    free = max(c.cpu_count - others, 0.0)
+    if c.threads <= free:
+        return None
+    fit = max(int(free), 1)
+    return (f"train_batch runs {c.threads:g} compute threads on {free:.1f} free cores of "
+            f"{c.cpu_count:g} (node CPU {m.node_cpu:.1%} busy, {others:.1f} cores of it other "
+            f"work): its threads wait for cores; torch.set_num_threads({fit}) or "
+            f"OMP_NUM_THREADS={fit} (docs/instrumentation.md, CPU training)")
+
+
+def noted(verdict: Verdict, note: str | None) -> Verdict:
+    """``verdict`` with ``note`` added to its notes (unchanged when there is none)."""
+    return verdict if note is None else dataclasses.replace(verdict,
+                                                            notes=(*verdict.notes, note))
+
+
 def limits_advice(loader: float | None, step: float | None) -> str | None:
     """What the measured ceilings (trial_instrumentation.limits) say: which side is slower and
     by how much; None until both are measured.
