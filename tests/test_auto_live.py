@@ -143,8 +143,18 @@ def test_lightning_gets_trainwatchs_callback_once(stack: LiveStack) -> None:
     done = trainwatch_run(stack, "lightning", *python("lightning_loop.py", "12"), timeout=180)
     assert said(done, "optimizer steps") == 12
     assert last(stack, "trainwatch_trial_steps_total", "lightning", value=12) == 12
-    assert "timing lightning's Trainer with trainwatch's callback" in done.stderr
+    assert "timing Lightning's Trainer with trainwatch's callback" in done.stderr
     assert ended_clean(stack, "lightning")
+
+
+def test_the_hugging_face_trainer_gets_trainwatchs_callback_once(stack: LiveStack) -> None:
+    pytest.importorskip("transformers")
+    done = trainwatch_run(stack, "hf", *python("hf_trainer.py", "10"), timeout=240)
+    assert said(done, "optimizer steps") == 10
+    assert last(stack, "trainwatch_trial_steps_total", "hf", value=10) == 10
+    assert last(stack, "trainwatch_trial_samples_total", "hf") == 80
+    assert "timing the Hugging Face Trainer with trainwatch's callback" in done.stderr
+    assert ended_clean(stack, "hf")
 
 
 def test_a_script_without_torch_runs_unchanged(stack: LiveStack) -> None:

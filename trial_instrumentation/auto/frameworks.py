@@ -47,6 +47,7 @@ def _attach(trainer: Any, framework: str, auto: Any) -> None:
         callbacks.append(callback)
     else:
         trainer.add_callback(callback)
-    sys.stderr.write(f"trainwatch: timing {framework}'s Trainer with trainwatch's callback as "
+    which = "Lightning's" if framework == "lightning" else "the Hugging Face"
+    sys.stderr.write(f"trainwatch: timing {which} Trainer with trainwatch's callback as "
                      f"experiment {env.get('TRAINWATCH_EXPERIMENT') or experiment}, trial "
                      f"{env.get('TRAINWATCH_TRIAL') or trial} (names from {where})\n")
