@@ -14,7 +14,7 @@ import json
 from typing import Any
 from xml.etree import ElementTree
 
-from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, printable
+from trainwatch.cliutil import EXIT_FOUND, EXIT_OK, printable, signed
 from trainwatch.diagnose.baseline import AUTO, Baseline, Baselines
 from trainwatch.diagnose.baseline_stats import parse_slowdown
 from trainwatch.diagnose.compare import parse_reference
@@ -82,7 +82,7 @@ def as_text(c: Checked) -> str:
     if b.comparison is not None and shown:
         lines.append(f"  reasons (ms per step against {b.comparison.b.reference}, the baseline "
                      "run nearest the median):")
-        lines += [f"    {i}. {r.phase} {r.delta_seconds * 1000:+.1f} ms per step: "
+        lines += [f"    {i}. {r.phase} {signed(r.delta_seconds * 1000)} ms per step: "
                   f"{r.explained:.0%} of the difference"
                   for i, r in enumerate(shown, 1)]
     return "\n".join(printable(line) for line in lines)  # a name stays on its line
