@@ -60,6 +60,7 @@ class Baseline:
         word = "slower" if j.change < 0 else "faster"
         said = f"{abs(j.change):.0%} {word} than {self.against}"
         if j.state not in ("slower", "faster"):
+            assert j.low is not None and j.high is not None  # judged: a spread
             said += (f": no change, within the baseline runs' own spread "
                      f"({signed(j.low, '.0%')} to {signed(j.high, '.0%')})")
         top = next((c for c in self.reasons if c.explained is not None), None)
@@ -133,8 +134,9 @@ class Baselines:
         return self._gpus[key]
 
     def auto(self, run: Run) -> list[Run]:
-        """The last runs of ``run``'s experiment (its rank) that ended clean, with its world
-        size and GPU product, before it ended; oldest first."""
+        """The last runs of ``run``'s experiment (its rank; earlier runs under its own key
+        too, as a nightly job that reuses its trial name makes) that ended clean, with its
+        world size and GPU product, before it ended; oldest first."""
         stale_after = self.deployment.threshold(TRIAL_STALE)
         end = self.now if run.current and run.exit_reason is None else run.end
         mine = self.gpus(run)
@@ -142,7 +144,7 @@ class Baselines:
         for other in sorted(self.runs(run.experiment), key=lambda r: r.end, reverse=True):
             if len(found) == self.last:
                 break
-            if (other.trial == run.trial or other.rank != run.rank
+            if (other == run or other.rank != run.rank
                     or other.world_size != run.world_size or other.end >= end
                     or other.state(stale_after, self.now) != ENDED_CLEAN):
                 continue
