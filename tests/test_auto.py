@@ -207,3 +207,38 @@ def test_a_failing_script_ends_its_trial_failed(pushgateway: Service) -> None:
     assert crash.returncode == 1 and "ZeroDivisionError" in crash.stderr
     assert pushed_value(pushgateway, "trainwatch_trial_exit", trial="crash", reason="failed") == 1
     assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="crash") == 3
+
+
+TRAINWATCH = Path(sys.executable).parent / "trainwatch"
+
+
+def trainwatch_run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(TRAINWATCH), "run", *args], capture_output=True, text=True,
+                          timeout=60, check=False, env=env or clean_env(PYTHONPATH=str(REPO)))
+
+
+def test_run_names_the_trial_once_and_becomes_the_command(pushgateway: Service) -> None:
+    done = trainwatch_run("--pushgateway", pushgateway.url, "--", sys.executable, "-c",
+                          "import os, sys; print(os.environ['TRAINWATCH_AUTO'], "
+                          "os.environ['TRAINWATCH_EXPERIMENT'], os.environ['PYTHONPATH']"
+                          ".split(os.pathsep)[0]); sys.exit(7)")
+    assert done.returncode == 7  # the command's own status
+    assert done.stdout.split() == ["1", "python", str(SITE)]
+    [line] = done.stderr.splitlines()
+    assert line.startswith("trainwatch run: experiment python, trial python-"), line
+    assert line.endswith(f"(names from the script, the script's start), pushing to "
+                         f"{pushgateway.url}"), line
+
+
+def test_run_takes_slurms_names_and_says_what_is_wrong(pushgateway: Service) -> None:
+    env = clean_env(PYTHONPATH=str(REPO), SLURM_JOB_NAME="bert", SLURM_JOB_ID="4242",
+                    TRAINWATCH_PUSHGATEWAY=pushgateway.url)
+    done = trainwatch_run("--", "true", env=env)
+    assert done.returncode == 0
+    assert done.stderr == ("trainwatch run: experiment bert, trial 4242 (names from Slurm, "
+                           f"Slurm), pushing to {pushgateway.url}\n")
+    assert trainwatch_run().returncode == 2
+    missing = trainwatch_run("--", "no-such-command-here", env=env)
+    assert missing.returncode == 127
+    assert missing.stderr.splitlines()[-1] == ("trainwatch run: cannot run no-such-command-here:"
+                                               " No such file or directory")

@@ -141,10 +141,22 @@ def test_two_torchrun_ranks_each_count_their_steps(stack: LiveStack) -> None:
 def test_lightning_gets_trainwatchs_callback_once(stack: LiveStack) -> None:
     pytest.importorskip("lightning")
     done = trainwatch_run(stack, "lightning", *python("lightning_loop.py", "12"), timeout=180)
-    assert said(done, "optimizer steps") == 12
+    assert said(done, "rank 0 optimizer steps") == 12
     assert last(stack, "trainwatch_trial_steps_total", "lightning", value=12) == 12
     assert "timing Lightning's Trainer with trainwatch's callback" in done.stderr
     assert ended_clean(stack, "lightning")
+
+
+def test_lightnings_own_ddp_launcher_times_each_rank(stack: LiveStack) -> None:
+    pytest.importorskip("lightning")
+    done = trainwatch_run(stack, "lightning-ddp", *python("lightning_loop.py", "10", "2"),
+                          timeout=240)
+    for rank in (0, 1):
+        assert said(done, f"rank {rank} optimizer steps") == 10
+        assert last(stack, "trainwatch_trial_steps_total", "lightning-ddp", rank, value=10) == 10
+        assert ended_clean(stack, "lightning-ddp", rank)
+    [info] = stack.prometheus.query(f'count({names.TRIAL_INFO}{{trial="lightning-ddp"}})')
+    assert info["value"][1] == "2"
 
 
 def test_the_hugging_face_trainer_gets_trainwatchs_callback_once(stack: LiveStack) -> None:
@@ -213,6 +225,7 @@ def test_a_loader_bound_script_gets_its_instrumented_twins_verdict(stack: LiveSt
     findings = {trial: (r["verdict"].get("finding") or r["verdict"]["kind"])  # type: ignore
                 for trial, r in reports.items()}
     assert findings["auto-slow"] == findings["twin"] == "dataloader", reports
+    print("loader shares", shares)
     assert shares["auto-slow"] == pytest.approx(shares["twin"], abs=0.03), shares
 
 

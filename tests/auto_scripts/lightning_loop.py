@@ -1,4 +1,5 @@
-"""An unmodified Lightning script (single process, CPU): nothing of trainwatch in it."""
+"""An unmodified Lightning script (CPU; one process, or ``DEVICES`` ranks of Lightning's own DDP
+launcher, gloo): nothing of trainwatch in it. ``python lightning_loop.py STEPS [DEVICES]``."""
 
 from __future__ import annotations
 
@@ -25,13 +26,16 @@ class Model(pl.LightningModule):
 
 def main() -> None:
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    devices = int(sys.argv[2]) if len(sys.argv) > 2 else 1
     torch.manual_seed(0)
-    data = TensorDataset(torch.randn(steps * 8, 16), torch.randint(0, 4, (steps * 8,)))
-    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=1, logger=False,
+    data = TensorDataset(torch.randn(steps * 8 * devices, 16),
+                         torch.randint(0, 4, (steps * 8 * devices,)))
+    trainer = pl.Trainer(max_epochs=1, accelerator="cpu", devices=devices, logger=False,
+                         strategy="ddp" if devices > 1 else "auto",
                          enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False)
     trainer.fit(Model(), DataLoader(data, batch_size=8))
-    print(f"optimizer steps {trainer.global_step}", flush=True)
+    print(f"rank {trainer.global_rank} optimizer steps {trainer.global_step}", flush=True)
 
 
 if __name__ == "__main__":
