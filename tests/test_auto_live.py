@@ -206,27 +206,42 @@ def diagnose(stack: LiveStack, trial: str) -> dict[str, object]:
     return report
 
 
-def test_a_loader_bound_script_gets_its_instrumented_twins_verdict(stack: LiveStack) -> None:
-    slow = ("--steps", "20", "--loader-delay", "0.05", "--seconds", "12")
-    twin = subprocess.Popen([*map(str, python("plain_loop.py", *slow, "--explicit"))],
+def twins(stack: LiveStack, name: str, *args: str) -> dict[str, tuple[str, float]]:
+    """The script run by trainwatch run (trial NAME) beside its explicitly instrumented twin
+    (NAME-twin), at once; each one's diagnose finding and loader share once both ended."""
+    twin = subprocess.Popen([*map(str, python("plain_loop.py", *args, "--explicit"))],
                             env=base_env(TRAINWATCH_PUSHGATEWAY=stack.pushgateway.url,
                                          TRAINWATCH_EXPERIMENT=EXPERIMENT,
-                                         TRAINWATCH_TRIAL="twin"),
+                                         TRAINWATCH_TRIAL=f"{name}-twin"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    trainwatch_run(stack, "auto-slow", *python("plain_loop.py", *slow))
+    trainwatch_run(stack, name, *python("plain_loop.py", *args))
     out, err = twin.communicate(timeout=60)
     assert twin.returncode == 0, err
     steps = said(subprocess.CompletedProcess([], 0, out, err), "optimizer steps")
-    assert last(stack, "trainwatch_trial_steps_total", "twin", value=steps) == steps
-    reports = {trial: diagnose(stack, trial) for trial in ("auto-slow", "twin")}
-    shares = {trial: next(p["share"] for p in report["phases"]  # type: ignore[index]
-                          if p["phase"] == names.DATALOADER_NEXT)
-              for trial, report in reports.items()}
-    findings = {trial: (r["verdict"].get("finding") or r["verdict"]["kind"])  # type: ignore
-                for trial, r in reports.items()}
-    assert findings["auto-slow"] == findings["twin"] == "dataloader", reports
-    print("loader shares", shares)
-    assert shares["auto-slow"] == pytest.approx(shares["twin"], abs=0.03), shares
+    assert last(stack, "trainwatch_trial_steps_total", f"{name}-twin", value=steps) == steps
+    found = {}
+    for trial in (name, f"{name}-twin"):
+        report = diagnose(stack, trial)
+        share = next(p["share"] for p in report["phases"]  # type: ignore[attr-defined]
+                     if p["phase"] == names.DATALOADER_NEXT)
+        verdict = report["verdict"]
+        found[trial] = (verdict.get("finding") or verdict["kind"], share)  # type: ignore
+    print(name, found)
+    return found
+
+
+def test_a_loader_bound_script_gets_its_instrumented_twins_verdict(stack: LiveStack) -> None:
+    found = twins(stack, "slow", "--steps", "20", "--loader-delay", "0.05", "--seconds", "12")
+    (finding, share), (twin_finding, twin_share) = found.values()
+    assert finding == twin_finding == "dataloader", found
+    assert share == pytest.approx(twin_share, abs=0.03), found
+
+
+def test_a_healthy_script_stays_healthy_as_its_twin_does(stack: LiveStack) -> None:
+    found = twins(stack, "healthy", "--steps", "50", "--step-cpu", "0.004", "--seconds", "10")
+    (finding, share), (twin_finding, twin_share) = found.values()
+    assert finding == twin_finding != "dataloader", found
+    assert share == pytest.approx(twin_share, abs=0.03), found
 
 
 def test_names_come_from_the_script_when_nothing_names_them() -> None:

@@ -2,7 +2,7 @@
 trainwatch in it (unless --explicit: its instrumented twin). Prints the optimizer steps it ran.
 
     python plain_loop.py --steps 30 [--accumulate 3] [--loader-delay 0.05] [--seconds 8]
-        [--no-optimizer] [--explicit]
+        [--step-cpu 0.005] [--no-optimizer] [--explicit]
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ def main() -> None:
     parser.add_argument("--accumulate", type=int, default=1)
     parser.add_argument("--loader-delay", type=float, default=0.0)
     parser.add_argument("--seconds", type=float, help="epochs until this much time passed")
+    parser.add_argument("--step-cpu", type=float, default=0.0,
+                        help="CPU seconds burned per batch in the step (the model's compute)")
     parser.add_argument("--no-optimizer", action="store_true")
     parser.add_argument("--explicit", action="store_true", help="instrumented with a Trial")
     args = parser.parse_args()
@@ -72,6 +74,9 @@ def main() -> None:
 
 def train(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
           i: int, args: argparse.Namespace) -> int:
+    burned = time.process_time() + args.step_cpu
+    while time.process_time() < burned:
+        pass
     loss = nn.functional.cross_entropy(model(x), y) / args.accumulate
     if args.no_optimizer:
         return 0
