@@ -26,6 +26,7 @@ from grafana.sections import (
     gpu_ratio,
 )
 from trainwatch.contract.alerts import DATALOADER_BOUND, HOST_TO_DEVICE_BOUND
+from trainwatch.contract.figures import PER_SAMPLE
 from trainwatch.contract.promql import BY_TRIAL, number, select
 
 UID = "trainwatch-trial-profile"
@@ -69,6 +70,18 @@ def _share_against(q: Promql, what: str, phases: str, alert: str) -> Panel:
                       max_value=1, threshold=(threshold, "red"))
 
 
+BASELINE_DESCRIPTION = ("baseline: the median per rank of the experiment's last runs that "
+                        "ended clean, per world size (the recorded baseline "
+                        "TrainwatchTrialSlowerThanBaseline compares with)")
+
+
+def _baseline(q: Promql, unit: str) -> Query:
+    """The selected experiments' recorded baseline in ``unit`` (figures.PER_SAMPLE), per world
+    size (a trial that counts no samples has its baseline in steps/s: `trainwatch check`)."""
+    return Query(select(q.names.baseline, MATCHERS[0], f'unit="{unit}"'),
+                 "baseline {{experiment}} · world size {{world_size}}")
+
+
 def build(q: Promql) -> db.Dashboard:
     n, s = q.names, q.settings
 
@@ -94,8 +107,8 @@ def build(q: Promql) -> db.Dashboard:
         Query(per_rank(n.steps_rate), TRIAL_LEGEND),
     ], description=f"Training iterations per second over {s.rate_window}."), 6, 8)
     layout.add(timeseries("Samples per second", "suffix: samples/s", [
-        Query(per_rank(n.samples_rate), TRIAL_LEGEND),
-    ], description=f"Samples per second over {s.rate_window}."), 6, 8)
+        Query(per_rank(n.samples_rate), TRIAL_LEGEND), _baseline(q, PER_SAMPLE),
+    ], description=f"Samples per second over {s.rate_window}; {BASELINE_DESCRIPTION}."), 6, 8)
     layout.add(timeseries("MFU", "percentunit", [
         Query(per_rank(n.mfu), f"{TRIAL_LEGEND} {{{{precision}}}}"),
     ], description=MFU_DESCRIPTION, max_value=1), 12, 8)

@@ -130,8 +130,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         # every "live" gate reads, is a series here too.
         live.start_trial(EXPERIMENT, "ended", "--steps", "20", "--batch-size", "8",
                          "--workers", "0")
+        # And a second one: two runs that ended clean make the experiment's recorded baseline,
+        # which the Trial profile's samples/s panel draws.
+        live.start_trial(EXPERIMENT, "ended-again", "--steps", "20", "--batch-size", "8",
+                         "--workers", "0")
         prom = live.prometheus
         prom.wait_for_series('trainwatch_trial_exit{trial="ended"}', 90)
+        prom.wait_for_series('experiment:trainwatch_trial_throughput:baseline_median', 90)
         prom.wait_for_series(f'trial_ranks:trainwatch_trial_step_seconds:spread_rate{RATE_WINDOW}'
                              f'{{trial="{DDP_TRIAL}"}} > 1.25', 90)
         # Ready when the trial's timings made it through the recording rules into a firing
