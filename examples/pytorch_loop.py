@@ -68,6 +68,10 @@ def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__,
                         help="seconds slept per batch in the Dataset (a slow loader)")
     parser.add_argument("--loader-cpu", type=float, default=0.0,
                         help="CPU seconds burned per batch in the Dataset (a decoding loader)")
+    parser.add_argument("--cpu-share", type=float, default=1.0,
+                        help="at most this share of one core for the whole process: train_batch "
+                        "sleeps after its work, as a step that waits for an accelerator (default "
+                        "1: computes flat out); make demo sizes it to the machine")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2, help="DataLoader worker processes")
     parser.add_argument("--experiment", help="default: $TRAINWATCH_EXPERIMENT")
@@ -82,6 +86,8 @@ def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__,
         parser.error("--steps and --batch-size must be >= 1, --workers and --loader-delay >= 0")
     if args.max_seconds is not None and args.max_seconds <= 0:
         parser.error("--max-seconds must be > 0")
+    if not 0 < args.cpu_share <= 1:
+        parser.error("--cpu-share must be > 0 and at most 1")
     return args
 
 
@@ -115,11 +121,13 @@ def train(trial: ti.Trial, loader: Iterable[tuple[torch.Tensor, torch.Tensor]],
           device: torch.device,
           reduce: Callable[[torch.Tensor], torch.Tensor] = lambda t: t,
           wrap: Callable[[nn.Module], nn.Module] = lambda m: m,
-          wait_for_ranks: Callable[[], object] | None = None) -> float:
+          wait_for_ranks: Callable[[], object] | None = None, cpu_share: float = 1.0) -> float:
     """The loop, with every standard phase timed; returns the mean loss (after ``reduce``).
     ``wrap`` wraps the model (DistributedDataParallel in ddp_gloo.py); ``wait_for_ranks`` (a
     barrier) runs timed as phase wait_for_ranks before each train_batch, so the time a rank
-    waits for slower ones is measured apart from its own work."""
+    waits for slower ones is measured apart from its own work. ``cpu_share`` under 1: the
+    process's CPU time since the last step's end is that share of the step's, the rest slept
+    at the end of train_batch (as a step that waits for an accelerator)."""
     torch.manual_seed(0)
     model = wrap(nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(),
                                nn.Linear(64, CLASSES)).to(device))
@@ -127,6 +135,7 @@ def train(trial: ti.Trial, loader: Iterable[tuple[torch.Tensor, torch.Tensor]],
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=50, gamma=0.5)
     loss_fn = nn.CrossEntropyLoss()
     total, steps = torch.zeros(2), 0
+    cpu_mark = time.process_time()
     for x, y in trial.loader(loader):  # times dataloader_next, counts steps and samples
         with trial.phase(ti.TO_DEVICE):
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -138,6 +147,9 @@ def train(trial: ti.Trial, loader: Iterable[tuple[torch.Tensor, torch.Tensor]],
             loss = loss_fn(model(x), y)
             loss.backward()
             optimizer.step()
+            if cpu_share < 1:
+                time.sleep((time.process_time() - cpu_mark) * (1 / cpu_share - 1))
+                cpu_mark = time.process_time()
         with trial.phase(ti.STEP_LR_SCHEDULERS):
             scheduler.step()
         with trial.phase(ti.FROM_DEVICE):
@@ -155,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dataset = SlowDataset(args.steps * args.batch_size, args.loader_delay, cpu=args.loader_cpu)
     with trial:
-        loss = train(trial, epochs_until(make_loader(args, dataset), args.max_seconds), device)
+        loss = train(trial, epochs_until(make_loader(args, dataset), args.max_seconds), device,
+                     cpu_share=args.cpu_share)
     budget = f"{args.max_seconds:g} s" if args.max_seconds else f"{args.steps} steps"
     log.info("trained %s on %s, mean loss %.4f", budget, device, loss)
     return 0

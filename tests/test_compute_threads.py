@@ -119,6 +119,7 @@ def test_more_threads_than_free_cores_on_a_saturated_node_is_noted_with_the_figu
 
 @pytest.mark.parametrize(("shares", "node_cpu", "threads", "cpu_count", "trial_cpu"), [
     (TRAIN_BOUND, BUSY, 1, 2, 1.2),  # one thread fits in the 1.2 free cores
+    (TRAIN_BOUND, BUSY, 1, 2, 0.1),  # 0.1 free cores, but one thread is the least there is
     (TRAIN_BOUND, SATURATED, 2, 2, 1.2),  # at the threshold is not saturated (alert: >)
     (TRAIN_BOUND, SATURATED * 0.5, 8, 2, 0.2),  # an idle node: threads find cores
     ({"train_batch": 0.3, "dataloader_next": 0.7}, BUSY, 2, 2, 1.2),  # the loader is largest

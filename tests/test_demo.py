@@ -16,9 +16,11 @@ import pytest
 from trainwatch.contract import remedies
 from trainwatch.demo import DemoResult, run
 from trainwatch.demo.__main__ import default_state_dir, main
-from trainwatch.layout import StateDir
+from trainwatch.demo.run import Sizing
+from trainwatch.layout import StateDir, project_file
 from trainwatch.stack import commands
-from trainwatch.webhook import alerts_in
+from trainwatch.stack.services import notifications_file
+from trainwatch.webhook import alerts_in, notification_text, recorded
 
 pytest.importorskip("torch")
 
@@ -72,6 +74,55 @@ def test_diagnose_names_the_data_loader_for_the_slow_trial_only(
     # Early or not depends on how soon the alert fired: either way it names the loader.
     assert re.search(VERDICT_LOADER, slow), slow
     assert not re.search(VERDICT_LOADER, healthy.split("==")[0])
+
+
+def test_the_trials_are_sized_to_the_machine_and_the_healthy_one_is_healthy(
+        demo: tuple[DemoResult, str, Path]) -> None:
+    result, text, _ = demo
+    sizing = result.sizing
+    assert sizing is not None and sizing.cpus == os.cpu_count()
+    assert 0.1 <= sizing.cpu_share <= 1
+    assert f"== {sizing.line()} ==" in text
+    assert f"{sizing.cpus} cores, " in sizing.line()
+    healthy = text.split("--trial healthy ==")[1].split("\n==")[0]
+    verdict = re.search(r"VERDICT[^:]*: (.*)", healthy)
+    assert verdict and "Data loader" not in verdict[1], healthy
+    if sizing.crowded:  # other work on this machine saturates it: the demo says so up front
+        assert "other work keeps this node busy: TrainwatchCPUSaturated may fire" in text
+        return
+    # The healthy trial's verdict is no bottleneck: not "Node CPUs saturated" (its own load,
+    # sized, leaves the node's CPUs unsaturated), and diagnose exits 0.
+    assert "other work keeps this node busy" not in text
+    assert result.diagnose_exit["healthy"] == 0, healthy
+    assert "saturated" not in verdict[1], healthy
+
+
+def test_sizing_leaves_the_node_room_and_says_when_other_work_does_not() -> None:
+    idle = Sizing.of(cpus=2, busy=0.0)
+    assert idle.cpu_share == 0.75 and not idle.crowded  # (2 - 0.5 for the stack) / 2
+    assert "may fire" not in idle.line()
+    busy = Sizing.of(cpus=2, busy=0.86)  # seen here: other engineers' tests on 2 cores
+    assert busy.cpu_share == 0.1 and busy.crowded
+    assert busy.line().startswith("Sized to this machine: 2 cores, 86% busy before the demo")
+    assert busy.line().endswith("diagnose may say \"Node CPUs saturated\" for both trials, "
+                                "whatever they do")
+    assert Sizing.of(cpus=64, busy=0.5).cpu_share == 1.0  # a big node: flat out
+
+
+def test_every_notification_it_caused_is_shown(demo: tuple[DemoResult, str, Path]) -> None:
+    result, text, state_dir = demo
+    every = list(recorded(notifications_file(StateDir(state_dir))))
+    assert len(every) == len(result.notifications) >= 2  # the firing and the resolution
+    section = text.split("== Every notification delivered (")[1].split("\n==")[0]
+    assert section.startswith(f"{len(every)}; in full: trainwatch stack notifications "
+                              f"--state-dir {state_dir}) ==")
+    lines = section.splitlines()[1:]
+    assert len(lines) == len(every)
+    templates = project_file("prometheus/alertmanager/templates")
+    for line, (received, note) in zip(lines, every, strict=True):
+        assert line == f"  {received}  {notification_text(note, templates).splitlines()[0]}"
+    assert any("[FIRING:1] TrainwatchDataloaderBound demo/slow-loader" in line for line in lines)
+    assert any("[RESOLVED] TrainwatchDataloaderBound demo/slow-loader" in line for line in lines)
 
 
 def test_it_says_where_to_look_next(demo: tuple[DemoResult, str, Path]) -> None:

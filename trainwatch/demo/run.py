@@ -38,6 +38,7 @@ from trainwatch.stack.services import notifications_file
 from trainwatch.stack.settings import DEFAULT_PORTS, READY_PATHS, StackSettings
 from trainwatch.stack.up import up as stack_up
 from trainwatch.webhook import Notification, alerts_in, recorded
+from trial_instrumentation.durations import parse_duration
 
 T = TypeVar("T")
 EXPERIMENT = "demo"
@@ -53,6 +54,55 @@ COMMON = ("--workers", "0", "--batch-size", "8", "--push-interval", "1")
 # slow-loader sleeps 50 ms per batch in its Dataset; healthy runs the same loop without it.
 TRIALS = {"slow-loader": ("--loader-delay", "0.05", "--steps", "100"),
           "healthy": ("--steps", "2000")}
+# What the demo's stack takes of the node at its 2 s scrape (Prometheus, the exporter, the
+# Pushgateway, Alertmanager, the webhook, gc), in cores: left free when the trials are sized.
+STACK_CORES = 0.5
+MIN_SHARE = 0.1  # the least share of a core the healthy trial computes on
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """The trials sized to the node: one torch thread each (more would wait for cores on a
+    small host), no loader workers, and the healthy trial's compute capped at ``cpu_share`` of
+    one core, half of what the node's idle cores leave after the stack, so the demo's own load
+    never saturates the node (TrainwatchCPUSaturated, a "Node CPUs saturated" verdict).
+
+    >>> Sizing.of(cpus=2, busy=0.3).cpu_share, Sizing.of(cpus=16, busy=0.1).cpu_share
+    (0.45, 1.0)
+    """
+
+    cpus: int
+    busy: float  # the node's busy CPU ratio before the demo
+    cpu_share: float
+
+    @classmethod
+    def of(cls, cpus: int, busy: float) -> Sizing:
+        return cls(cpus, busy, round(min(1.0, max(MIN_SHARE, cls.spare_of(cpus, busy) / 2)), 2))
+
+    @staticmethod
+    def spare_of(cpus: int, busy: float) -> float:
+        return max(cpus * (1 - busy) - STACK_CORES, 0.0)
+
+    @property
+    def crowded(self) -> bool:
+        """The node's other work leaves the trials less than the least they are given: its
+        CPUs may be saturated whatever the demo does."""
+        return self.spare_of(self.cpus, self.busy) / 2 < MIN_SHARE
+
+    @classmethod
+    def measured(cls) -> Sizing:
+        import psutil
+
+        return cls.of(os.cpu_count() or 1, psutil.cpu_percent(interval=1.0) / 100)
+
+    def line(self) -> str:
+        crowded = ("; other work keeps this node busy: TrainwatchCPUSaturated may fire and "
+                   "diagnose may say \"Node CPUs saturated\" for both trials, whatever they do"
+                   if self.crowded else "")
+        return (f"Sized to this machine: {self.cpus} cores, {self.busy:.0%} busy before the "
+                f"demo: one torch thread per trial (OMP_NUM_THREADS=1), no loader workers; the "
+                f"healthy trial computes on at most {self.cpu_share:.0%} of a core (its "
+                f"train_batch waits the rest, as for an accelerator){crowded}")
 
 
 def free_port() -> int:
@@ -70,6 +120,7 @@ class DemoError(RuntimeError):
 class DemoResult:
     """What the demo saw (the test asserts on it)."""
 
+    sizing: Sizing | None = None
     fired: dict[str, list[str]] = field(default_factory=dict)
     node_alerts: list[str] = field(default_factory=list)
     notifications: list[Notification] = field(default_factory=list)
@@ -117,14 +168,16 @@ def start_stack(state: StateDir, out: TextIO) -> StackSettings:
     return settings
 
 
-def start_trials(state: StateDir, pushgateway: str, seconds: float
+def start_trials(state: StateDir, pushgateway: str, seconds: float, sizing: Sizing
                  ) -> dict[str, subprocess.Popen[bytes]]:
     example = project_file("examples/pytorch_loop.py")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # two trials share the CPUs with the stack
+    sized = {"healthy": ("--cpu-share", f"{sizing.cpu_share:g}")}
     trials = {}
     for trial, args in TRIALS.items():
         argv = [sys.executable, str(example), "--experiment", EXPERIMENT, "--trial", trial,
-                "--pushgateway", pushgateway, "--max-seconds", f"{seconds:g}", *COMMON, *args]
+                "--pushgateway", pushgateway, "--max-seconds", f"{seconds:g}", *COMMON, *args,
+                *sized.get(trial, ())]
         with open(state.root / TRIALS_DIR / f"trial-{trial}.log", "wb") as log:
             trials[trial] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                              env=env, start_new_session=True)
@@ -137,8 +190,10 @@ def run(state_dir: Path | None, seconds: float = 45.0, out: TextIO = sys.stdout)
     state, result = StateDir.resolve(state_dir), DemoResult()
     state.prepare()
     (state.root / TRIALS_DIR).mkdir(exist_ok=True)
+    result.sizing = sizing = Sizing.measured()  # before the stack adds its own load
     settings = start_stack(state, out)
-    trials = start_trials(state, settings.url("pushgateway"), seconds)
+    out.write(f"\n== {sizing.line()} ==\n")
+    trials = start_trials(state, settings.url("pushgateway"), seconds, sizing)
     out.write(f"\n== Two PyTorch trials of experiment '{EXPERIMENT}' for {seconds:g} s: "
               "slow-loader (50 ms per batch in its Dataset) and healthy ==\n")
     out.flush()
@@ -199,4 +254,22 @@ def _story(state: StateDir, settings: StackSettings, trials: dict[str, subproces
                         60, "the resolution to be delivered")
     show.print_notification(out, "Resolved, after slow-loader ended cleanly", resolved[0][0],
                             templates)
+    # Every notification the demo caused, as `trainwatch stack notifications` lists them, once
+    # Alertmanager has had a grouping interval to send what it still held.
+    every = wait_for(settled(state), 30, "Alertmanager's last notifications")
+    show.print_every_notification(out, every, templates, state.root)
     return str(fired[0][1]["annotations"].get("runbook_url", ""))
+
+
+def settled(state: StateDir) -> Callable[[], list[tuple[str, Notification]] | None]:
+    """A probe: every notification so far, once none came for two of the demo's grouping
+    intervals (Alertmanager has sent what it held); None before."""
+    last = [-1, 0.0]  # how many, since when
+
+    def probe() -> list[tuple[str, Notification]] | None:
+        every, now = list(recorded(notifications_file(state))), time.monotonic()
+        if last[0] != len(every):
+            last[:] = [len(every), now]
+            return None
+        return every if now - last[1] >= 2 * parse_duration(GROUP_INTERVAL) else None
+    return probe

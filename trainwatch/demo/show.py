@@ -49,6 +49,17 @@ def print_notification(out: TextIO, heading: str, note: Notification, templates:
     out.writelines(f"  {line}\n" for line in notification_text(note, templates).splitlines())
 
 
+def print_every_notification(out: TextIO, every: list[tuple[str, Notification]],
+                             templates: Path, state_dir: Path) -> None:
+    """Each notification delivered, one line: when, and its title as the shipped templates
+    render it (the first line `trainwatch stack notifications` prints for it)."""
+    out.write(f"\n== Every notification delivered ({len(every)}; in full: trainwatch stack "
+              f"notifications --state-dir {state_dir}) ==\n")
+    for received, note in every:
+        title = next(iter(notification_text(note, templates).splitlines()), "?")
+        out.write(f"  {received}  {title}\n")
+
+
 def print_next_steps(out: TextIO, urls: dict[str, str], state_dir: Path,
                      experiment: str, share: str, runbook: str) -> None:
     """URLs into the demo stack; ``share`` is the recorded phase-share series."""

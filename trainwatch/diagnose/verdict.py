@@ -250,7 +250,7 @@ def compute_threads_note(m: Measurements, c: ComputeThreads,
         return None
     others = 0.0 if c.trial_cpu is None else max(m.node_cpu * c.cpu_count - c.trial_cpu, 0.0)
     free = max(c.cpu_count - others, 0.0)
-    if c.threads <= free:
+    if c.threads <= max(free, 1.0):  # one thread is the least: nothing fewer to advise
         return None
     fit = max(int(free), 1)
     return (f"train_batch runs {c.threads:g} compute threads on {free:.1f} free cores of "
