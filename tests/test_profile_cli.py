@@ -4,6 +4,8 @@ signal."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import signal
 import subprocess
@@ -64,8 +66,11 @@ def test_a_trial_on_this_node_is_signalled(stack: tuple[Service, Prometheus],
         wait_until(lambda: prom.query(f'{names.TRIAL_INFO}{{trial="local",pid="{proc.pid}"}}'),
                    timeout=60, what="the local trial in Prometheus")
         done = cli(prom, "--trial", "local")
-        assert done.returncode == 0, done.stderr
+        # The trial's answer, not only "sent": it dropped the request (exit 1), and says why.
+        assert done.returncode == 1, done.stderr
         assert f"sent SIGUSR2 to pid {proc.pid}" in done.stdout
+        assert "rank 0: profile request (signal SIGUSR2) dropped: cannot write" in done.stdout
+        assert "no answer" not in done.stdout
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
@@ -99,3 +104,62 @@ def test_a_pod_gets_kubectl_exec_and_an_unknown_trial_is_exit_2(
     assert rank.remote_command(signal.SIGUSR2) == "kubectl exec -n ml train-0 -- kill -USR2 42"
     done = cli(stack[1], "--trial", "never-ran")
     assert done.returncode == 2 and "no running trial" in done.stderr
+
+
+def test_the_cli_reports_started_written_and_refused_and_the_trace_appears_whole(
+        stack: tuple[Service, Prometheus], tmp_path: Path) -> None:
+    """A torch loop (tests/test_trial_profiling.py's): a capture of many steps is answered
+    'profiling steps ...' then 'written'; a request while it runs 'refused' (exit 1); the trace
+    never shows under its own name empty; kineto's USDT/STAGE lines stay out of its stderr."""
+    pytest.importorskip("torch")
+    from tests.test_trial_profiling import LOOP
+    from trial_instrumentation import profile_ack
+
+    pgw, prom = stack
+    stop, traces = tmp_path / "stop", tmp_path / "traces"
+    env = {**os.environ, names.ENV_PROFILE_DIR: str(traces), names.ENV_PROFILE_STEPS: "100"}
+    env.pop("KINETO_LOG_LEVEL", None)
+    # 50 ms steps: a capture of 100 takes over 5 s, so the second request finds it running.
+    slow = textwrap.dedent(LOOP).replace("time.sleep(0.002)", "time.sleep(0.05)")
+    proc = subprocess.Popen([sys.executable, "-c", slow, pgw.url, str(stop)],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+    def ask(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "trainwatch.cli", "profile", "--prometheus",
+                               prom.url, "--experiment", "prof", "--trial", "loop", *args],
+                              cwd=REPO, text=True, capture_output=True, timeout=120, check=False)
+
+    try:
+        wait_until(lambda: prom.query(f'{names.TRIAL_INFO}{{trial="loop",pid="{proc.pid}"}}'),
+                   timeout=120, what="the torch loop in Prometheus")
+        answer_file = profile_ack.by_pid(proc.pid)
+        proc.send_signal(signal.SIGUSR2)
+        started = wait_until(lambda: profile_ack.read(answer_file, 0), timeout=60,
+                             what="the trial's answer")
+        assert started["state"] == profile_ack.STARTED, started
+        final = Path(started["path"])
+        second = ask("--wait", "30")  # while it records: refused, exit 1
+        assert second.returncode == 1, second.stdout
+        assert "refused: a capture of steps" in second.stdout and "is running" in second.stdout
+
+        def whole_or_absent() -> bool:
+            if final.exists():
+                assert final.stat().st_size > 0  # never an empty file under its own name
+            answer = profile_ack.read(answer_file, 0)
+            return answer is not None and answer["state"] == profile_ack.WRITTEN
+        wait_until(whole_or_absent, timeout=120, what="the capture written")
+        third = ask("--wait", "60")  # the CLI's own request: started, then written
+        assert third.returncode == 0, third.stdout + third.stderr
+        assert "rank 0: profiling steps " in third.stdout
+        assert "(asked by signal SIGUSR2)" in third.stdout and "written to" in third.stdout
+        assert "still recording" not in third.stdout and "no answer" not in third.stdout
+        with gzip.open(final, "rt") as file:
+            assert json.load(file)["traceEvents"]
+        assert not [p for p in final.parent.iterdir() if p.name.endswith(".part.gz")]
+        stop.touch()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert "profiling steps" in err  # the trial's own log still says it
+    assert "USDT" not in err and "profiler_start" not in err and "STAGE:" not in err

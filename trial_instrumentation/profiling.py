@@ -12,6 +12,7 @@ the training loop.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -22,12 +23,16 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from trial_instrumentation import names
+from trial_instrumentation import names, profile_ack
 from trial_instrumentation.config import TrialConfig, profile_steps
 
 log = logging.getLogger(__name__)
 WARMUP_STEPS = 2  # the profiler's own start-up distorts the first steps it sees
 MAX_SECONDS = 120.0  # a capture of slow steps stops here, with what it has
+# Kineto (torch.profiler's C++ side) prints "USDT: ... profiler_start" / "profiler_stop" (and its
+# "STAGE:" lines) on the training script's stderr at each capture; above its levels it prints
+# nothing. Set before the first capture, unless the trial set it.
+KINETO_QUIET = ("KINETO_LOG_LEVEL", "6")
 
 
 class StepBoundary:
@@ -52,10 +57,12 @@ class _Capture:
         import torch
         from torch.profiler import ProfilerAction, ProfilerActivity, profile
 
+        os.environ.setdefault(*KINETO_QUIET)
         activities = [ProfilerActivity.CPU]
         if torch.cuda.is_available():
             activities.append(ProfilerActivity.CUDA)
         self.path, self.steps, self.first_step = path, steps, first_step
+        self.part = part_of(path)  # written here, renamed to ``path`` once complete
         self.seen = 0  # step boundaries since the start, warm-up included
         self.deadline = time.monotonic() + MAX_SECONDS
         # torch.profiler.schedule(wait=0, warmup=WARMUP_STEPS, active=steps), counted from the
@@ -85,6 +92,17 @@ class _Capture:
     @property
     def recorded(self) -> int:
         return min(max(self.seen - WARMUP_STEPS, 0), self.steps)
+
+    @property
+    def step_range(self) -> str:
+        return f"{self.first_step}-{self.first_step + self.steps - 1}"
+
+
+def part_of(path: Path) -> Path:
+    """Where a trace is written before it is renamed to ``path``: hidden, same directory, the
+    same ``.gz`` ending (torch compresses by the name), so no empty or half-written file shows
+    under the trace's own name."""
+    return path.with_name(f".{path.name}.part.gz")
 
 
 class OnDemandProfiler(StepBoundary):
@@ -165,8 +183,9 @@ class OnDemandProfiler(StepBoundary):
             if self._capture is not None:
                 self._write("the trial ended")
             elif self._pending is not None:
-                log.warning("trainwatch: profile request (%s) came after the last step; "
-                            "no trace", self._pending[1])
+                said = f"profile request ({self._pending[1]}) came after the last step; no trace"
+                log.warning("trainwatch: %s", said)
+                self._answer(profile_ack.DROPPED, said)
         except Exception:  # the final push comes next and must not be lost
             log.exception("trainwatch: writing the profile at exit failed")
         self._pending, self.armed = None, False
@@ -180,9 +199,10 @@ class OnDemandProfiler(StepBoundary):
             self.armed = self._capture is not None or self._pending is not None
             return
         if pending is not None:
-            log.warning("trainwatch: profile request (%s) refused: a capture of steps %d-%d is "
-                        "running", pending[1], self._capture.first_step,
-                        self._capture.first_step + self._capture.steps - 1)
+            said = (f"profile request ({pending[1]}) refused: a capture of steps "
+                    f"{self._capture.step_range} is running")
+            log.warning("trainwatch: %s", said)
+            self._answer(profile_ack.REFUSED, said, steps=self._capture.step_range)
         if self._capture.step():
             self._write(None)
 
@@ -194,21 +214,25 @@ class OnDemandProfiler(StepBoundary):
         path = folder / f"rank{cfg.rank}-{stamp}.pt.trace.json.gz"
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            path.touch()
+            part_of(path).touch()  # can it be written? (hidden: not the trace's name)
         except OSError as exc:
-            log.warning("trainwatch: profile request (%s) dropped: cannot write %s: %s; "
-                        "training goes on (%s picks the directory)", source, path, exc,
-                        names.ENV_PROFILE_DIR)
+            said = (f"profile request ({source}) dropped: cannot write {path}: {exc}; training "
+                    f"goes on ({names.ENV_PROFILE_DIR} picks the directory)")
+            log.warning("trainwatch: %s", said)
+            self._answer(profile_ack.DROPPED, said)
             return
         try:
             first = self._steps_done() + WARMUP_STEPS + 1
             self._capture = _Capture(path, steps, first)
         except ImportError:
-            log.warning("trainwatch: profile request (%s) dropped: torch is not installed", source)
-            path.unlink(missing_ok=True)
+            said = f"profile request ({source}) dropped: torch is not installed"
+            log.warning("trainwatch: %s", said)
+            self._answer(profile_ack.DROPPED, said)
+            part_of(path).unlink(missing_ok=True)
             return
-        log.info("trainwatch: profiling steps %d-%d (asked by %s) into %s", first,
-                 first + steps - 1, source, path)
+        said = f"profiling steps {self._capture.step_range} (asked by {source}) into {path}"
+        log.info("trainwatch: %s", said)
+        self._answer(profile_ack.STARTED, said, steps=self._capture.step_range, path=str(path))
 
     def _write(self, cut: str | None) -> None:
         from trial_instrumentation import profile_trace
@@ -222,11 +246,23 @@ class OnDemandProfiler(StepBoundary):
             cut = cut or f"it ran past {MAX_SECONDS:g}s"
             log.warning("trainwatch: profile cut short (%s): %d of %d steps recorded", cut,
                         capture.recorded, capture.steps)
-        summary = profile_trace.write(capture.profiler, capture.path, capture.first_step,
+        summary = profile_trace.write(capture.profiler, capture.part, capture.first_step,
                                       capture.recorded, self._config.profile.max_bytes)
+        os.replace(capture.part, capture.path)  # complete: now under its own name
+        summary = dataclasses.replace(summary, path=str(capture.path))
         self._on_written(summary)
-        log.info("trainwatch: profile of steps %s written to %s", summary.step_range,
-                 capture.path)
+        said = f"profile of steps {summary.step_range} written to {capture.path}"
+        log.info("trainwatch: %s", said)
+        self._answer(profile_ack.WRITTEN, said, steps=summary.step_range, path=str(capture.path))
+
+    def _answer(self, state: str, message: str, **fields: str) -> None:
+        """Tell `trainwatch profile` what became of its request (trial_instrumentation.
+        profile_ack): by pid, and beside the trigger file where the trial watches one."""
+        cfg = self._config
+        paths = [profile_ack.by_pid(os.getpid())]
+        if cfg.profile.trigger:
+            paths.append(profile_ack.beside(cfg.profile.trigger, cfg.rank))
+        profile_ack.write(paths, state, message, **fields)
 
     def _trigger_state(self) -> tuple[int, int] | None:
         try:
