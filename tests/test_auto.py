@@ -91,8 +91,8 @@ def test_no_optimizer_counts_one_step_per_batch_and_says_so_once(
     batches = auto_steps.UNDECIDED_FETCHES + 10
     assert clock.counted == (batches, batches * 8, batches)
     assert [r.message for r in caplog.records] == [
-        f"trainwatch: no optimizer step in the first {auto_steps.UNDECIDED_FETCHES} batches: "
-        "counting one step per fetched batch (train_batch is not timed)"]
+        (f"trainwatch: no optimizer step in the first {auto_steps.UNDECIDED_FETCHES} batches: "
+         "counting one step per fetched batch (train_batch is not timed)")]
 
 
 def test_a_few_batches_and_no_optimizer_are_counted_at_close() -> None:
@@ -126,7 +126,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 SHOW = ("import sys; print(sorted(m for m in sys.modules if m.startswith('trial_instrumentation')),"
         " [type(f).__name__ for f in sys.meta_path if type(f).__name__ == '_Watch'],"
-        " getattr(sys.modules.get('sitecustomize'), 'USER', None))")
+        " getattr(sys.modules.get('sitecustomize'), 'USER', None))")  # one string
 
 
 def test_the_users_sitecustomize_still_runs_and_nothing_loads_when_unset(

@@ -4,6 +4,7 @@ count is Prometheus's last sample, compared with what the script itself says it 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -61,10 +62,8 @@ def last(stack: LiveStack, metric: str, trial: str, rank: int = 0, value: float 
     more = "".join(f', {k}="{v}"' for k, v in labels.items())
     expr = f'{metric}{{experiment="{EXPERIMENT}", trial="{trial}", rank="{rank}"{more}}}'
     if value is not None:
-        try:
+        with contextlib.suppress(TimeoutError):  # the assertion says what it was instead
             stack.prometheus.wait_for_series(f"{expr} == {value}", timeout)
-        except Exception:  # say what it was instead
-            pass
     [series] = stack.prometheus.wait_for_series(expr, timeout)
     return float(series["value"][1])
 

@@ -130,7 +130,7 @@ def on_torch(torch: Any) -> None:
         _watch_exit()
         os.register_at_fork(after_in_child=_forked)
         AUTO.ready = True
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - never break the job: one warning, then off
         AUTO.fail(exc)
 
 
@@ -177,11 +177,11 @@ def _patch_loader(torch: Any) -> None:
                 if (steps := AUTO.hot) is None:
                     return batch
             steps.fetched(started, ended, batch)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - never break the job: one warning, then off
             AUTO.fail(exc)
         return batch
 
-    iterator.__next__ = __next__
+    iterator.__next__ = __next__  # type: ignore[method-assign]
 
 
 def _patch_optimizers(torch: Any) -> None:
@@ -203,7 +203,7 @@ def _patch_optimizers(torch: Any) -> None:
                 if (steps := AUTO.hot) is None:
                     return
             steps.optimizer_stepped(opt)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - never break the job: one warning, then off
             AUTO.fail(exc)
 
     AUTO.handles.append(register(stepped))
@@ -212,7 +212,7 @@ def _patch_optimizers(torch: Any) -> None:
 def _safely(function: Any, *args: Any) -> None:
     try:
         function(*args)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - never break the job: one warning, then off
         AUTO.fail(exc)
 
 
@@ -233,7 +233,8 @@ def _watch_explicit_trials() -> None:
 def _watch_exit() -> None:
     """Remember how the process ends, for the exit marker: an uncaught exception closes the trial
     as failed at once; ``sys.exit(code)`` is remembered for the close at exit."""
-    hook, exit_ = sys.excepthook, sys.exit
+    hook = sys.excepthook
+    exit_any: Any = sys.exit
 
     def excepthook(kind: Any, value: Any, tb: Any) -> None:
         AUTO.exit_code = 1
@@ -244,6 +245,6 @@ def _watch_exit() -> None:
 
     def exit(code: object = None) -> None:
         AUTO.exit_code = code
-        exit_(code)
+        exit_any(code)
 
-    sys.excepthook, sys.exit = excepthook, exit
+    sys.excepthook, sys.exit = excepthook, exit  # type: ignore[assignment]

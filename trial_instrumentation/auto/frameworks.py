@@ -13,14 +13,14 @@ from typing import Any
 
 def patch(trainer_class: type, framework: str, auto: Any) -> None:
     """Wrap ``trainer_class.__init__`` to add the callback after the trainer is built."""
-    original = trainer_class.__init__
+    original = trainer_class.__init__  # type: ignore[misc]
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         if auto.ready and not auto.off:
             try:
                 _attach(self, framework, auto)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - never break the job: one warning, then off
                 auto.fail(exc)
 
     trainer_class.__init__ = __init__  # type: ignore[misc]
@@ -29,17 +29,18 @@ def patch(trainer_class: type, framework: str, auto: Any) -> None:
 def _attach(trainer: Any, framework: str, auto: Any) -> None:
     from trial_instrumentation.auto import naming
 
+    callback_class: Any
     if framework == "lightning":
-        from trial_instrumentation.lightning import TrainwatchCallback
+        from trial_instrumentation.lightning import TrainwatchCallback as callback_class
         callbacks = trainer.callbacks
     else:
-        from trial_instrumentation.transformers import TrainwatchCallback
+        from trial_instrumentation.transformers import TrainwatchCallback as callback_class
         callbacks = trainer.callback_handler.callbacks
-    if any(isinstance(callback, TrainwatchCallback) for callback in callbacks):
+    if any(isinstance(callback, callback_class) for callback in callbacks):
         return  # the script's own; explicit instrumentation wins
     env = os.environ
     experiment, trial, where = naming.choose(env, sys.argv)
-    callback = TrainwatchCallback(
+    callback = callback_class(
         experiment=None if env.get("TRAINWATCH_EXPERIMENT") else experiment,
         trial=None if env.get("TRAINWATCH_TRIAL") else trial)
     auto.stand_aside()  # the callback times from here; its Trial is made when training starts

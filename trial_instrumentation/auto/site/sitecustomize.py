@@ -66,7 +66,7 @@ def _run(hook: object, module: object) -> None:
         from trial_instrumentation import auto
 
         getattr(auto, str(hook))(module)
-    except Exception as exc:  # never break the job: one line, then the job runs untouched
+    except Exception as exc:  # noqa: BLE001 - never break the job: one line, then untouched
         sys.stderr.write(f"trainwatch: automatic instrumentation disabled in this process: "
                          f"{type(exc).__name__}: {exc}\n")
 
