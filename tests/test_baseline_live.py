@@ -9,10 +9,12 @@ the recorded one fires TrainwatchTrialSlowerThanBaseline for the eighth naming t
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -132,6 +134,19 @@ def test_diagnose_says_how_much_slower_and_why_after_the_verdict(stack: LiveStac
                       night(SLOW_NIGHT), "--format", "json")
     [report] = json.loads(done.stdout)["reports"]
     assert report["baseline"]["line"] in line and report["baseline"]["vs_baseline"] < -0.15
+
+
+def test_the_report_shows_the_baseline_beside_the_run(stack: LiveStack, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    done = trainwatch(stack, "report", "--experiment", EXPERIMENT, "--trial", night(SLOW_NIGHT),
+                      "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    html = out.read_text()
+    said = re.search(r'data-baseline="line">([^<]+)', html)
+    assert said and re.fullmatch(rf"\d+% slower than the median of the last 5 runs of "
+                                 rf"{EXPERIMENT} \({names.DATALOADER_NEXT} \+\d+ ms per step "
+                                 r"explains \d+%\)", said[1]), said
+    assert 'data-compare="side-by-side"' in html and f'data-phase="{names.DATALOADER_NEXT}"' in html
 
 
 @pytest.mark.parametrize(("args", "said"), [

@@ -13,6 +13,7 @@ from typing import Any
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import select as selector
 from trainwatch.contract.records import RecordNames
+from trainwatch.diagnose import baseline as own_baseline
 from trainwatch.diagnose import rulesource
 from trainwatch.diagnose.compare import Comparison, compare_refs, parse_reference
 from trainwatch.diagnose.deployed import Deployment
@@ -64,6 +65,9 @@ class Document:
     sections: list[tuple[str, list[Panel], str | None]] = field(default_factory=list)
     alerts: list[FiredAlert] = field(default_factory=list)
     comparison: Comparison | None = None
+    # Without --baseline: the trial against its own baseline (trainwatch.diagnose.baseline),
+    # its sentence ("23% slower than the median of the last 5 runs of E (...)").
+    baseline_line: str | None = None
 
 
 def seen_at(api: PrometheusAPI, experiment: str, trial: str | None, rank: str | None,
@@ -163,7 +167,22 @@ def collect(api: PrometheusAPI, experiment: str, trial: str | None, rank: str | 
     doc.alerts = fired(api, window, reports, runbooks, hosts)
     if baseline is not None:
         doc.comparison = compare_with(api, deployment, reports, baseline, kept, now)
+    else:
+        against_own(api, deployment, doc, kept, now)
     return doc
+
+
+def against_own(api: PrometheusAPI, deployment: Deployment, doc: Document, kept: float,
+                now: float) -> None:
+    """A report of one trial: its lowest rank's run against the last runs of its experiment
+    (the baseline `check` and `diagnose` use), compared with the baseline run nearest the
+    median where there is a baseline."""
+    runs = [r.run for r in doc.reports if r.run is not None]
+    if len({(r.experiment, r.trial) for r in runs}) != 1:
+        return
+    baselines = own_baseline.Baselines(api, deployment, now=now, since=kept)
+    [found] = own_baseline.for_reports(baselines, runs).values()
+    doc.baseline_line, doc.comparison = found.line(), found.comparison
 
 
 def draw(api: PrometheusAPI, doc: Document, deployment: Deployment, runs: list[Run],

@@ -227,8 +227,10 @@ def _when(seconds: float) -> str:
 def baseline(doc: Document) -> str:
     """compare's answer against the baseline: the two side by side, then what changed."""
     c = doc.comparison
+    own = ('<p class="verdict-change"><b>Against its baseline:</b> <span data-baseline="line">'
+           f"{e(doc.baseline_line)}</span></p>" if doc.baseline_line else "")
     if c is None:
-        return ""
+        return f"<h2>Against the baseline</h2>{own}" if own else ""
     a, b = c.a, c.b
     rows = [("trial", a.reference, b.reference), ("state", a.state, b.state),
             ("ran", ago(a.run.seconds), ago(b.run.seconds)),
@@ -251,6 +253,6 @@ def baseline(doc: Document) -> str:
               f"the baseline)</th><th>share of the difference</th></tr>{changes}</table>"
               if changes else "")
     return ('<h2>Against the baseline</h2><div class="scroll"><table data-compare="side-by-side">'
-            f"<tr><th></th><th>this trial</th><th>baseline</th></tr>{table}</table></div>"
+            f"<tr><th></th><th>this trial</th><th>baseline</th></tr>{table}</table></div>{own}"
             f'<p class="verdict-change"><b>What changed:</b> <span data-compare="summary">'
             f"{e(c.summary)}</span></p>{ranked}")
