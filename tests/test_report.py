@@ -97,7 +97,7 @@ def test_the_window_is_the_trials_life_unless_a_time_is_given() -> None:
     at = Asked(at=now - 2 * 3600).window([ended, running], now, 15 * day)
     assert (at.start, at.end) == (ended.first - 144, now - 2 * 3600)
     assert Asked(since=600).window([ended], now, 15 * day).start == now - 600
-    with pytest.raises(ValueError, match="outside the 360.0 hours Prometheus keeps"):
+    with pytest.raises(ValueError, match="outside the 15 days Prometheus keeps"):
         Asked(start=now - 20 * day, end=now - 16 * day).window([ended], now, 15 * day)
     with pytest.raises(ValueError, match="in the future"):
         Asked(at=now + 60).window([ended], now, 15 * day)

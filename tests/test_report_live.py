@@ -393,7 +393,7 @@ def test_finished_trial_without_gpus(two_trials: LiveStack, finished: subprocess
 
 @pytest.mark.parametrize(("args", "said"), [
     (("--experiment", "live-diagnos"),
-     ("no experiment 'live-diagnos' in Prometheus over the last 360.0 hours (did you mean "
+     ("no experiment 'live-diagnos' in Prometheus over the last 15 days (did you mean "
       f"{EXPERIMENT}?); experiments: ")),
     # The known trials are listed; the healthy one may have ended by now, so only the slow one
     # (its steps outlive the session) is certain.
@@ -401,7 +401,7 @@ def test_finished_trial_without_gpus(two_trials: LiveStack, finished: subprocess
      f"(did you mean {EXPERIMENT}/slow?); trials of experiment {EXPERIMENT}: "),
     (("--experiment", EXPERIMENT, "--trial", "nope"), "slow (rank 0)"),
     (("--experiment", EXPERIMENT, "--trial", "slow", "--start", "2000-01-01T00:00:00Z",
-      "--end", "2000-01-01T01:00:00Z"), "hours ago, outside the 360.0 hours Prometheus keeps"),
+      "--end", "2000-01-01T01:00:00Z"), "days ago, outside the 15 days Prometheus keeps"),
     (("--experiment", EXPERIMENT, "--trial", "slow", "--at", "2000-01-01T00:00:00Z"),
      "--at is "),
     (("--experiment", EXPERIMENT, "--trial", "slow", "--since", "1h", "--end",

@@ -442,8 +442,10 @@ def test_a_second_command_while_one_works_on_the_stack_is_refused(tmp_path: Path
 
 
 @pytest.mark.parametrize(("flag", "says"), [
-    ("--scrape-interval=fast", "--scrape-interval: 'fast' is not a Prometheus duration like 15s"),
-    ("--for=soon", "rendering rules with --for/--rate-window/--runbook-url failed: "),
+    ("--scrape-interval=fast", "--scrape-interval: 'fast' is not a Prometheus duration above 0 "
+     "(e.g. --scrape-interval 30s"),
+    ("--for=soon", "--for: 'soon' is not a Prometheus duration above 0 (e.g. --for 30s"),
+    ("--rate-window=0s", "--rate-window: '0s' is not a Prometheus duration above 0"),
     ("--runbook-url=wiki/runbooks", "override runbook_url: 'wiki/runbooks' is not an http(s)"),
     ("--exporter-port=70000", "--exporter-port: 70000 is not a TCP port (1-65535)"),
     ("--prometheus-external-url=vm:10911",

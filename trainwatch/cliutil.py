@@ -164,6 +164,15 @@ def ago(seconds: float) -> str:
     return f"{_one_decimal(seconds / 86400)} days"
 
 
+def ms(seconds: float | None) -> str:
+    """Seconds as milliseconds, the one way every command prints a step or phase time.
+
+    >>> ms(0.0423), ms(None)
+    ('42.3 ms', '-')
+    """
+    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
+
+
 def _one_decimal(value: float) -> str:
     text = f"{value:,.1f}"
     return text.removesuffix(".0")

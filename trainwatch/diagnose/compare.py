@@ -17,7 +17,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from trainwatch.cliutil import ago, printable, signed
+from trainwatch.cliutil import ago, ms, printable, signed
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import select
 from trainwatch.contract.records import BUSY_SOURCES
@@ -173,21 +173,17 @@ def compare(a: Side, b: Side) -> Comparison:
     changes = [Change(p, d, d / delta if significant else None)
                for p, d in sorted(deltas.items(), key=lambda item: -abs(item[1]))]
     if not significant:
-        summary = (f"No change: mean step time {_ms(a.step_seconds)} against "
-                   f"{_ms(b.step_seconds)} (within {NO_CHANGE:.0%})")
+        summary = (f"No change: mean step time {ms(a.step_seconds)} against "
+                   f"{ms(b.step_seconds)} (within {NO_CHANGE:.0%})")
     else:
         word = "slowdown" if delta > 0 else "speed-up"
         ratio = a.step_seconds / b.step_seconds if b.step_seconds else math.inf
         top = changes[0]
-        summary = (f"{a.reference} takes {_ms(a.step_seconds)} per step, {ratio:.2f}x "
-                   f"{b.reference}'s {_ms(b.step_seconds)} ({_signed_ms(delta)}); "
+        summary = (f"{a.reference} takes {ms(a.step_seconds)} per step, {ratio:.2f}x "
+                   f"{b.reference}'s {ms(b.step_seconds)} ({_signed_ms(delta)}); "
                    f"{top.phase} {_signed_ms(top.delta_seconds)} per step: "
                    f"{top.explained or 0:.0%} of the {word}")
     return Comparison(a, b, delta, changes, summary)
-
-
-def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
 
 
 def _signed_ms(seconds: float) -> str:
@@ -211,7 +207,7 @@ def as_text(c: Comparison) -> str:
             ("steps", _num(a.steps, 0), _num(b.steps, 0)),
             ("steps/s", _num(a.steps_per_second), _num(b.steps_per_second)),
             ("samples/s", _num(a.samples_per_second, 1), _num(b.samples_per_second, 1)),
-            ("step time", _ms(a.step_seconds), _ms(b.step_seconds)),
+            ("step time", ms(a.step_seconds), ms(b.step_seconds)),
             ("GPU busy", _gpu(a), _gpu(b))]
     if a.loader_limit or b.loader_limit or a.step_limit or b.step_limit:
         rows += [("loader limit", _num(a.loader_limit, 0), _num(b.loader_limit, 0)),
@@ -220,8 +216,8 @@ def as_text(c: Comparison) -> str:
         p = change.phase
         if p == UNTIMED:
             continue
-        rows.append((f"  {p}", f"{_ms(a.phase_seconds.get(p))} {_pct(a.share(p))}",
-                     f"{_ms(b.phase_seconds.get(p))} {_pct(b.share(p))}"))
+        rows.append((f"  {p}", f"{ms(a.phase_seconds.get(p))} {_pct(a.share(p))}",
+                     f"{ms(b.phase_seconds.get(p))} {_pct(b.share(p))}"))
     cells = [[printable(cell) for cell in row] for row in rows]  # a name stays on its line
     widths = [max(len(r[i]) for r in cells) for i in range(3)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in cells]

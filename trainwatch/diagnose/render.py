@@ -8,7 +8,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 
-from trainwatch.cliutil import ago, printable
+from trainwatch.cliutil import ago, ms, printable
 from trainwatch.diagnose import traces
 from trainwatch.diagnose.baseline import Baseline
 from trainwatch.diagnose.figures import RankReport
@@ -25,10 +25,6 @@ def pct(value: float | None) -> str:
 
 def num(value: float | None, unit: str = "", digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}{unit}"
-
-
-def ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
 
 
 def quantile_ms(seconds: float | None, bounds: Sequence[float]) -> str:

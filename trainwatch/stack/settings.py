@@ -85,10 +85,11 @@ def check(settings: StackSettings) -> None:
         if not re.match(r"^https?://[^/\s]+(/\S*)?$", url):
             raise StackError(f"--{service}-external-url: {url!r} is not an http(s) URL like "
                              "http://host:port/")
-    if (settings.scrape_interval is not None
-            and not is_prometheus_duration(settings.scrape_interval)):
-        raise StackError(f"--scrape-interval: {settings.scrape_interval!r} is not a Prometheus "
-                         "duration like 15s or 1m")
+    for flag, value in (("--scrape-interval", settings.scrape_interval),
+                        ("--for", settings.for_), ("--rate-window", settings.rate_window)):
+        if value is not None and not is_prometheus_duration(value):
+            raise StackError(f"{flag}: {value!r} is not a Prometheus duration above 0 (e.g. "
+                             f"{flag} 30s, 1m, 1m30s)")
 
 
 def check_ports(ports: dict[str, int]) -> None:
