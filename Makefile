@@ -26,7 +26,7 @@ ARGS ?=
 	image image-base image-tools image-test-tools image-name compose-schema browser-tools
 
 run: tools run-venv
-	$(VENV_RUN)/bin/trainwatch stack up $(ARGS)
+	PYTHONUNBUFFERED=1 $(VENV_RUN)/bin/trainwatch stack up $(ARGS)
 
 stop: run-venv
 	$(VENV_RUN)/bin/trainwatch stack down
@@ -51,9 +51,9 @@ tools:
 	  command -v $$bin >/dev/null 2>&1 || missing="$$missing $$bin"; \
 	done; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing$$missing"; \
-	  $(APT) update -qq && \
-	  $(APT) install -y -qq --no-install-recommends $(DEBIAN_TOOLS); \
+	  echo "installing$$missing (apt's lines, one per package, are the progress)"; \
+	  $(APT) update -q && \
+	  $(APT) install -y -q --no-install-recommends $(DEBIAN_TOOLS); \
 	fi
 
 # Debian's Chromium, headless, for the report's browser test (tests/test_report_live.py drives it

@@ -365,6 +365,11 @@ def test_make_run_starts_the_stack_and_make_stop_stops_it(tmp_path: Path) -> Non
         assert f"export TRAINWATCH_PUSHGATEWAY=http://127.0.0.1:{ports['pushgateway']}" \
             in run.stdout
         assert len(marked(tmp_path / "s")) == len(STARTED)
+        # Progress while it starts: a line as each service answers, before the summary.
+        lines = run.stdout.splitlines()
+        answered = [i for i, line in enumerate(lines) if line.startswith("starting: ")]
+        assert len(answered) == len(STARTED), run.stdout
+        assert max(answered) < lines.index(next(x for x in lines if x.startswith("prometheus ")))
         # A fresh shell, as after the README's steps: the line make run printed puts
         # `trainwatch` on PATH, and the README's commands work.
         activate = f"source {REPO / '.venv-run/bin/activate'}"

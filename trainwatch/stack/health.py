@@ -100,17 +100,29 @@ def alertmanagers(prometheus: str) -> list[str] | None:
     return [a["url"] for a in data.get("activeAlertmanagers", [])]
 
 
-def wait_scraped(prometheus: str, alertmanager: str, timeout: float) -> None:
+# While `up` waits, a line at least this often (seconds): `make run` shows progress.
+PROGRESS_EVERY = 5.0
+
+
+def wait_scraped(prometheus: str, alertmanager: str, timeout: float,
+                 say: Callable[[str], None] = lambda _: None) -> None:
     """Wait (bounded: after it, `status` says what is wrong) until every target's last scrape
     succeeded and Prometheus has found the Alertmanager. "Scraped once" is not enough: a
-    restarted exporter stays "down" in Prometheus's view until its next scrape."""
-    deadline = time.monotonic() + timeout
+    restarted exporter stays "down" in Prometheus's view until its next scrape. ``say`` gets
+    a line every PROGRESS_EVERY seconds naming what it still waits for."""
+    start = time.monotonic()
+    deadline, next_word = start + timeout, start + PROGRESS_EVERY
     while time.monotonic() < deadline:
         found = targets(prometheus) or []
         managers = alertmanagers(prometheus) or []
         if found and all(t.health == "up" for t in found) \
                 and any(m.startswith(alertmanager) for m in managers):
             return
+        if time.monotonic() >= next_word:
+            waiting = [t.job for t in found if t.health != "up"] or ["its targets"]
+            say(f"waiting {time.monotonic() - start:.0f} s for Prometheus's first scrape of "
+                f"{', '.join(waiting)} (at most {timeout:.0f} s)")
+            next_word += PROGRESS_EVERY
         time.sleep(0.2)
 
 

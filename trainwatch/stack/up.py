@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
@@ -77,10 +78,10 @@ def _up(state: StateDir, asked: StackSettings, say: Say) -> int:
                          f"{'are' if len(taken) > 1 else 'is'} taken by another program: "
                          f"stop {them}, or pass {flags}")
     settings.save(state.settings_file)
-    started = _start_all(state, settings, [specs[s] for s in missing], inv.stack)
+    started = _start_all(state, settings, [specs[s] for s in missing], inv.stack, say)
     if "prometheus" in specs:
         health.wait_scraped(settings.url("prometheus"), settings.url("alertmanager"),
-                            FIRST_SCRAPE_WAIT)
+                            FIRST_SCRAPE_WAIT, say)
     for service in (s for s in START_ORDER if s in specs):
         record = inv.alive.get(service) or started[service]
         verb = "already running" if service in inv.alive else "started"
@@ -141,13 +142,16 @@ def _settings(state: StateDir, inv: inventory.Inventory, asked: StackSettings) -
 
 
 def _start_all(state: StateDir, settings: StackSettings, specs: list[ServiceSpec],
-               stack: str) -> dict[str, ProcRecord]:
-    """Start each in turn, waiting until it is ready; on any failure stop those started here,
-    so a failed `up` leaves no half stack behind."""
+               stack: str, say: Say) -> dict[str, ProcRecord]:
+    """Start each in turn, waiting until it is ready (a line as each answers: `make run`'s
+    progress); on any failure stop those started here, so a failed `up` leaves no half stack
+    behind."""
     started: dict[str, ProcRecord] = {}
     try:
         for spec in specs:
+            began = time.monotonic()
             started[spec.name] = _start(state, spec, settings)
+            say(f"starting: {spec.name} answers ({time.monotonic() - began:.1f} s)")
     except BaseException:
         procs.stop(list(started.values()), stack)
         for service in started:
