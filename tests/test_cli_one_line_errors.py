@@ -75,6 +75,7 @@ def test_a_bad_value_is_one_line_naming_the_flag_the_value_and_an_example(path, 
     assert err.startswith(f"trainwatch {' '.join(path)}: error: ")
     assert flag in err and repr(BAD) in err
     assert "e.g." in err or "choose from" in err
+    assert err.count("e.g.") <= 1  # one example, not argparse's and ours
 
 
 @pytest.mark.parametrize(("path", "flag"), FLAGS, ids=[f"{' '.join(p)} {f}" for p, f in FLAGS])

@@ -69,8 +69,8 @@ class Parser(argparse.ArgumentParser):
         if action is None:
             return f" (see `{self.prog} --help`)"
         flag = action.option_strings[-1] if action.option_strings else ""
-        value = (next(iter(action.choices)) if action.choices else
-                 EXAMPLES.get(str(action.metavar), action.metavar or action.dest.upper()))
+        shown = str(action.metavar or action.dest.upper())
+        value = next(iter(action.choices)) if action.choices else EXAMPLES.get(shown, shown)
         return f" (e.g. {flag} {value})".replace("( ", "(")
 
 
@@ -118,7 +118,8 @@ def timeout_seconds(text: str) -> float:
         seconds = math.nan
     if not 0 < seconds <= MAX_TIMEOUT:
         raise argparse.ArgumentTypeError(
-            f"not a timeout: {text!r} (seconds above 0, at most {MAX_TIMEOUT:.0f}: a day)")
+            f"not a timeout: {text!r} (seconds above 0, at most {MAX_TIMEOUT:.0f}: a day; e.g. 10 "
+            "or 2.5)")
     return seconds
 
 
