@@ -39,6 +39,9 @@ class Given(Baselines):
     def gpus(self, run: Run) -> frozenset[str]:
         return self.products.get(run, frozenset())
 
+    def rates(self, run: Run) -> tuple[float | None, float | None]:
+        return self.given[run], self.given[run] / 8
+
     def side(self, run: Run) -> compare.Side:
         speed = self.given[run]
         side = compare.Side(f"{run.experiment}/{run.trial}", run, "ended clean", steps=100,
@@ -89,3 +92,14 @@ def test_fewer_than_two_runs_say_so(count: int, said: str) -> None:
                    run("today", 9000): 10.0})
     found = given.of(run("today", 9000))
     assert found.line() == said and not found.judgement.beyond(0.0)
+
+
+def test_trials_judges_every_row_from_the_counts_alone_without_reading_sides() -> None:
+    class CountsOnly(Given):
+        def side(self, run: Run) -> compare.Side:
+            raise AssertionError("trials reads no side: two counts a run")
+
+    given = CountsOnly({**{run(f"n{i}", 1000.0 * i): 100.0 for i in range(1, 4)},
+                        run("today", 9000): 50.0})
+    found = given.of(run("today", 9000), reasons=False)
+    assert found.judgement.percent == "\u221250%" and found.reasons == []

@@ -26,7 +26,7 @@ from trainwatch.diagnose.figures import UnknownTrial
 from trainwatch.diagnose.history import unknown_message
 from trainwatch.diagnose.runs import ENDED_CLEAN, RankKey, Run, find_runs, retention
 from trainwatch.diagnose.trials import TrialRow
-from trainwatch.promapi import PrometheusAPI
+from trainwatch.promapi import COUNT, PrometheusAPI
 from trial_instrumentation import names
 
 AUTO = "auto"
@@ -94,6 +94,7 @@ class Baselines:
         self._runs: dict[str, list[Run]] = {}
         self._sides: dict[tuple[str, ...], compare.Side] = {}
         self._gpus: dict[tuple[str, ...], frozenset[str]] = {}
+        self._rates: dict[tuple[str, ...], tuple[float | None, float | None]] = {}
 
     @property
     def since(self) -> float:
@@ -148,15 +149,14 @@ class Baselines:
                     or other.world_size != run.world_size or other.end >= end
                     or other.state(stale_after, self.now) != ENDED_CLEAN):
                 continue
-            theirs = self.gpus(other)
-            if mine and theirs and mine != theirs:
+            if mine and (theirs := self.gpus(other)) and mine != theirs:
                 continue
             found.append(other)
         return found[::-1]
 
-    def of(self, run: Run, pinned: str = AUTO) -> Baseline:
+    def of(self, run: Run, pinned: str = AUTO, reasons: bool = True) -> Baseline:
         """``run`` against the last runs of its experiment (``pinned`` auto), or against the
-        pinned trial E/T's run."""
+        pinned trial E/T's run; ``reasons``: and what changed (compare's decomposition)."""
         if pinned == AUTO:
             others = self.auto(run)
             against = f"the median of the last {len(others)} runs of {run.experiment}"
@@ -165,24 +165,45 @@ class Baselines:
             experiment, trial, _ = compare.parse_reference(pinned)
             others = [self.trial_run(experiment, trial)]
             against, minimum = pinned, 1
-        return self.judged(run, others, against, minimum)
+        return self.judged(run, others, against, minimum, reasons)
 
-    def judged(self, run: Run, others: list[Run], against: str, minimum: int | None) -> Baseline:
-        side = self.side(run)
-        sides = [self.side(o) for o in others]
-        every = [side, *sides]
-        unit = "sample" if all(s.samples_per_second for s in every) else "step"
-        value = (lambda s: s.samples_per_second if unit == "sample" else s.steps_per_second)
-        pairs = [(value(s), s) for s in sides if value(s)]
+    def rates(self, run: Run) -> tuple[float | None, float | None]:
+        """(samples/s, steps/s) over its life, as compare's side reads them: from the side
+        where it was read, else with two queries (`trials` judges every row, no reasons)."""
+        key = (*run.key, run.pid, run.nodename, str(run.first))
+        if key in self._sides:
+            side = self._sides[key]
+            return side.samples_per_second, side.steps_per_second
+        if key not in self._rates:
+            pinned = self.api if run.current else self.api.pinned(run.last)
+            sel = dict(zip(names.GROUPING_LABELS, run.key))
+            life = (self.now if run.current and run.exit_reason is None else run.end) - run.start
+            samples, steps = (pinned.value(select(f"{metric}_total", **sel), COUNT)
+                              for metric in (names.SAMPLES, names.STEPS))
+            self._rates[key] = (None if samples is None or life <= 0 else samples / life,
+                                None if steps is None or life <= 0 else steps / life)
+        return self._rates[key]
+
+    def judged(self, run: Run, others: list[Run], against: str, minimum: int | None,
+               reasons: bool = True) -> Baseline:
+        """``reasons``: compare the run with the baseline run nearest the median (reading
+        both runs' sides)."""
+        if reasons:
+            self.side(run)  # its figures and phases, read once for both
+        mine, theirs = self.rates(run), [self.rates(o) for o in others]
+        unit = "sample" if all(r[0] for r in (mine, *theirs)) else "step"
+        pick = 0 if unit == "sample" else 1
+        pairs: list[tuple[float, Run]] = [(value, o) for r, o in zip(theirs, others)
+                                          if (value := r[pick])]
         values = [v for v, _ in pairs]
-        judgement = judge(value(side), values) if minimum is None else judge(
-            value(side), values, minimum)
-        base = Baseline(f"{run.experiment}/{run.trial}", against, unit, value(side),
-                        [s.reference for s in sides], values, judgement)
-        if judgement.median is not None:
+        judgement = judge(mine[pick], values) if minimum is None else judge(
+            mine[pick], values, minimum)
+        base = Baseline(f"{run.experiment}/{run.trial}", against, unit, mine[pick],
+                        [f"{o.experiment}/{o.trial}" for _, o in pairs], values, judgement)
+        if reasons and judgement.median is not None:
             median = statistics.median(values)
             nearest = min(pairs, key=lambda pair: abs(pair[0] - median))[1]
-            base.comparison = compare.compare(side, nearest)
+            base.comparison = compare.compare(self.side(run), self.side(nearest))
             base.reasons = [c for c in base.comparison.changes if c.explained is not None]
         return base
 
@@ -205,6 +226,6 @@ def for_rows(baselines: Baselines, rows: list[TrialRow]) -> None:
                     and r.start == row.started), None)
         if run is None:
             continue
-        found = baselines.of(run)
+        found = baselines.of(run, reasons=False)
         row.vs_baseline, row.vs_baseline_text = found.judgement.change, found.judgement.percent
         row.baseline = found.line()
