@@ -13,10 +13,25 @@ from typing import Any
 
 from prometheus.rulegen.promql import live_trials
 from prometheus.rulegen.settings import Settings
-from trainwatch.contract.alerts import TRIAL_STALE
-from trainwatch.contract.promql import TRIAL_LABELS, by, on, select
-from trainwatch.contract.records import USAGE_INTERVAL, USAGE_INTERVAL_SECONDS, RecordNames
+from trainwatch.contract.alerts import GPU_UNDERUTILIZED, TRIAL_STALE
+from trainwatch.contract.checks import EXCHANGE_CAUSES
+from trainwatch.contract.promql import TRIAL_LABELS, by, number, on, select
+from trainwatch.contract.records import (
+    IDLE_CAUSES,
+    USAGE_INTERVAL,
+    USAGE_INTERVAL_SECONDS,
+    RecordNames,
+)
 from trial_instrumentation import names
+
+# The phases whose share of a rank's step time is the share of its idle GPU-seconds each cause
+# gets (records.IDLE_CAUSES; the wait for the other ranks is the straggler's or the exchange's).
+CAUSE_PHASES = {
+    "data": (names.DATALOADER_NEXT,),
+    "host_to_device": (names.TO_DEVICE, names.FROM_DEVICE),
+    "wait": (names.WAIT_FOR_RANKS,),
+}
+_PER_TRIAL = tuple(label for label in TRIAL_LABELS if label != "rank")
 
 
 def usage_group(s: Settings, n: RecordNames) -> dict[str, Any]:
@@ -31,4 +46,57 @@ def usage_group(s: Settings, n: RecordNames) -> dict[str, Any]:
             f"  and {on(*TRIAL_LABELS)}\n  {live}\n)")
     return {"name": "trainwatch.usage.rules", "interval": USAGE_INTERVAL,
             "rules": [{"record": n.gpu_seconds_held, "expr": held},
-                      {"record": n.gpu_seconds_busy, "expr": busy}]}
+                      {"record": n.gpu_seconds_busy, "expr": busy},
+                      {"record": n.gpu_seconds_idle, "expr": idle_by_cause(n)},
+                      *mfu_rules(s, n)]}
+
+
+def _share(n: RecordNames, phases: tuple[str, ...]) -> str:
+    regex = "|".join(phases)
+    return f'sum {by(*TRIAL_LABELS)} ({n.phase_share}{{phase=~"{regex}"}})'
+
+
+def idle_by_cause(n: RecordNames) -> str:
+    """Per live rank and ``cause``: its idle GPU-seconds (held less busy, at least 0) times the
+    fraction of its step time in the cause's phases (CAUSE_PHASES), where those shares add up to
+    more than 1 (nested phases) scaled to 1; ``other`` the rest, all of it for a rank with no
+    shares. So one rank's causes add up to its idle GPU-seconds, each interval."""
+    on_rank = on(*TRIAL_LABELS)
+    held, busy = n.gpu_seconds_held, n.gpu_seconds_busy
+    idle = f"clamp_min({held} - {on_rank} ({busy} or {held} * 0), 0)"
+    every = tuple(p for phases in CAUSE_PHASES.values() for p in phases)
+    norm = f"clamp_min({_share(n, every)}, 1)"
+    straggler = (f'{n.exchange_cause}{{cause="{EXCHANGE_CAUSES[0]}"}}')
+
+    def fraction(cause: str, expr: str) -> str:
+        return f'label_replace(\n    {expr},\n    "cause", "{cause}", "", "")'
+
+    def scaled(key: str) -> str:
+        return f"{_share(n, CAUSE_PHASES[key])}\n    / {on_rank} {norm}"
+
+    fractions = {
+        "data": scaled("data"),
+        "host_to_device": scaled("host_to_device"),
+        "exchange": f"{scaled('wait')}\n    unless {on(*_PER_TRIAL)} {straggler}",
+        "straggler": f"{scaled('wait')}\n    and {on(*_PER_TRIAL)} {straggler}",
+        "other": (f"clamp_min(1 - (\n    {_share(n, every)}\n    / {on_rank} {norm}\n"
+                  f"    or {held} * 0), 0)"),
+    }
+    assert tuple(fractions) == tuple(IDLE_CAUSES)
+    joined = "\n  or\n  ".join(fraction(cause, expr) for cause, expr in fractions.items())
+    return f"{idle}\n* {on_rank} group_right ()\n(\n  {joined}\n)"
+
+
+def mfu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
+    """Busy GPU-seconds of ranks whose recorded MFU is under TrainwatchGPUUnderutilized's
+    ``mfu_low`` (the verdict "GPU busy, MFU low"), and, for ranks with a recorded MFU, held
+    GPU-seconds and held x MFU: a group's MFU is the ratio of the last two's sums."""
+    on_rank = on(*TRIAL_LABELS)
+    mfu = f"max {by(*TRIAL_LABELS)} ({n.mfu})"
+    low = number(s.mfu_low(GPU_UNDERUTILIZED))
+    return [
+        {"record": n.gpu_seconds_low_mfu,
+         "expr": f"{n.gpu_seconds_busy}\nand {on_rank}\n{mfu} < {low}"},
+        {"record": n.gpu_seconds_held_mfu, "expr": f"{n.gpu_seconds_held}\nand {on_rank}\n{mfu}"},
+        {"record": n.gpu_seconds_model, "expr": f"{n.gpu_seconds_held}\n* {on_rank}\n{mfu}"},
+    ]

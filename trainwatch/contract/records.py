@@ -20,6 +20,17 @@ _SHARE_PREFIX = "trial_phase:trainwatch_trial_phase_seconds:share_rate"
 # of one interval, so sum_over_time over any range is that range's GPU-seconds.
 USAGE_INTERVAL = "1m"
 USAGE_INTERVAL_SECONDS = 60
+# The ``cause`` label of trial:trainwatch_trial_gpu_idle:seconds_1m (a live rank's idle
+# GPU-seconds, held less busy, split by the phase shares of that minute) -> the phases it is
+# their share of, and the words `trainwatch usage` says it with (the verdict's own, where one
+# exists: contract.checks CHECKS' titles). Bounded: these five values, no other.
+IDLE_CAUSES = {
+    "data": "waiting on data",  # dataloader_next (verdict "Data loader")
+    "host_to_device": "host↔device copies",  # to_device + from_device ("Host↔device copies")
+    "exchange": "the exchange between ranks",  # wait_for_ranks, no straggler named
+    "straggler": "a straggler",  # wait_for_ranks while the trial's exchange cause is one
+    "other": "other",  # the rest: compute phases, time outside the step, no timings at all
+}
 
 
 @dataclass(frozen=True)
@@ -174,6 +185,16 @@ class RecordNames:
     # Per live rank, each USAGE_INTERVAL: GPU-seconds its GPUs were held, and busy (GPU busy).
     gpu_seconds_held = "trial:trainwatch_trial_gpu_held:seconds_1m"
     gpu_seconds_busy = "trial:trainwatch_trial_gpu_busy:seconds_1m"
+    # Per live rank and IDLE_CAUSES ``cause``: held less busy GPU-seconds of that interval,
+    # split by the phase shares (the causes of one rank add up to its idle GPU-seconds).
+    gpu_seconds_idle = "trial:trainwatch_trial_gpu_idle:seconds_1m"
+    # Per live rank with a recorded MFU under TrainwatchGPUUnderutilized's mfu_low: its busy
+    # GPU-seconds ("GPU busy, MFU low", the verdict's words).
+    gpu_seconds_low_mfu = "trial:trainwatch_trial_gpu_busy_low_mfu:seconds_1m"
+    # Per live rank with a recorded MFU: its held GPU-seconds, and those x its MFU (the GPU-
+    # seconds at peak its model's FLOPs took); their sums' ratio is a group's MFU.
+    gpu_seconds_held_mfu = "trial:trainwatch_trial_gpu_held_mfu_known:seconds_1m"
+    gpu_seconds_model = "trial:trainwatch_trial_gpu_model:seconds_1m"
 
     @property
     def cpu_utilization(self) -> str:
