@@ -51,9 +51,16 @@ def judge(r: RankReport, facts: RankFacts, deployment: Deployment) -> None:
         mfu = r.mfu.value if r.mfu is not None else None
         m = Measurements(facts.shares, r.node_cpu, *facts.gpu, mfu=mfu)
         r.verdict = decide(m, alerts)
-    evidence = facts.loader_evidence
-    threads = verdicts.ComputeThreads(facts.compute_threads,
-                                      evidence.cpu_count if evidence else None,
-                                      evidence.main_cpu if evidence else None)
-    r.verdict = verdicts.noted(r.verdict, verdicts.compute_threads_note(m, threads, alerts))
+    r.verdict = threads_noted(r.verdict, m, facts.compute_threads, facts.loader_evidence,
+                              alerts)
     r.verdict, r.loader_cause = loader_cause.explain(r.verdict, facts.loader_evidence, alerts)
+
+
+def threads_noted(verdict: verdicts.Verdict, m: Measurements, threads: float | None,
+                  evidence: loader_cause.LoaderEvidence | None,
+                  alerts: Mapping[str, verdicts.AlertRule]) -> verdicts.Verdict:
+    """``verdict`` with the compute-threads note where it holds (verdict.compute_threads_note:
+    the node's cores and the trial's own CPU from the loader's evidence)."""
+    figures = verdicts.ComputeThreads(threads, evidence.cpu_count if evidence else None,
+                                      evidence.main_cpu if evidence else None)
+    return verdicts.noted(verdict, verdicts.compute_threads_note(m, figures, alerts))

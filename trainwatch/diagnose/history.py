@@ -19,7 +19,7 @@ from collections import defaultdict
 from trainwatch.cliutil import ago
 from trainwatch.contract.promql import select
 from trainwatch.diagnose import loader_cause
-from trainwatch.diagnose.decision import gather
+from trainwatch.diagnose.decision import gather, threads_noted
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.figures import (
     FIRED,
@@ -125,7 +125,10 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
         # The same decision as a running rank's, on the same kinds of figure over its life:
         # its shares and its node's CPU (a CPU-bound run on a saturated host stays one).
         node_cpu, evidence = _loader_over_life(api, deployment, run)
-        profile = decide(Measurements(dict(report.phases), node_cpu), deployment.alerts)
+        m = Measurements(dict(report.phases), node_cpu)
+        threads = api.pinned(run.last).value(select(names.COMPUTE_THREADS, **sel))
+        profile = threads_noted(decide(m, deployment.alerts), m, threads, evidence,
+                                deployment.alerts)
         # A data-loader-bound life gets its loader's cause, over that life, as a running one.
         profile, cause = loader_cause.explain(profile, evidence, deployment.alerts)
         verdict = dataclasses.replace(verdict, bottleneck=profile.bottleneck,
