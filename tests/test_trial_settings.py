@@ -34,7 +34,7 @@ def test_every_library_variable_is_a_settings_and_every_settings_variable_is_kno
     assert declared - set(names.TRIAL_ENV) == {
         names.ENV_RANK, names.ENV_WORLD_SIZE, names.ENV_LOCAL_RANK, names.ENV_SLURM_RANK,
         names.ENV_SLURM_WORLD_SIZE, names.ENV_SLURM_LOCAL_RANK, names.ENV_SLURM_JOB_ID,
-        names.ENV_SLURM_JOB_USER}
+        names.ENV_SLURM_JOB_USER, names.ENV_SLURM_JOB_NAME}
 
 
 def test_a_declared_default_is_what_an_unset_setting_resolves_to() -> None:

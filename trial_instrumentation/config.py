@@ -36,14 +36,18 @@ log = logging.getLogger(__name__)
 def _setting(default: Any, parse: Callable[[Any], Any], doc: str, *, env: str | None = None,
              argument: bool = True, required: bool = False, default_from: str | None = None,
              shown: str | Callable[[Any], str] | None = None, secret: bool = False,
-             fallback: str | None = None) -> Any:
+             fallback: str | None = None,
+             fallback_parse: Callable[[Any], Any] | None = None) -> Any:
     """One setting: ``parse`` turns an argument or the variable ``env``'s text into its value
-    (else ``fallback``'s, a scheduler's variable read where ``env`` is unset or empty);
+    (else ``fallback``'s, a scheduler's variable read where ``env`` is unset or empty, parsed
+    by ``fallback_parse`` where given: a value the user did not write for us is mended, not
+    refused);
     ``argument``: ``Trial(...)`` takes it; ``required``: needed when pushing or serving;
     ``default_from``: the default is that (earlier) setting's value; ``shown``: the default as
     the documentation writes it (text, or a function of the default)."""
     meta = {"parse": parse, "doc": doc, "env": env, "argument": argument, "required": required,
-            "default_from": default_from, "shown": shown, "fallback": fallback}
+            "default_from": default_from, "shown": shown, "fallback": fallback,
+            "fallback_parse": fallback_parse}
     if callable(default):
         return field(default_factory=default, metadata=meta, repr=not secret)
     return field(default=default, metadata=meta, repr=not secret)
@@ -95,9 +99,14 @@ class TrialConfig:
     pull_port: int | None = _setting(
         None, parsers.port, "serve `/metrics` on this port instead of pushing (`0`: any free "
         "port)", env=names.ENV_PULL_PORT)
-    experiment: str = _setting("", parsers.label, _LABEL, env=names.ENV_EXPERIMENT,
-                               required=True)
-    trial: str = _setting("", parsers.label, _LABEL, env=names.ENV_TRIAL, required=True)
+    experiment: str = _setting(
+        "", parsers.label, f"{_LABEL}; under Slurm, the job's name (`/` written `-`)",
+        env=names.ENV_EXPERIMENT, required=True, fallback=names.ENV_SLURM_JOB_NAME,
+        fallback_parse=parsers.scheduler_label)
+    trial: str = _setting(
+        "", parsers.label, f"{_LABEL}; under Slurm, the job's id, which every task of the job "
+        "shares", env=names.ENV_TRIAL, required=True, fallback=names.ENV_SLURM_JOB_ID,
+        fallback_parse=parsers.scheduler_label)
     rank: int = _setting(0, parsers.label_int(0), "grouping key `rank` (torchrun sets it, "
                          "else Slurm's task id under `srun`)", env=names.ENV_RANK,
                          fallback=names.ENV_SLURM_RANK)
@@ -212,6 +221,8 @@ class _Source:
             return default, argument
         raw = self.env[env_name]
         where = f"environment variable {env_name}"
+        if env_name != setting.metadata["env"]:
+            parse = setting.metadata["fallback_parse"] or parse
         return self._parse(parse, raw.strip(), where), where
 
     @staticmethod

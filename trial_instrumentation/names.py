@@ -148,6 +148,9 @@ ENV_K8S_NAMESPACE = "TRAINWATCH_K8S_NAMESPACE"
 ENV_K8S_POD = "TRAINWATCH_K8S_POD"
 ENV_SLURM_JOB_ID = "SLURM_JOB_ID"
 ENV_SLURM_JOB_USER = "SLURM_JOB_USER"
+# Slurm's job name: the experiment where TRAINWATCH_EXPERIMENT is unset (as SLURM_JOB_ID is the
+# trial where TRAINWATCH_TRIAL is), so every task of one job pushes under one trial.
+ENV_SLURM_JOB_NAME = "SLURM_JOB_NAME"
 # Automatic instrumentation of an unmodified script (trial_instrumentation/auto/, `trainwatch
 # run`): set (not 0) with trial_instrumentation/auto/site on PYTHONPATH, it times the process.
 AUTO_ENV = "TRAINWATCH_AUTO"

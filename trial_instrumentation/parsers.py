@@ -107,6 +107,13 @@ def label(value: str) -> str:
     return _bounded(text)
 
 
+def scheduler_label(value: str) -> str:
+    """A grouping-key label value from a scheduler's variable (Slurm's job name or id): each
+    ``/`` written ``-`` and cut to names.MAX_LABEL_LENGTH, as ``trainwatch run`` names a trial
+    (trial_instrumentation/auto/naming.py); a name nobody wrote for trainwatch is not refused."""
+    return label(str(value).replace("/", "-")[:names.MAX_LABEL_LENGTH])
+
+
 def label_value(value: str) -> str:
     """Any text pushed as a label value (the node name): at most names.MAX_LABEL_LENGTH."""
     return _bounded(str(value))
