@@ -129,5 +129,6 @@ def test_trials_lists_both_with_their_loader_share(stack: LiveStack) -> None:
     assert rows["healthy"]["gpu_busy"] == pytest.approx(0.6)  # GPM: SM activity, not NVML 50%
     text = trainwatch(stack, "trials").stdout.splitlines()
     assert text[0].split() == ["EXPERIMENT", "TRIAL", "RANK", "NODE", "PID", "STARTED", "LAST",
-                               "PUSH", "STATE", "STEPS", "STEPS/S", "LOADER", "GPU", "BUSY", "MFU", "CAUSE"]
+                               "PUSH", "STATE", "STEPS", "STEPS/S", "VS", "BASELINE",
+                               "LOADER", "GPU", "BUSY", "MFU", "CAUSE"]
     assert [line.split()[1] for line in text[1:]] == ["healthy", "slow"]
