@@ -50,6 +50,9 @@ def _samples() -> list[tuple[str, float, int]]:
         out.append(('trainwatch_host_info{instance="i1",nodename="n1"}', 1, t))
         busy = ENDED_NODE_CPU if t <= BASE + 60 else IDLE_NODE_CPU
         out.append((f'{CPU_RECORD}{{instance="i1"}}', busy, t))
+        # Another node, idle while the run's was saturated: never the run's node CPU.
+        out.append(('trainwatch_host_info{instance="i2",nodename="n2"}', 1, t))
+        out.append((f'{CPU_RECORD}{{instance="i2"}}', IDLE_NODE_CPU, t))
         # The ended run's loader alert fired while it ran; its node's alert only after it ended
         # (another job's), and another trial's alert meanwhile: neither is the run's.
         if BASE + 20 <= t <= BASE + 60:

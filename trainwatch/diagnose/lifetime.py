@@ -63,6 +63,20 @@ def _per_second(samples: list[tuple[float, float]]) -> tuple[float | None, float
     return (v1 - v0) / (t1 - t0), t1 - t0
 
 
+def final_shares(api: PrometheusAPI, select: Selector,
+                 **sel: str | None) -> dict[RankKey, dict[str, float]]:
+    """Each matching rank's phase shares of its step time over its whole life: its phase sums
+    over its step sum (two queries); a rank with no finished step has none."""
+    found: dict[RankKey, dict[str, float]] = {}
+    step_sums = {rank_key(labels): v for labels, v in
+                 api.query(select(f"{names.STEP_SECONDS}_sum", **sel))}
+    for labels, phase_sum in api.query(select(f"{names.PHASE_SECONDS}_sum", **sel)):
+        total = step_sums.get(rank_key(labels))
+        if total:  # no finished step yet: no share to speak of
+            found.setdefault(rank_key(labels), {})[labels.get("phase", "")] = phase_sum / total
+    return found
+
+
 def lifetimes(api: PrometheusAPI, select: Selector, window: str,
               **sel: str | None) -> dict[RankKey, Lifetime]:
     """Every matching rank's :class:`Lifetime`; rates over its samples of the last ``window``."""
@@ -71,12 +85,8 @@ def lifetimes(api: PrometheusAPI, select: Selector, window: str,
     def rank(labels: dict[str, str]) -> Lifetime:
         return found.setdefault(rank_key(labels), Lifetime())
 
-    step_sums = {rank_key(labels): v for labels, v in
-                 api.query(select(f"{names.STEP_SECONDS}_sum", **sel))}
-    for labels, phase_sum in api.query(select(f"{names.PHASE_SECONDS}_sum", **sel)):
-        total = step_sums.get(rank_key(labels))
-        if total:  # no finished step yet: no share to speak of
-            rank(labels).shares[labels.get("phase", "")] = phase_sum / total
+    for key, shares in final_shares(api, select, **sel).items():
+        found.setdefault(key, Lifetime()).shares = shares
     for q in QUANTILES:
         expr = (f"histogram_quantile({q}, sum {by(*TRIAL_LABELS, 'le')} "
                 f"({select(f'{names.STEP_SECONDS}_bucket', **sel)}))")

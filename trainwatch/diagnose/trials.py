@@ -3,7 +3,9 @@ dashboard's table for the running ones; the history back ``--since``."""
 
 from __future__ import annotations
 
+import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from trainwatch.contract.alerts import TRIAL_STALE
@@ -15,7 +17,7 @@ from trainwatch.diagnose.figures import (
     first_value,
     selector,
 )
-from trainwatch.diagnose.lifetime import lifetimes, young_ranks
+from trainwatch.diagnose.lifetime import final_shares, lifetimes, young_ranks
 from trainwatch.diagnose.runs import RUNNING, RankKey, Run, find_runs, life_range
 from trainwatch.diagnose.verdict import Measurements, decide
 from trainwatch.promapi import COUNT, PrometheusAPI
@@ -24,6 +26,7 @@ from trial_instrumentation.durations import parse_duration
 
 # How far back `trainwatch trials` looks without --since.
 DEFAULT_SINCE = 3600.0
+READERS = 4  # ended runs read at once
 
 
 @dataclass
@@ -66,16 +69,24 @@ def list_trials(api: PrometheusAPI, deployment: Deployment, experiment: str | No
     # A run younger than the rate window under a key that ran before: its own samples only.
     restarted = {r.key for r in runs if r.current and now - r.start < window}
     current = _current(api, deployment, experiment, restarted)
-    rows = []
-    for run in runs:
-        state = run.state(stale_after, now)
+    states = [run.state(stale_after, now) for run in runs]
+    hosts = node_instances(api.pinned(now), since) if any(
+        s != RUNNING or not r.current or r.key not in current for r, s in zip(runs, states)) \
+        else {}
+
+    def row_of(run: Run, state: str) -> TrialRow:
         row = current.get(run.key) if run.current else None
         if row is None or state != RUNNING:
-            row = _over_life(api.pinned(run.last), deployment, run)
+            row = _over_life(api.pinned(run.last), deployment, run, hosts.get(run.nodename))
         row.state, row.live, row.pid, row.nodename = state, state == RUNNING, run.pid, run.nodename
         row.started, row.ended = run.start, None if row.live else run.end
         row.push_age_seconds = now - run.end
-        rows.append(row)
+        return row
+
+    # The ended runs' reads are independent: a few at a time (a Prometheus answers queries
+    # concurrently; one at a time, a week of a fleet's runs is thousands of round trips).
+    with ThreadPoolExecutor(READERS) as pool:
+        rows = list(pool.map(row_of, runs, states))
     return sorted(rows, key=lambda r: (not r.live, r.experiment, r.trial, r.rank,
                                        r.started or 0))
 
@@ -122,17 +133,29 @@ def _current(api: PrometheusAPI, deployment: Deployment, experiment: str | None,
     return rows
 
 
-def _over_life(api: PrometheusAPI, deployment: Deployment, run: Run) -> TrialRow:
-    """An ended or stopped run's row, read at its last sample (``api`` is pinned there)."""
+def node_instances(api: PrometheusAPI, since: float) -> dict[str, list[str]]:
+    """Each node's exporter instances over the last ``since`` seconds (host_info)."""
+    found: dict[str, list[str]] = {}
+    for labels, _ in api.query(f"max by (instance, nodename) (max_over_time("
+                               f"{loader_cause.HOST_INFO}[{max(1, math.ceil(since))}s]))"):
+        found.setdefault(labels.get("nodename", ""), []).append(labels.get("instance", ""))
+    return found
+
+
+def _over_life(api: PrometheusAPI, deployment: Deployment, run: Run,
+               instances: list[str] | None = None) -> TrialRow:
+    """An ended or stopped run's row, read at its last sample (``api`` is pinned there).
+    ``instances``: its node's exporters, when known; its node's CPU is then read from its one
+    exporter's series alone (the same join, over one node's series instead of every node's)."""
     sel = dict(zip(names.GROUPING_LABELS, run.key))
-    life = lifetimes(api, selector, "1s", **sel).get(run.key)
-    shares = life.shares if life else {}
+    shares = final_shares(api, selector, **sel).get(run.key, {})
     steps = api.value(selector(f"{names.STEPS}_total", **sel), COUNT)
     # Over its life, start to final push (not the minutes its group stayed after it).
     n = deployment.names
     gpu = api.value(f"avg_over_time({selector(n.trial_gpu_busy, **sel)}{run.life_range})")
-    node_cpu = api.value(loader_cause.node_cpu(
-        f"avg_over_time({n.cpu_utilization}{run.life_range})", **sel))
+    cpu = selector(n.cpu_utilization, instance=instances[0]) if instances and len(
+        instances) == 1 else n.cpu_utilization
+    node_cpu = api.value(loader_cause.node_cpu(f"avg_over_time({cpu}{run.life_range})", **sel))
     # MFU over its life, once the life fills a rate window (before, the rate reads low).
     window = parse_duration(n.window)
     mfu = (api.value(f"avg_over_time({selector(n.mfu, **sel)}"
