@@ -139,11 +139,17 @@ def test_bad_settings_fail_when_the_callback_is_made() -> None:
 
 def test_ddp_ranks_push_their_own_groups(pushgateway: Service) -> None:
     steps = 6
-    run_example([EXAMPLES / "lightning_train.py", "--devices", 2, "--steps", steps,
-                 "--batch-size", BATCH, "--pushgateway", pushgateway.url,
-                 "--experiment", "ddp", "--trial", "lightning"],
-                env={"OMP_NUM_THREADS": "1"}, timeout=180)
+    done = run_example([EXAMPLES / "lightning_train.py", "--devices", 2, "--steps", steps,
+                        "--batch-size", BATCH, "--pushgateway", pushgateway.url,
+                        "--experiment", "ddp", "--trial", "lightning", "--measure-limits",
+                        0.2], env={"OMP_NUM_THREADS": "1"}, timeout=180)
+    # measure_limits= under 2 ranks: each rank's loader, never a step limit that holds the
+    # gradient exchange (scaling efficiency compares with the single-rank one), said once each.
+    assert (done.stdout + done.stderr).count("the step's limit is not measured under 2 "
+                                             "ranks") == 2
     for rank in ("0", "1"):
+        assert pushed_value(pushgateway, names.LOADER_LIMIT, experiment="ddp", rank=rank)
+        assert pushed_value(pushgateway, names.STEP_LIMIT, experiment="ddp", rank=rank) is None
         assert pushed_value(pushgateway, "trainwatch_trial_steps_total", experiment="ddp",
                             rank=rank) == steps
         assert pushed_value(pushgateway, "trainwatch_trial_info", experiment="ddp", rank=rank,

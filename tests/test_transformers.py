@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -199,6 +200,7 @@ def test_measure_limits_publishes_both_limits_and_training_starts_where_it_would
                                      moments=len(kwargs["optimizer"].state))
 
     trainer.add_callback(FirstStep())
+    train_called = time.time()
     trainer.train()
 
     assert callback.limits is not None
@@ -207,8 +209,12 @@ def test_measure_limits_publishes_both_limits_and_training_starts_where_it_would
     assert step > 0
     assert pushed_value(pushgateway, names.LOADER_LIMIT, trial="limits") == loader
     assert pushed_value(pushgateway, names.STEP_LIMIT, trial="limits") == step
-    # A second of steps on one batch: the model and AdamW's moments were put back, and none
-    # of it is a step of the trial's.
+    # The loader's second of measuring came before the trial's clock started: no part of its
+    # life, so of its steps per second.
+    started = pushed_value(pushgateway, "trainwatch_trial_start_time_seconds", trial="limits")
+    assert started is not None and started >= train_called + run_args.measure_limits
+    # The step is measured over the Trainer's own steps: nothing trained outside them, the
+    # model and AdamW's moments are untouched at the first step.
     assert all(at_first_step["weights"][key].equal(value) for key, value in before.items())
     assert at_first_step["moments"] == 0
     got = samples(pushgateway, "limits")

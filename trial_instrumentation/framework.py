@@ -8,9 +8,8 @@ its batches. Each callback feeds the clock from its own framework's events.
 
 from __future__ import annotations
 
-import copy
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable
 from time import perf_counter
 from typing import Any
 
@@ -44,35 +43,6 @@ def limit_seconds(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
-def measure_limits(trial: Trial, seconds: float, samples: Samples, loader: Iterable[Any],
-                   to_device: Callable[[Any], Any], step: Callable[[Any], Any],
-                   stateful: Sequence[Any]) -> tuple[float, float] | None:
-    """A callback's ``measure_limits=``: the loader's limit over the trainer's own training
-    ``loader``, then the step's on one of its batches (``to_device`` puts it where the model
-    is), each for ``seconds`` and published in the trial's group (:meth:`Trial.
-    measure_loader_limit`, :meth:`Trial.measure_step_limit`). ``step`` trains on the batch; the
-    ``stateful`` objects (the model, its optimizers) get their state back afterwards, so
-    training starts from where it would have. A failure is logged and training goes on."""
-    import torch  # both frameworks train with it
-
-    saved = [_copied(obj.state_dict()) for obj in stateful]
-    try:
-        loader_rate = trial.measure_loader_limit(loader, seconds, samples)
-        batch = to_device(next(iter(loader)))
-        with torch.enable_grad():
-            step_rate = trial.measure_step_limit(step, batch, seconds, samples)
-    except Exception:  # a measurement must not cost the training run
-        log.exception("trainwatch: measuring the loader's and the step's limits failed; "
-                      "training goes on without them")
-        return None
-    finally:
-        for obj, state in zip(stateful, saved, strict=True):
-            obj.load_state_dict(state)
-    log.info("trainwatch: the loader delivers %.0f samples/s, the step consumes %.0f "
-             "samples/s (each measured alone for %gs)", loader_rate, step_rate, seconds)
-    return loader_rate, step_rate
-
-
 def measure_loader_limit(trial: Trial, seconds: float, samples: Samples,
                          loader: Iterable[Any]) -> float | None:
     """The loader's limit over the trainer's own training ``loader`` for ``seconds``, published
@@ -83,6 +53,33 @@ def measure_loader_limit(trial: Trial, seconds: float, samples: Samples,
         log.exception("trainwatch: measuring the loader's limit failed; training goes on "
                       "without it")
         return None
+
+
+def start_measuring(trial: Trial, clock: StepClock, seconds: float, samples: Samples,
+                    loader: Iterable[Any], done: Callable[[tuple[float, float]], None]) -> None:
+    """A callback's ``measure_limits=``: the loader's limit now, over the trainer's own training
+    ``loader`` alone (call it before ``trial.start()``: its seconds are no part of the trial's
+    life); the step's over the loop's own steps (:class:`StepConsumption` on ``clock``), so
+    it is the real step, the framework's own work in it. ``done`` gets (loader, step) samples/s
+    once both are measured; each is published in the trial's group as it is. With several
+    ranks the loop's steps hold the gradient exchange, which the single-rank limit (what
+    scaling efficiency compares with) must not: the loader's limit only, said in one line."""
+    loader_rate = measure_loader_limit(trial, seconds, samples, loader)
+    if trial.config.world_size > 1:
+        log.info("trainwatch: the step's limit is not measured under %d ranks: their steps "
+                 "include the gradient exchange; measure_limits= in a one-rank run of the same "
+                 "script gives the single-rank limit", trial.config.world_size)
+        return
+
+    def measured(step: float) -> None:
+        trial.set_step_limit(step)
+        log.info("trainwatch: the loader delivers %s samples/s alone (for %gs); the step "
+                 "consumes %.0f samples/s (the loop's own steps, their fetches left out)",
+                 "?" if loader_rate is None else f"{loader_rate:.0f}", seconds, step)
+        if loader_rate is not None:
+            done((loader_rate, step))
+
+    clock.consumption = StepConsumption(seconds, measured)
 
 
 class StepConsumption:
@@ -118,29 +115,6 @@ class StepConsumption:
             self.publish(self.samples / self.busy)
         except Exception:  # a measurement must not cost the training run
             log.exception("trainwatch: publishing the step limit failed")
-
-
-def _copied(value: Any) -> Any:
-    """A state dict's copy, its tensors in host memory (the device holds the model once)."""
-    if hasattr(value, "detach"):
-        return value.detach().to("cpu", copy=True)
-    if isinstance(value, Mapping):
-        return {key: _copied(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_copied(item) for item in value)
-    return copy.deepcopy(value)
-
-
-def on_device(batch: Any, device: Any) -> Any:
-    """``batch`` (tensors, or mappings and sequences of them) moved to ``device``."""
-    if hasattr(batch, "to") and hasattr(batch, "detach"):
-        return batch.to(device)
-    if isinstance(batch, Mapping):
-        return {key: on_device(item, device) for key, item in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        items = [on_device(item, device) for item in batch]
-        return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
-    return batch
 
 
 def with_precision(settings: dict[str, Any], framework_precision: str | None) -> dict[str, Any]:
@@ -193,3 +167,8 @@ class StepClock:
             self._step_start = None
             if self.consumption is not None:
                 self.consumption.add(took, self._step_fetched, self._step_samples)
+
+    def finish_measuring(self) -> None:
+        """A loop shorter than ``measure_limits``: publish the step limit over its steps."""
+        if self.consumption is not None:
+            self.consumption.finish()

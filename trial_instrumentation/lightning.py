@@ -48,10 +48,9 @@ from trial_instrumentation import flops, names
 from trial_instrumentation.framework import (
     Samples,
     StepClock,
-    StepConsumption,
     callback_settings,
     limit_seconds,
-    measure_loader_limit,
+    start_measuring,
     with_precision,
 )
 from trial_instrumentation.trial import Trial
@@ -220,18 +219,9 @@ class TrainwatchCallback(Callback):
         if self.trial is None or self._timer is None or self._limit_seconds is None:
             return
         # Before the trial's clock starts: the loader's seconds are no part of its life.
-        trial, seconds = self.trial, self._limit_seconds
-        loader = measure_loader_limit(trial, seconds, self._samples, trainer.train_dataloader)
-        trial.start()
-
-        def measured(step: float) -> None:
-            trial.set_step_limit(step)
-            self.limits = None if loader is None else (loader, step)
-            log.info("trainwatch: the loader delivers %.0f samples/s alone (for %gs); the step "
-                     "consumes %.0f samples/s (the fit's own steps, their fetches left out)",
-                     loader or 0, seconds, step)
-
-        self._timer.consumption = StepConsumption(seconds, measured)
+        start_measuring(self.trial, self._timer, self._limit_seconds, self._samples,
+                        trainer.train_dataloader, lambda limits: setattr(self, "limits", limits))
+        self.trial.start()
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
                              batch_idx: int) -> None:
@@ -256,8 +246,7 @@ class TrainwatchCallback(Callback):
     def _finish(self, clean: bool) -> None:
         if self._timer is not None:
             self._timer.end_epoch()  # a step left by an exception is counted, as in loader()
-            if self._timer.consumption is not None:  # a fit shorter than measure_limits
-                self._timer.consumption.finish()
+            self._timer.finish_measuring()
         for restore in reversed(self._restore):
             restore()
         self._restore.clear()

@@ -51,8 +51,7 @@ from trial_instrumentation.framework import (
     StepClock,
     callback_settings,
     limit_seconds,
-    measure_limits,
-    on_device,
+    start_measuring,
     with_precision,
 )
 from trial_instrumentation.trial import Trial
@@ -115,27 +114,6 @@ class _StepTimer(StepClock):
         super().end_step(now)
 
 
-def _measure(trial: Trial, seconds: float, samples: Samples, loader: Any, model: Any,
-             optimizer: Any) -> tuple[float, float] | None:
-    """The limits over the dataloader Accelerate wraps (iterated apart from the Trainer's own
-    iteration, whose state it keeps), a step being the model's forward with the batch's labels,
-    backward and the optimizer's step."""
-    if model is None or optimizer is None:
-        log.warning("trainwatch: the Trainer gave no model or optimizer; the limits are not "
-                    "measured")
-        return None
-    device = next(model.parameters()).device
-
-    def step(batch: Any) -> None:
-        outputs = model(**batch)
-        outputs["loss"].backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return measure_limits(trial, seconds, samples, getattr(loader, "base_dataloader", loader),
-                          lambda batch: on_device(batch, device), step, [model, optimizer])
-
-
 # The type of an object, settable even where the class shadows ``__class__`` with a read-only
 # property (Accelerate's DataLoaderShard reports the wrapped loader's class through one).
 _TYPE_SLOT = object.__dict__["__class__"]
@@ -165,10 +143,9 @@ class TrainwatchCallback(TrainerCallback):  # type: ignore[misc]
     the ranks, which come from ``TrainingArguments``; ``samples`` is the batch size or a
     function of a batch (default: inferred). ``measure_limits``: seconds to measure the
     loader's and the step's limits for, each, when training starts
-    (:func:`framework.measure_limits`: the training dataloader alone, then the model's forward,
-    backward and the optimizer's step on one of its batches, the model and optimizer put back
-    afterwards), before the trial's clock (its life) starts; the rates land in ``limits``.
-    Bad settings raise ``ValueError`` here.
+    (:func:`framework.start_measuring`: the training dataloader alone before the trial's clock
+    (its life) starts, then the step over the Trainer's own steps less their fetches); the
+    rates land in ``limits``. Bad settings raise ``ValueError`` here.
     """
 
     def __init__(self, experiment: str | None = None, trial: str | None = None,
@@ -192,19 +169,23 @@ class TrainwatchCallback(TrainerCallback):  # type: ignore[misc]
                                    local_rank=args.local_process_index
                                    if args.world_size > 1 else None)
         loader = kwargs.get("train_dataloader")
-        if trial.enabled and loader is not None and self._limit_seconds is not None:
+        timer = _StepTimer(trial, self._samples) if trial.enabled else None
+        if timer is not None and loader is not None and self._limit_seconds is not None:
             # Before the trial's clock starts and the loader is timed: no part of its life.
-            self.limits = _measure(trial, self._limit_seconds, self._samples, loader,
-                                   kwargs.get("model"), kwargs.get("optimizer"))
+            # The loader Accelerate wraps is iterated apart from the Trainer's own iteration.
+            start_measuring(trial, timer, self._limit_seconds, self._samples,
+                            getattr(loader, "base_dataloader", loader),
+                            lambda limits: setattr(self, "limits", limits))
         trial.start()
         # No exception hook in TrainerCallback: the trial's own (an uncaught exception's, or
         # SIGTERM's) or the interpreter's exit closes it, and its final push counts the open
         # step.
         atexit.register(self._finish, clean=False)
-        if not trial.enabled:
+        if timer is None:
             return
-        self._timer = timer = _StepTimer(trial, self._samples)
+        self._timer = timer
         trial.before_close(timer.end_step)
+        trial.before_close(timer.finish_measuring)  # after the open step is counted
         if loader is None:
             log.warning("trainwatch: the Trainer gave no train_dataloader; dataloader_next and "
                         "samples are not measured")
