@@ -136,7 +136,8 @@ def project_file(relative: str) -> Path:
 
 def path_hint() -> str | None:
     """How to put this install's `trainwatch` command on PATH (``make run`` installs it into
-    .venv, which no shell has on PATH); None when it is there already or is no script."""
+    .venv-run, ``make demo`` into .venv, which no shell has on PATH); None when it is there
+    already or is no script."""
     here = Path(sys.executable).parent / "trainwatch"
     found = shutil.which("trainwatch")
     if not here.is_file() or (found and Path(found).resolve() == here.resolve()):
