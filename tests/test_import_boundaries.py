@@ -189,3 +189,40 @@ def test_trainwatch_imports_point_down_its_layers_only() -> None:
     webhook cycle this replaced hid there, beside diagnose <-> report and stack <-> gc)."""
     problems = layering_problems(REPO)
     assert not problems, "\n".join(problems)
+
+
+# A part that offers one public entry is read through it alone by the parts named with it.
+ENTRIES = {"trainwatch.diagnose": ("trainwatch.diagnose.entry", ("trainwatch.report",))}
+
+
+def entry_problems(root: Path) -> list[str]:
+    """Every import that reaches past a part's public entry (ENTRIES), as 'file:line ...'."""
+    problems = []
+    for path in sorted((root / "trainwatch").rglob("*.py")):
+        module = module_name(path, root)
+        importer = part_of(module)
+        for line, name in trainwatch_imports(path, module, root):
+            imported = part_of(name)
+            entry, readers = ENTRIES.get(imported or "", ("", ()))
+            if importer in readers and name != entry:
+                problems.append(f"{path.relative_to(root).as_posix()}:{line} imports {name}: "
+                                f"{importer} reads {imported} through {entry} only")
+    return problems
+
+
+def test_the_report_reads_diagnose_through_its_one_public_entry(tmp_path: Path) -> None:
+    assert entry_problems(REPO) == []
+    # And the check sees a reach past it: a report module importing diagnose's figures.
+    for rel in ("trainwatch/report/x.py", "trainwatch/diagnose/figures.py",
+                "trainwatch/diagnose/entry.py", "trainwatch/report/__init__.py",
+                "trainwatch/diagnose/__init__.py", "trainwatch/__init__.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    (tmp_path / "trainwatch/report/x.py").write_text(
+        "from trainwatch.diagnose.entry import RankReport\n"
+        "from trainwatch.diagnose.figures import UnknownTrial\n"
+        "def f():\n    from trainwatch.diagnose import figures\n")
+    why = ("imports trainwatch.diagnose.figures: trainwatch.report reads trainwatch.diagnose "
+           "through trainwatch.diagnose.entry only")
+    assert entry_problems(tmp_path) == [f"trainwatch/report/x.py:2 {why}",
+                                        f"trainwatch/report/x.py:4 {why}"]

@@ -11,8 +11,7 @@ from typing import Any
 
 from trainwatch import cliutil
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, add_trial, parse_time, span
-from trainwatch.diagnose.figures import UnknownTrial
-from trainwatch.diagnose.servers import holding
+from trainwatch.diagnose.entry import UnknownTrial, holding
 from trainwatch.lookup import prometheus_url
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 from trainwatch.report.window import Asked, Window

@@ -13,13 +13,21 @@ from typing import Any
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import select as selector
 from trainwatch.contract.records import RecordNames
-from trainwatch.diagnose import baseline as own_baseline
-from trainwatch.diagnose import rulesource
-from trainwatch.diagnose.compare import Comparison, compare_refs, parse_reference
-from trainwatch.diagnose.deployed import Deployment
-from trainwatch.diagnose.figures import RankReport, UnknownTrial
-from trainwatch.diagnose.history import gather_runs, unknown_message
-from trainwatch.diagnose.runs import Run, find_runs, retention
+from trainwatch.diagnose.entry import (
+    Comparison,
+    Deployment,
+    RankReport,
+    Run,
+    UnknownTrial,
+    compare_refs,
+    find_runs,
+    gather_runs,
+    parse_reference,
+    retention,
+    rulesource,
+    unknown_message,
+)
+from trainwatch.diagnose.entry import baseline as own_baseline
 from trainwatch.promapi import PrometheusAPI
 from trainwatch.report import panels
 from trainwatch.report.series import Panel, fetch

@@ -6,10 +6,7 @@ import time
 from collections.abc import Iterable
 
 from trainwatch.cliutil import ago, signed
-from trainwatch.diagnose import compare, render
-from trainwatch.diagnose.figures import RankReport
-from trainwatch.diagnose.history import HOW
-from trainwatch.diagnose.runs import RUNNING
+from trainwatch.diagnose.entry import HOW, RUNNING, RankReport, compare, render
 from trainwatch.report import trace_table
 from trainwatch.report.collect import Document
 from trainwatch.report.markup import e, script_json

@@ -6,8 +6,7 @@ compute, communication: trial_instrumentation.trace_split). One line when no ran
 from __future__ import annotations
 
 from trainwatch.cliutil import ago
-from trainwatch.diagnose.figures import RankReport
-from trainwatch.diagnose.traces import TraceSummary, step_range
+from trainwatch.diagnose.entry import RankReport, TraceSummary, step_range
 from trainwatch.report.collect import Document
 from trainwatch.report.markup import e
 from trainwatch.report.window import utc

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from trainwatch.cliutil import ago
-from trainwatch.diagnose.runs import Run, latest_per_rank
+from trainwatch.diagnose.entry import Run, latest_per_rank
 
 # About this many points per line: enough to see a trend, few enough to keep the file small.
 POINTS = 360
