@@ -102,11 +102,13 @@ def as_junit(c: Checked) -> str:
     b = c.baseline
     suite = ElementTree.Element("testsuite", name="trainwatch check", tests="1",
                                 failures=str(int(c.failed)), errors="0")
-    experiment, trial = b.reference.split("/", 1)
+    # Names escaped as the text is (cliutil.printable): XML 1.0 has no way to write a control
+    # character, escaped or not, and a CI system's parser refuses the file that holds one.
+    experiment, trial = (printable(part) for part in b.reference.split("/", 1))
     case = ElementTree.SubElement(suite, "testcase", classname=f"trainwatch.{experiment}",
                                   name=trial)
     if c.failed:
-        failure = ElementTree.SubElement(case, "failure", message=b.line())
+        failure = ElementTree.SubElement(case, "failure", message=printable(b.line()))
         failure.text = as_text(c)
     else:
         ElementTree.SubElement(case, "system-out").text = as_text(c)
