@@ -3,9 +3,11 @@
     .venv/bin/torchrun --nproc-per-node 2 examples/ddp_gloo.py --steps 50 \\
         --pushgateway http://127.0.0.1:9091 --experiment demo --trial ddp
 
-Each rank pushes its own group (grouping key experiment/trial/rank, rank from torchrun's
-RANK); ``reduce_metrics`` times the all-reduce of the loss across ranks, ``wait_for_ranks``
-a barrier before each step (the time a rank waits for slower ranks, which
+Under Slurm, ``srun -n 2`` starts the ranks instead (MASTER_ADDR and MASTER_PORT exported by
+the job script; docs/slurm.md). Each rank pushes its own group (grouping key
+experiment/trial/rank, rank from torchrun's RANK, else Slurm's SLURM_PROCID);
+``reduce_metrics`` times the all-reduce of the loss across ranks, ``wait_for_ranks`` a barrier
+before each step (the time a rank waits for slower ranks, which
 TrainwatchRankStraggler subtracts). ``--straggler-rank 1 --straggler-delay 0.1`` makes rank 1
 sleep 0.1 s more per batch in its Dataset (a slow node or data shard): a straggler.
 ``--step-limit-seconds 2`` first measures each rank's single-rank step limit (an unwrapped
@@ -63,8 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit("ddp_gloo.py: --straggler-delay must be >= 0")
     if args.max_seconds is not None:  # ranks would stop at different steps and hang
         raise SystemExit("ddp_gloo.py: --max-seconds is not supported under DDP; use --steps")
-    trial = make_trial(args)  # rank and world size from torchrun's RANK / WORLD_SIZE
-    dist.init_process_group("gloo")
+    trial = make_trial(args)  # rank and world size: torchrun's RANK / WORLD_SIZE, else Slurm's
+    # The rendezvous is at MASTER_ADDR:MASTER_PORT (torchrun sets them; under srun, the job
+    # script does: docs/slurm.md); the ranks are the trial's, so `srun -n 2` needs no torchrun.
+    dist.init_process_group("gloo", rank=trial.config.rank, world_size=trial.config.world_size)
     try:
         world = dist.get_world_size()
         slower = args.straggler_delay if dist.get_rank() == args.straggler_rank else 0.0
