@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import sys
 import time
@@ -60,11 +61,17 @@ class Rank:
     namespace: str | None = None
 
     def remote_command(self, sig: signal.Signals) -> str:
+        """The command that asks it, to paste into a shell: each name read from Prometheus
+        quoted for the shell (a node named ``n1; rm -rf ~`` is one argument), and shown
+        escaped where it holds a character a terminal would act on (cliutil.printable)."""
+        def arg(value: str) -> str:
+            return printable(shlex.quote(value))
+
         kill = f"kill -{sig.name.removeprefix('SIG')} {self.pid}"
         if self.pod:
-            where = f"-n {self.namespace} " if self.namespace else ""
-            return f"kubectl exec {where}{self.pod} -- {kill}"
-        return f"ssh {self.nodename} {kill}"
+            where = f"-n {arg(self.namespace)} " if self.namespace else ""
+            return f"kubectl exec {where}{arg(self.pod)} -- {kill}"
+        return f"ssh {arg(self.nodename)} {kill}"
 
 
 def add_parser(commands: Any) -> None:
