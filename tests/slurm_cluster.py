@@ -125,11 +125,11 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 @contextmanager
 def start_slurm() -> Iterator[Slurm]:
     """A one-node cluster of this machine's CPUs; ``SlurmUnavailable`` if it cannot start."""
-    binaries = [require_binary(b) for b in ("munged", "slurmctld", "slurmd", "srun")]
     if os.geteuid() != 0:
         raise SlurmUnavailable("slurmd and munged need root (slurmd starts each task as its "
                                f"user, munged runs as {MUNGE_USER!r}); this runs as uid "
                                f"{os.geteuid()}")
+    binaries = [require_binary(b) for b in ("munged", "slurmctld", "slurmd", "srun")]
     # In /tmp itself: munged, as the munge user, must reach its dir (pytest's are 0700).
     root = Path(tempfile.mkdtemp(prefix="trainwatch-slurm-"))
     root.chmod(0o755)
