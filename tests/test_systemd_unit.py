@@ -88,9 +88,10 @@ def test_it_runs_as_no_root_on_a_read_only_system_with_nvidias_devices_only() ->
                  "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX"}
     assert {key: one(key) for key in hardening} == hardening
     assert "User" not in SERVICE and "Group" not in SERVICE  # never a fixed (root) user
-    # NVML's control and GPU devices (major 195) read-write, MIG's capabilities read-only; a
-    # private /dev would hide them.
-    assert SERVICE["DeviceAllow"] == ["char-nvidia-frontend rw", "char-nvidia-caps r"]
+    # NVML's control and GPU devices (major 195, under each name drivers give it in
+    # /proc/devices) read-write, MIG's capabilities read-only; a private /dev would hide them.
+    assert SERVICE["DeviceAllow"] == ["char-nvidia rw", "char-nvidiactl rw",
+                                      "char-nvidia-frontend rw", "char-nvidia-caps r"]
     assert "PrivateDevices" not in SERVICE
     # gpu_process reads other users' /proc/<pid>/cgroup: the process tree stays visible.
     assert "ProtectProc" not in SERVICE and "ProcSubset" not in SERVICE
