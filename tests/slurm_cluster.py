@@ -25,6 +25,7 @@ from typing import cast
 
 from benchmarks.stack import GiveUp, free_port, require_binary, wait_until
 
+
 class SlurmUnavailable(Exception):
     """The daemons cannot run here; the message says why."""
 
