@@ -93,6 +93,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("trainwatch.demo",),
     ("trainwatch.cli",),
     ("trainwatch.report",),
+    ("trainwatch.usage",),
     ("trainwatch.diagnose", "trainwatch.stack"),
     ("trainwatch.gc", "trainwatch.profile", "trainwatch.run", "trainwatch.webhook",
      "trainwatch.alertmanager"),

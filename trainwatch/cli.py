@@ -9,6 +9,7 @@ and `report`.
     trainwatch report --experiment E [--trial T] [--since 1h] -o report.html
     trainwatch profile --experiment E --trial T [--rank R] [--steps N --trigger FILE]
     trainwatch run [--experiment E] [--trial T] [--pushgateway URL] -- COMMAND ...
+    trainwatch usage [--since 7d] [--by experiment|namespace|job|user|node] [--format table|json|csv]
 
 Without --prometheus, diagnose, trials, compare and report read $TRAINWATCH_PROMETHEUS, else the
 Prometheus of the running `trainwatch stack`. Exit codes: trainwatch/diagnose/cli.py.
@@ -22,7 +23,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from trainwatch import gc, profile, run
+from trainwatch import gc, profile, run, usage
 from trainwatch.cliutil import Parser
 from trainwatch.diagnose import cli as diagnose_cli
 from trainwatch.report import cli as report_cli
@@ -41,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     diagnose_cli.add_parsers(commands)
     profile.add_parser(commands)
     run.add_parser(commands)
+    usage.add_parser(commands)
     return parser
 
 
@@ -70,6 +72,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return profile.run(args)
     if args.command == "run":
         return run.run(args)
+    if args.command == "usage":
+        return usage.run(args)
     return diagnose_cli.run(args)
 
 

@@ -52,8 +52,10 @@ def usage_group(s: Settings, n: RecordNames) -> dict[str, Any]:
 
 
 def _share(n: RecordNames, phases: tuple[str, ...]) -> str:
+    """The rank's share of step time in ``phases``; a NaN share (0/0: a rank whose first steps
+    have not ended) is left out, or it would make every sum_over_time over it NaN."""
     regex = "|".join(phases)
-    return f'sum {by(*TRIAL_LABELS)} ({n.phase_share}{{phase=~"{regex}"}})'
+    return f'sum {by(*TRIAL_LABELS)} ({n.phase_share}{{phase=~"{regex}"}} >= 0)'
 
 
 def idle_by_cause(n: RecordNames) -> str:
@@ -92,7 +94,7 @@ def mfu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
     ``mfu_low`` (the verdict "GPU busy, MFU low"), and, for ranks with a recorded MFU, held
     GPU-seconds and held x MFU: a group's MFU is the ratio of the last two's sums."""
     on_rank = on(*TRIAL_LABELS)
-    mfu = f"max {by(*TRIAL_LABELS)} ({n.mfu})"
+    mfu = f"max {by(*TRIAL_LABELS)} ({n.mfu} >= 0)"  # no NaN into a sum over time
     low = number(s.mfu_low(GPU_UNDERUTILIZED))
     return [
         {"record": n.gpu_seconds_low_mfu,
