@@ -18,7 +18,7 @@ from pathlib import Path
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 
-from grafana import fleet, node_gpu, trial_profile
+from grafana import fleet, gpu_hours, node_gpu, trial_profile
 from grafana.promql import Promql
 from prometheus.rulegen.settings import DEFAULT_THRESHOLDS, Settings, SettingsError, load_settings
 
@@ -28,6 +28,7 @@ DASHBOARDS: dict[str, Callable[[Promql], db.Dashboard]] = {
     "node-gpu": node_gpu.build,
     "trial-profile": trial_profile.build,
     "fleet": fleet.build,
+    "gpu-hours": gpu_hours.build,
 }
 
 

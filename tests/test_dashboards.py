@@ -21,10 +21,12 @@ from grafana.generate import DEFAULT_THRESHOLDS, load_settings
 DASHBOARDS = REPO / "grafana" / "dashboards"
 EXPECTED_UIDS = {"node-gpu.json": "trainwatch-node-gpu",
                  "trial-profile.json": "trainwatch-trial-profile",
-                 "fleet.json": "trainwatch-fleet"}
+                 "fleet.json": "trainwatch-fleet",
+                 "gpu-hours.json": "trainwatch-gpu-hours"}
 EXPECTED_VARIABLES = {"node-gpu.json": ["datasource", "instance", "gpu"],
                       "trial-profile.json": ["datasource", "experiment", "trial", "rank"],
-                      "fleet.json": ["datasource", "experiment"]}
+                      "fleet.json": ["datasource", "experiment"],
+                      "gpu-hours.json": ["datasource", "experiment"]}
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 # Grafana's own variables the dashboards may use.
 GRAFANA_BUILTINS = {"__rate_interval", "__interval", "__range", "__data", "__url_time_range",

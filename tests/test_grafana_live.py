@@ -37,6 +37,9 @@ RANGE_SECONDS = 60
 # (dashboard, panel title, refId) whose query legitimately returns nothing on this stack:
 # none. The CPU trial names both fake GPUs (TRAINWATCH_GPU_UUIDS), so the uuid joins have data.
 ALLOWED_EMPTY: set[tuple[str, str, str]] = set()
+# Dashboards whose records this stack cannot fill in a minute (the usage group records once a
+# minute): tests/test_usage.py runs their every query over backfilled history instead.
+BACKFILLED = {"gpu-hours.json"}
 TRIAL_GPUS = ",".join(fake_uuid(i) for i in range(FAKE_GPUS))
 
 PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or",
@@ -181,6 +184,8 @@ def test_every_name_in_every_query_is_produced_by_the_project(stack: Stack) -> N
     assert "trainwatch_bogus_ratio" in metric_names("trainwatch_bogus_ratio{job=\"x\"}") - known
     problems = []
     for name, board in stack.dashboards.items():
+        if name in BACKFILLED:  # its labels (k8s_namespace) are set by no trial of this stack
+            continue
         exprs = [(p["title"], t["expr"]) for p in board["panels"] for t in p.get("targets", [])]
         exprs += [(f"variable {v['name']}", v["query"]) for v in board["templating"]["list"][1:]]
         for where, expr in exprs:
@@ -202,6 +207,8 @@ def test_every_name_in_every_query_is_produced_by_the_project(stack: Stack) -> N
 def test_every_panel_query_runs_and_returns_data(stack: Stack, all_selected: bool) -> None:
     problems = []
     for name, board in sorted(stack.dashboards.items()):
+        if name in BACKFILLED:
+            continue
         values = variable_values(stack, name)
         if all_selected:
             values = {k: (v if k.startswith("__") else ".*") for k, v in values.items()}

@@ -40,7 +40,8 @@ def test_dashboard_provider_reads_the_mounted_dashboards_folder() -> None:
     # What is mounted there is grafana/dashboards/: it must hold the three dashboards.
     uids = {json.loads(p.read_text())["uid"] for p in (REPO / "grafana" / "dashboards").glob(
         "*.json")}
-    assert uids == {"trainwatch-node-gpu", "trainwatch-trial-profile", "trainwatch-fleet"}
+    assert uids == {"trainwatch-node-gpu", "trainwatch-trial-profile", "trainwatch-fleet",
+                    "trainwatch-gpu-hours"}
 
 
 def test_dashboards_do_not_hard_code_the_provisioned_datasource() -> None:

@@ -29,6 +29,7 @@ from prometheus.rulegen.recording import recording_groups
 from trainwatch import cli
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE
 from trainwatch.contract.records import IDLE_CAUSES, RecordNames
+from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,6 +44,7 @@ TRIALS = (
     ("fast", "team-b", "bob", "GPU-bbb", 0.85,
      {"dataloader_next": 0.02, "to_device": 0.03, "train_batch": 0.95}),
 )
+SAMPLES_PER_STEP, FLOPS, PEAK_FLOPS = 32, 1e12, 1e15
 STARTS = {"slow": BASE + 300, "fast": BASE + 600}
 END = BASE + 600 + LIFE + 600  # the history's end: both ended minutes before
 
@@ -54,6 +56,8 @@ def _samples() -> list[tuple[str, float, int]]:
         for i, (_, _, _, uuid, busy, _) in enumerate(TRIALS):
             out.append(((f'trainwatch_gpu_utilization_ratio{{{exporter},gpu="{i}",'
                          f'uuid="{uuid}"}}'), busy, t))
+            out.append(((f'trainwatch_gpu_peak_flops{{{exporter},gpu="{i}",uuid="{uuid}",'
+                         f'dtype="bf16"}}'), PEAK_FLOPS, t))
     for trial, namespace, user, uuid, _, phases in TRIALS:
         key = f'job="trainwatch_trial",experiment="e",trial="{trial}",rank="0"'
         start = STARTS[trial]
@@ -67,7 +71,10 @@ def _samples() -> list[tuple[str, float, int]]:
                     (f"push_time_seconds{{{key}}}", t, t),
                     (f"{names.STEP_SECONDS}_sum{{{key}}}", age, t),
                     (f"{names.STEP_SECONDS}_count{{{key}}}", age, t),
-                    (f"{names.STEPS}_total{{{key}}}", age, t)]
+                    (f"{names.STEPS}_total{{{key}}}", age, t),
+                    (f"{names.SAMPLES}_total{{{key}}}", SAMPLES_PER_STEP * age, t)]
+            if trial == "fast":  # it says its FLOPs: MFU 32 x 1e12 / 1e15 = 0.032, under 0.2
+                out.append((f'{names.MODEL_FLOPS}{{{key},precision="bf16"}}', FLOPS, t))
             out += [(f'{names.PHASE_SECONDS}_sum{{{key},phase="{phase}"}}', share * age, t)
                     for phase, share in phases.items()]
             if t + STEP > start + LIFE:  # its final push says it ended
@@ -147,6 +154,35 @@ def usage_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield prom.url
 
 
+def test_every_gpu_hours_panel_query_answers_over_the_history(usage_prometheus: str) -> None:
+    """The provisioned "Where the GPU-hours went" dashboard (grafana/gpu_hours.py): each query
+    with Grafana's variables put in returns data, with its legend's labels; the totals and the
+    tables agree with the records."""
+    board = json.loads((REPO / "grafana" / "dashboards" / "gpu-hours.json").read_text())
+    api = PrometheusAPI(usage_prometheus)
+    since = f"{int(time.time()) - BASE + 300}s"
+    found: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for experiment in (".*", "e"):
+        for panel in board["panels"]:
+            for target in panel.get("targets", []):
+                expr = target["expr"].replace("$__range", since).replace(
+                    "$experiment", experiment)
+                result = (api.query(expr) if target.get("instant") else
+                          [(labels, values[-1][1]) for labels, values in
+                           api.query_range(expr, BASE, END, 60)])
+                assert result, (panel["title"], target["refId"], expr)
+                legend = set(re.findall(r"\{\{(\w+)\}\}", target.get("legendFormat", "")))
+                assert all(legend <= set(labels) for labels, _ in result), panel["title"]
+                found[f"{panel['title']}/{target.get('legendFormat')}"] = result
+    hours = {label: value for label, value in
+             ((k.split("/")[1], v[0][1]) for k, v in found.items() if k.startswith("GPU-hours/"))}
+    assert hours["held"] == pytest.approx(hours["busy"] + hours["wasted"])
+    namespaces = {labels["k8s_namespace"]: value for labels, value in
+                  found["Top namespaces by wasted GPU-hours/__auto"]}
+    assert set(namespaces) == {"team-a", "team-b"} and namespaces["team-a"] > namespaces["team-b"]
+    assert sum(namespaces.values()) == pytest.approx(hours["wasted"])
+
+
 def _usage(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = cli.main(["usage", *argv])
     out, err = capsys.readouterr()
@@ -201,6 +237,9 @@ def test_usage_by_namespace_says_where_each_gpu_second_went(
         a["held_gpu_seconds"] + b["held_gpu_seconds"])
     assert a["top_offender"]["trial"] == "slow" and b["top_offender"]["trial"] == "fast"
     assert a["mfu"] is None  # no FLOPs figure: unknown, never 0
+    assert b["mfu"] == pytest.approx(SAMPLES_PER_STEP * FLOPS / PEAK_FLOPS, rel=0.01)
+    assert b["busy_low_mfu_gpu_seconds"] == pytest.approx(b["busy_gpu_seconds"], abs=60)
+    assert a["busy_low_mfu_gpu_seconds"] == 0
     assert found["causes"]["data"]["words"] == IDLE_CAUSES["data"] == "waiting on data"
     assert found["causes"]["data"]["verdict"] == "Data loader"
 

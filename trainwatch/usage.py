@@ -30,12 +30,11 @@ from trainwatch import cliutil
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, span
 from trainwatch.contract import remedies
 from trainwatch.contract.checks import CHECKS, LOW_MFU
-from trainwatch.contract.promql import TRIAL_LABELS, by, on
+from trainwatch.contract.promql import by, placed
 from trainwatch.contract.records import IDLE_CAUSES, RecordNames
 from trainwatch.diagnose.runs import retention
 from trainwatch.lookup import prometheus_url
 from trainwatch.promapi import PrometheusAPI, PrometheusError
-from trial_instrumentation import names
 
 # --by -> the label of trainwatch_trial_info (the trial's grouping key for experiment).
 GROUPINGS = {"experiment": "experiment", "namespace": "k8s_namespace", "job": "slurm_job_id",
@@ -112,16 +111,9 @@ def queries(n: RecordNames, label: str, since: float) -> dict[str, str]:
     joined to the rank's ``label`` (trainwatch_trial_info's last value in the range), summed
     per group (``cause`` kept for the idle GPU-seconds; the top trial per group)."""
     r = _range(since)
-    rank = on(*TRIAL_LABELS)
-    if label in TRIAL_LABELS:
-        def joined(expr: str) -> str:
-            return expr
-    else:
-        info = (f"topk {by(*TRIAL_LABELS)} (1, max {by(*TRIAL_LABELS, label)} "
-                f"(last_over_time({names.TRIAL_INFO}{r})))")
 
-        def joined(expr: str) -> str:
-            return f"{expr} * {rank} group_left ({label}) {info}"
+    def joined(expr: str) -> str:
+        return placed(expr, label, r)
 
     def total(record: str, *extra: str) -> str:
         return f"sum {by(label, *extra)} ({joined(f'sum_over_time({record}{r})')})"
