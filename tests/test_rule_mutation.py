@@ -77,7 +77,8 @@ def test_a_mutant_changes_only_its_rules_text_in_the_file() -> None:
         == {"`for: 2m` removed", "`for: 2m` -> `for: 1m`", "`for: 2m` -> `for: 4m`"}
     # The staleness gate rulegen's live_trials() writes is mutated once, in every alert it gates.
     [bypass] = [x for x in mutants if x.rule == name and x.change == "`<` -> `>`"]
-    assert sorted(bypass.files) == ["gpu.yml", "host.yml", "trial.yml"]
+    # recording.yml: the GPU-seconds held and busy count live ranks only (rulegen/usage.py).
+    assert sorted(bypass.files) == ["gpu.yml", "host.yml", "recording.yml", "trial.yml"]
     assert "TrainwatchDataloaderBound" in bypass.reach and "TrainwatchTrialStale" not in bypass.reach
     assert bypass.files["trial.yml"] == original.replace(gate, gate.replace(" < 300 ", " > 300 "))
     assert not [x for x in mutants if x.rule == "TrainwatchDataloaderBound" and "< 300" in x.change]
