@@ -34,7 +34,7 @@ from trainwatch.contract.promql import by, placed
 from trainwatch.contract.records import IDLE_CAUSES, RecordNames
 from trainwatch.diagnose.runs import retention
 from trainwatch.lookup import prometheus_url
-from trainwatch.promapi import PrometheusAPI, PrometheusError
+from trainwatch.promapi import COUNT, PrometheusAPI, PrometheusError
 
 # --by -> the label of trainwatch_trial_info (the trial's grouping key for experiment).
 GROUPINGS = {"experiment": "experiment", "namespace": "k8s_namespace", "job": "slurm_job_id",
@@ -170,21 +170,18 @@ def gather(api: PrometheusAPI, by_: str, since: float) -> list[Group]:
 
     asked = queries(n, label, since)
     for figure in ("held", "busy", "low_mfu", "model", "held_mfu"):
-        for labels, value in api.query(asked[figure]):
+        # GPU-seconds are finite and at least 0 (COUNT): a NaN, an infinity or a negative
+        # sum is a broken answer, said in one line, never a wrong table.
+        for labels, value in api.query(asked[figure], COUNT):
             found = group(labels)
-            setattr(found, figure, getattr(found, figure) + _finite(value))
-    for labels, value in api.query(asked["idle"]):
+            setattr(found, figure, getattr(found, figure) + value)
+    for labels, value in api.query(asked["idle"], COUNT):
         cause = labels.get("cause", "")
         if cause in IDLE_CAUSES:  # a value outside the contract's five is not ours
-            group(labels).wasted[cause] += _finite(value)
-    for labels, value in api.query(asked["top"]):
-        group(labels).top = (labels.get("experiment", ""), labels.get("trial", ""),
-                             _finite(value))
+            group(labels).wasted[cause] += value
+    for labels, value in api.query(asked["top"], COUNT):
+        group(labels).top = (labels.get("experiment", ""), labels.get("trial", ""), value)
     return sorted(groups.values(), key=lambda g: (-g.idle, g.name))
-
-
-def _finite(value: float) -> float:
-    return value if math.isfinite(value) else 0.0
 
 
 def _duration(seconds: float) -> str:
