@@ -1,0 +1,68 @@
+"""`trainwatch usage` on a live stack (issue 40): the real exporter over the fake NVML, a real
+Pushgateway and Prometheus with the shipped rules, and two real PyTorch trials in two Kubernetes
+namespaces (TRAINWATCH_K8S_NAMESPACE, as the chart's downward API sets it): a loader-bound one on
+the idle fake GPU in team-a, a healthy one on the busy GPU in team-b. The usage group records
+once a minute, so this waits for its first evaluation with both trials timed (at most about a
+minute); tests/test_usage.py covers longer histories on backfilled series."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.fake_nvml import fake_uuid
+from tests.live_stack import BUSY_GPU, IDLE_GPU, live_stack
+from trainwatch import cli
+from trainwatch.cliutil import EXIT_OK
+from trainwatch.contract.records import RecordNames
+from trial_instrumentation import names
+
+EXPERIMENT = "usage-live"
+IDLE = RecordNames("10s").gpu_seconds_idle
+
+
+def test_usage_by_namespace_on_a_live_stack(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    with live_stack(tmp_path, rate_window="10s", for_="3s") as live:
+        common = ("--workers", "0", "--batch-size", "8", "--steps", "100000",
+                  "--max-seconds", "150")
+        for trial, gpu, namespace, extra in (("slow", IDLE_GPU, "team-a", ("--loader-delay",
+                                                                           "0.05")),
+                                             ("healthy", BUSY_GPU, "team-b", ())):
+            live.start_trial(EXPERIMENT, trial, *common, *extra,
+                             env={"TRAINWATCH_GPU_UUIDS": fake_uuid(gpu),
+                                  "TRAINWATCH_K8S_NAMESPACE": namespace})
+        prom = live.prometheus
+        # A usage evaluation that split the slow trial's idle minute by its shares, and one
+        # that counted the healthy trial's.
+        prom.wait_for_series(f'{IDLE}{{trial="slow",cause="data"}} > 0', 80)
+        prom.wait_for_series(f'{IDLE}{{trial="healthy",cause="other"}}', 10)
+        code = cli.main(["usage", "--prometheus", prom.url, "--by", "namespace", "--since", "5m",
+                         "--format", "json"])
+        out, err = capsys.readouterr()
+        assert code == EXIT_OK, err
+        # What the slow trial's own timings say: its dataloader_next share of step time.
+        [(_, share)] = [(r["metric"], float(r["value"][1])) for r in prom.query(
+            f'sum({names.PHASE_SECONDS}_sum{{trial="slow",phase="{names.DATALOADER_NEXT}"}})'
+            f' / sum({names.STEP_SECONDS}_sum{{trial="slow"}})')]
+        for name, proc in live.trials.items():
+            assert proc.poll() is None, live.trial_log(name)
+    found = json.loads(out)
+    groups = {g["group"]: g for g in found["groups"]}
+    assert set(groups) == {"team-a", "team-b"}, groups
+    a, b = groups["team-a"], groups["team-b"]
+    assert a["held_gpu_seconds"] >= 60 and b["held_gpu_seconds"] >= 60  # one GPU, a minute each
+    # The idle fake GPU (5% busy) leaves nearly all of the slow trial's minute idle, and the
+    # loader-bound trial's idle GPU-seconds go to waiting on data as its timings say.
+    idle = a["held_gpu_seconds"] - a["busy_gpu_seconds"]
+    assert share > 0.5 and idle > 0.9 * a["held_gpu_seconds"]
+    assert a["wasted_by_cause"]["data"] == pytest.approx(idle * share, rel=0.05)
+    assert b["wasted_by_cause"]["data"] < 0.2 * b["wasted_gpu_seconds"]
+    for g in (a, b, found["total"]):  # held = busy + wasted, the causes adding up to wasted
+        assert g["held_gpu_seconds"] == pytest.approx(
+            g["busy_gpu_seconds"] + g["wasted_gpu_seconds"])
+        assert g["wasted_gpu_seconds"] == pytest.approx(sum(g["wasted_by_cause"].values()))
+    assert (a["top_offender"]["experiment"], a["top_offender"]["trial"]) == (EXPERIMENT, "slow")
