@@ -399,7 +399,7 @@ def test_grafana_gets_the_projects_provisioning_with_this_checkouts_dashboards(
     folder = Path(written["providers"][0]["options"]["path"])
     assert folder == REPO / "grafana" / "dashboards"
     assert sorted(p.name for p in folder.glob("*.json")) == \
-        ["fleet.json", "node-gpu.json", "trial-profile.json"]
+        ["fleet.json", "gpu-hours.json", "node-gpu.json", "trial-profile.json"]
     # Only the folder differs from the shipped provider.
     shipped["providers"][0]["options"]["path"] = str(folder)
     assert written == shipped
