@@ -83,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          wait_for_ranks=dist.barrier)
         log.info("rank %d/%d trained %d steps, mean loss over ranks %.4f",
                  dist.get_rank(), world, args.steps, loss)
+        # Every rank done before any tears its connections down: a rank whose peer left first
+        # could abort in gloo's teardown ("terminate called without an active exception").
+        dist.barrier()
     finally:
         dist.destroy_process_group()
     return 0
