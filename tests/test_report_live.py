@@ -363,6 +363,27 @@ def test_page_fits_a_narrow_window_and_no_time_label_overlaps(
             assert crowded == 0, width
 
 
+def test_panel_titles_stand_above_their_axis_text(
+        slow_report: tuple[Path, dict[str, Any]]) -> None:
+    """A panel's title reads larger than the tick labels of the plot under it, wide and
+    narrow: the SVG scales with the panel, its 9 pt text with it (issue 38: titles looked small
+    beside their axis text at 1400 and 800 px)."""
+    out, _ = slow_report
+    for width in (1400, 800):
+        with open_page(out, width=width) as (page, problems):
+            assert problems == []
+            sizes = page.evaluate("""() => [...document.querySelectorAll(
+                'figure.panel[data-state="plot"]')].map(f => {
+                  const tick = f.querySelector('svg.plot g[id^="ytick_"] text');
+                  return [parseFloat(getComputedStyle(f.querySelector('figcaption')).fontSize),
+                          tick.getScreenCTM().a * parseFloat(getComputedStyle(tick).fontSize)];
+                })""")
+            assert sizes, width
+            for title, tick in sizes:
+                assert title >= 1.2 * tick, (width, title, tick)
+                assert tick >= 10, (width, tick)  # and the axis text stays readable
+
+
 def test_finished_trial_without_gpus(two_trials: LiveStack, finished: subprocess.Popen[bytes],
                                     tmp_path: Path) -> None:
     """A trial that ended (its group retired by gc) is read at its last sample; with no GPU

@@ -30,7 +30,7 @@ dl.meta dt { color: var(--muted); } dl.meta dd { margin: 0; }
 .verdict .title { font-size: 1.1rem; font-weight: 600; } .remedy { margin: .3rem 0; }
 .plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(620px, 1fr)); gap: 1rem; }
 figure.panel { margin: 0; background: var(--card); border-radius: 4px; padding: .5rem; }
-figure.panel figcaption { font-weight: 600; margin-bottom: .2rem; }
+figure.panel figcaption { font-weight: 600; font-size: 1.15rem; margin-bottom: .2rem; }
 svg.plot { width: 100%; height: auto; display: block; }
 .note, .empty { color: var(--muted); font-style: italic; }
 pre { background: var(--card); padding: .6rem; overflow-x: auto; font-size: 12px; }
