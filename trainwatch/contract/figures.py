@@ -26,6 +26,9 @@ NOT_BUSY_MODES = 'mode=~"idle|iowait|steal"'
 # rule's order of preference.
 BUSY_METRICS = {"sm_active": "trainwatch_gpu_sm_active_ratio",
                 "utilization": "trainwatch_gpu_utilization_ratio"}
+# The exporter's host identity series (instance, nodename): the join from a trial's nodename to
+# its node's series.
+HOST_INFO = "trainwatch_host_info"
 
 
 def run_age(trial: str, seconds: float) -> str:

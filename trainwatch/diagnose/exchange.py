@@ -30,12 +30,12 @@ from dataclasses import dataclass
 
 from trainwatch.contract import remedies
 from trainwatch.contract.checks import EXCHANGE_CAUSES
+from trainwatch.contract.figures import HOST_INFO
 from trainwatch.contract.promql import BY_TRIAL, by, on
 from trainwatch.contract.promql import select as selector
 from trainwatch.promapi import PrometheusAPI
 from trial_instrumentation import names
 
-HOST_INFO = "trainwatch_host_info"
 STRAGGLER, LOADER, NETWORK, EXCHANGE = EXCHANGE_CAUSES
 DIRECTIONS = (("receive", "trainwatch_network_receive_bytes_total"),
               ("transmit", "trainwatch_network_transmit_bytes_total"))

@@ -14,6 +14,7 @@ from typing import Any
 
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import TRIAL_STALE
+from trainwatch.contract.figures import HOST_INFO
 from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS, rank_key
 from trainwatch.contract.promql import select as selector
 from trainwatch.contract.records import QUANTILES
@@ -28,8 +29,6 @@ from trainwatch.diagnose.verdict import Verdict
 from trainwatch.promapi import ANY, TIME, Kind, Labels, PrometheusAPI
 from trial_instrumentation import names
 from trial_instrumentation.durations import parse_duration
-
-HOST_INFO = "trainwatch_host_info"
 
 
 class UnknownTrial(LookupError):

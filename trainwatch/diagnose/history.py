@@ -17,6 +17,7 @@ import time
 from collections import defaultdict
 
 from trainwatch.cliutil import ago
+from trainwatch.contract.figures import HOST_INFO
 from trainwatch.contract.promql import select
 from trainwatch.diagnose import loader_cause
 from trainwatch.diagnose.decision import gather, threads_noted
@@ -163,7 +164,7 @@ def _fired_in_life(api: PrometheusAPI, run: Run, report: RankReport) -> list[Ale
     pinned = api.pinned(run.last)
     firing = {"alertstate": "firing"}
     instance = next((labels.get("instance") for labels, _ in pinned.query(select(
-        "trainwatch_host_info", nodename=report.nodename))), None) if report.nodename else None
+        HOST_INFO, nodename=report.nodename))), None) if report.nodename else None
     wanted = [select("ALERTS", **firing, **dict(zip(names.GROUPING_LABELS, run.key)))]
     wanted += [select("ALERTS", **firing, uuid=gpu.uuid) for gpu in report.gpus]
     wanted += [select("ALERTS", **firing, instance=instance)] if instance else []

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import CPU_SATURATED, DATALOADER_BOUND
 from trainwatch.contract.checks import LOADER_CAUSE_THRESHOLDS, LOADER_CAUSES
+from trainwatch.contract.figures import HOST_INFO
 from trainwatch.contract.promql import BY_TRIAL
 from trainwatch.contract.promql import select as selector
 from trainwatch.diagnose.deployed import AlertRule
@@ -33,7 +34,6 @@ from trainwatch.diagnose.verdict import Verdict
 from trainwatch.promapi import Labels
 from trial_instrumentation import names
 
-HOST_INFO = "trainwatch_host_info"
 # One host_info series per node: a global view of a sharded Prometheus holds a node's series
 # once per shard that scraped it (its `prometheus_shard` label), and a join on `instance`
 # against several would fail (many-to-many) or count the node twice.
