@@ -41,11 +41,18 @@ def build(q: Promql) -> db.Dashboard:
         Query(_hours(f"sum(sum_over_time({low_mfu}{RANGE}))"), "busy, MFU low"),
     ], description="GPU-hours live trial ranks held, their GPUs were busy (the one GPU-busy "
                    "rule), idle (held - busy) and busy with an MFU under mfu_low, over the "
-                   "time range; `trainwatch usage` gives the same per group."), 12, 5)
+                   "time range; `trainwatch usage` gives the same per group."), 9, 5)
     layout.add(stat("Wasted GPU-hours by cause", "none", [
         Query(_hours(f"sum {by('cause')} (sum_over_time({idle}{RANGE}))"), "{{cause}}"),
     ], description=f"Idle GPU-hours split by the phase shares of each minute: {CAUSES}."),
-        12, 5)
+        9, 5)
+    layout.add(stat("GPU-hours outside trials", "none", [
+        Query(_hours(f"sum(sum_over_time({n.gpu_seconds_uninstrumented}{RANGE}))"),
+              "uninstrumented"),
+        Query(_hours(f"sum(sum_over_time({n.gpu_seconds_unused}{RANGE}))"), "unused"),
+    ], description="GPU-hours of GPUs no live trial rank held, every experiment's: with "
+                   "processes on them (uninstrumented use, from the exporter's opt-in process "
+                   "collector; without it every such GPU reads unused) and with none."), 6, 5)
     layout.row("Over time")
     layout.add(timeseries("Idle GPUs by cause", "none", [
         Query(f"sum {by('cause')} ({idle}) / {gpus}", "{{cause}}"),

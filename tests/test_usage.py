@@ -61,6 +61,13 @@ def _samples() -> list[tuple[str, float, int]]:
                          f'uuid="{uuid}"}}'), busy, t))
             out.append(((f'trainwatch_gpu_peak_flops{{{exporter},gpu="{i}",uuid="{uuid}",'
                          f'dtype="bf16"}}'), PEAK_FLOPS, t))
+        # Beside the trials' GPUs: one with a process but no trial, one with nothing on it.
+        out.append((f'trainwatch_gpu_utilization_ratio{{{exporter},gpu="2",uuid="GPU-ccc"}}',
+                    0.7, t))
+        out.append(((f'trainwatch_gpu_process_info{{{exporter},gpu="2",uuid="GPU-ccc",pid="7",'
+                     'pod_uid="p-7",container_id="c-7",slurm_job_id=""}'), 1, t))
+        out.append((f'trainwatch_gpu_utilization_ratio{{{exporter},gpu="3",uuid="GPU-ddd"}}',
+                    0, t))
     for trial, namespace, user, uuid, _, phases in TRIALS:
         key = f'job="trainwatch_trial",experiment="e",trial="{trial}",rank="0"'
         start = STARTS[trial]
@@ -132,7 +139,8 @@ def usage_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     promtool("tsdb", "create-blocks-from", "openmetrics", workdir / "raw.om", tsdb)
     n = RecordNames(load_settings().rate_window)
     wanted = {n.gpu_seconds_held, n.gpu_seconds_busy, n.gpu_seconds_idle,
-              n.gpu_seconds_low_mfu, n.gpu_seconds_held_mfu, n.gpu_seconds_model}
+              n.gpu_seconds_low_mfu, n.gpu_seconds_held_mfu, n.gpu_seconds_model,
+              n.gpu_seconds_uninstrumented, n.gpu_seconds_unused}
     for i, rules in enumerate(_levels(recording_groups(load_settings()), wanted)):
         # One path for every pass: a group's evaluation offset is a hash of its name and file,
         # so a group's rules land on the same instants whichever pass wrote them, as live.
@@ -243,6 +251,13 @@ def test_usage_by_namespace_says_where_each_gpu_second_went(
     assert b["mfu"] == pytest.approx(SAMPLES_PER_STEP * FLOPS / PEAK_FLOPS, rel=0.05)
     assert b["busy_low_mfu_gpu_seconds"] == pytest.approx(b["busy_gpu_seconds"], abs=60)
     assert a["busy_low_mfu_gpu_seconds"] == 0
+    # GPUs outside any trial: GPU-ccc's process all hour long; GPU-ddd all hour, and each
+    # trial's GPU the 20 minutes it was not held; every GPU-second of the 4 GPUs once.
+    hour, outside = END - BASE, found["outside_trials"]
+    assert outside["uninstrumented_gpu_seconds"] == pytest.approx(hour, abs=60)
+    assert outside["unused_gpu_seconds"] == pytest.approx(hour + 2 * (hour - LIFE), abs=180)
+    assert found["total"]["held_gpu_seconds"] + outside["uninstrumented_gpu_seconds"] + \
+        outside["unused_gpu_seconds"] == pytest.approx(4 * hour, abs=240)
     assert found["causes"]["data"]["words"] == IDLE_CAUSES["data"] == "waiting on data"
     assert found["causes"]["data"]["verdict"] == "Data loader"
 

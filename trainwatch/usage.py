@@ -127,11 +127,15 @@ def queries(n: RecordNames, label: str, since: float) -> dict[str, str]:
         "model": total(n.gpu_seconds_model),
         "held_mfu": total(n.gpu_seconds_held_mfu),
         "top": f"topk {by(label)} (1, {wasted})",
+        # GPUs no live rank held (per GPU, no trial to group by): the fleet's totals.
+        "uninstrumented": f"sum(sum_over_time({n.gpu_seconds_uninstrumented}{r}))",
+        "unused": f"sum(sum_over_time({n.gpu_seconds_unused}{r}))",
     }
 
 
 REQUIRED = ("gpu_seconds_held", "gpu_seconds_busy", "gpu_seconds_idle", "gpu_seconds_low_mfu",
-            "gpu_seconds_model", "gpu_seconds_held_mfu")
+            "gpu_seconds_model", "gpu_seconds_held_mfu", "gpu_seconds_uninstrumented",
+            "gpu_seconds_unused")
 
 
 def check_deployed(api: PrometheusAPI, n: RecordNames) -> None:
@@ -152,8 +156,17 @@ def check_deployed(api: PrometheusAPI, n: RecordNames) -> None:
                      "this version's prometheus/rules/recording.yml (group trainwatch.usage.rules)")
 
 
-def gather(api: PrometheusAPI, by_: str, since: float) -> list[Group]:
-    """Each group's figures, most wasted first."""
+@dataclass(frozen=True)
+class Outside:
+    """GPU-seconds of GPUs no live trial rank held: with processes on them (uninstrumented:
+    the exporter's opt-in process collector) and with none (unused)."""
+
+    uninstrumented: float = 0.0
+    unused: float = 0.0
+
+
+def gather(api: PrometheusAPI, by_: str, since: float) -> tuple[list[Group], Outside]:
+    """Each group's figures, most wasted first, and the GPUs outside any trial."""
     kept = retention(api)
     if since > kept:
         raise UsageError(f"--since {cliutil.bounded(_duration(since))} is beyond Prometheus's "
@@ -181,7 +194,9 @@ def gather(api: PrometheusAPI, by_: str, since: float) -> list[Group]:
             group(labels).wasted[cause] += value
     for labels, value in api.query(asked["top"], COUNT):
         group(labels).top = (labels.get("experiment", ""), labels.get("trial", ""), value)
-    return sorted(groups.values(), key=lambda g: (-g.idle, g.name))
+    outside = Outside(*(sum(value for _, value in api.query(asked[figure], COUNT))
+                        for figure in ("uninstrumented", "unused")))
+    return sorted(groups.values(), key=lambda g: (-g.idle, g.name)), outside
 
 
 def _duration(seconds: float) -> str:
@@ -215,7 +230,7 @@ def as_dict(g: Group) -> dict[str, Any]:
             {"experiment": g.top[0], "trial": g.top[1], "wasted_gpu_seconds": g.top[2]}}
 
 
-def as_json(by_: str, since: float, groups: list[Group]) -> str:
+def as_json(by_: str, since: float, groups: list[Group], outside: Outside) -> str:
     causes = {cause: {"words": words, "verdict": None if VERDICTS[cause] is None else
                       VERDICTS[cause][0],  # type: ignore[index]
                       "remedy": None if VERDICTS[cause] is None else VERDICTS[cause][1]}  # type: ignore[index]
@@ -223,7 +238,9 @@ def as_json(by_: str, since: float, groups: list[Group]) -> str:
     return json.dumps({"by": by_, "since_seconds": since, "causes": causes,
                        "low_mfu": {"words": LOW_MFU_WORDS, "remedy": remedies.LOW_MFU},
                        "groups": [as_dict(g) for g in groups],
-                       "total": as_dict(totals(groups))}, indent=2)
+                       "total": as_dict(totals(groups)),
+                       "outside_trials": {"uninstrumented_gpu_seconds": outside.uninstrumented,
+                                          "unused_gpu_seconds": outside.unused}}, indent=2)
 
 
 def as_csv(by_: str, groups: list[Group]) -> str:
@@ -241,7 +258,7 @@ def as_csv(by_: str, groups: list[Group]) -> str:
     return out.getvalue().rstrip("\n")
 
 
-def as_table(by_: str, since: float, groups: list[Group]) -> str:
+def as_table(by_: str, since: float, groups: list[Group], outside: Outside) -> str:
     header = [by_, "held", "busy", "wasted", *IDLE_CAUSES.values(), LOW_MFU_WORDS, "MFU",
               "top offender (wasted)"]
     rows = []
@@ -268,6 +285,10 @@ def as_table(by_: str, since: float, groups: list[Group]) -> str:
                          f"says it: {verdict[0]}. {verdict[1]}")
     if whole.low_mfu > 0:
         lines.append(f"{LOW_MFU_WORDS}: {hours(whole.low_mfu)} GPU-h busy. {remedies.LOW_MFU}")
+    if outside.uninstrumented or outside.unused:
+        lines.append(f"Outside any trial: {hours(outside.uninstrumented)} GPU-h on GPUs with "
+                     f"processes but no trial (uninstrumented), {hours(outside.unused)} GPU-h "
+                     "on GPUs with neither (unused).")
     if not groups:
         lines.append(f"(no GPU-seconds recorded in the last {_duration(since)})")
     return "\n".join(lines)
@@ -276,14 +297,14 @@ def as_table(by_: str, since: float, groups: list[Group]) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         api = PrometheusAPI(prometheus_url(args.prometheus), timeout=args.timeout)
-        groups = gather(api, args.by, args.since)
+        groups, outside = gather(api, args.by, args.since)
     except (ValueError, PrometheusError) as err:
         print(f"trainwatch usage: error: {cliutil.printable(str(err))}", file=sys.stderr)
         return EXIT_USAGE
     if args.format == "json":
-        print(as_json(args.by, args.since, groups))
+        print(as_json(args.by, args.since, groups, outside))
     elif args.format == "csv":
         print(as_csv(args.by, groups))
     else:
-        print(as_table(args.by, args.since, groups))
+        print(as_table(args.by, args.since, groups, outside))
     return EXIT_OK

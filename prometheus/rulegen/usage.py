@@ -48,7 +48,7 @@ def usage_group(s: Settings, n: RecordNames) -> dict[str, Any]:
             "rules": [{"record": n.gpu_seconds_held, "expr": held},
                       {"record": n.gpu_seconds_busy, "expr": busy},
                       {"record": n.gpu_seconds_idle, "expr": idle_by_cause(n)},
-                      *mfu_rules(s, n)]}
+                      *mfu_rules(s, n), *outside_trials(s, n, live)]}
 
 
 def _share(n: RecordNames, phases: tuple[str, ...]) -> str:
@@ -101,4 +101,24 @@ def mfu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
          "expr": f"{n.gpu_seconds_busy}\nand {on_rank}\n{mfu} < {low}"},
         {"record": n.gpu_seconds_held_mfu, "expr": f"{n.gpu_seconds_held}\nand {on_rank}\n{mfu}"},
         {"record": n.gpu_seconds_model, "expr": f"{n.gpu_seconds_held}\n* {on_rank}\n{mfu}"},
+    ]
+
+
+
+def outside_trials(s: Settings, n: RecordNames, live: str) -> list[dict[str, Any]]:
+    """Per GPU the exporter reports (its GPU-busy rule) that no live rank holds: GPU-seconds
+    with processes on it (the process collector's trainwatch_gpu_process_info, opt-in: without
+    it every such GPU counts as unused) and GPU-seconds with none."""
+    gpu = ("instance", "gpu", "uuid")
+    held = (f"max {by('uuid')} (\n  {select(names.GPU_INFO, s.selector('trial'))}\n"
+            f"  and {on(*TRIAL_LABELS)}\n  {live}\n)")
+    processes = f"max {by(*gpu)} ({select('trainwatch_gpu_process_info', s.selector('exporter'))})"
+    gpus = f"max {by(*gpu)} ({n.gpu_busy}) * 0 + 1"
+    return [
+        {"record": n.gpu_seconds_uninstrumented,
+         "expr": (f"{USAGE_INTERVAL_SECONDS} * (\n  {processes}\n  and {on(*gpu)} ({gpus})\n"
+                  f"  unless {on('uuid')}\n  {held}\n)")},
+        {"record": n.gpu_seconds_unused,
+         "expr": (f"{USAGE_INTERVAL_SECONDS} * (\n  {gpus}\n  unless {on(*gpu)} {processes}\n"
+                  f"  unless {on('uuid')}\n  {held}\n)")},
     ]

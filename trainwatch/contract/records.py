@@ -195,6 +195,11 @@ class RecordNames:
     # seconds at peak its model's FLOPs took); their sums' ratio is a group's MFU.
     gpu_seconds_held_mfu = "trial:trainwatch_trial_gpu_held_mfu_known:seconds_1m"
     gpu_seconds_model = "trial:trainwatch_trial_gpu_model:seconds_1m"
+    # Per GPU the exporter reports (instance, gpu, uuid) that no live rank holds, each
+    # USAGE_INTERVAL: 60 where processes run on it (the opt-in process collector's
+    # trainwatch_gpu_process_info: uninstrumented use), 60 where none does (held by nothing).
+    gpu_seconds_uninstrumented = "gpu:trainwatch_gpu_uninstrumented:seconds_1m"
+    gpu_seconds_unused = "gpu:trainwatch_gpu_unused:seconds_1m"
 
     @property
     def cpu_utilization(self) -> str:
