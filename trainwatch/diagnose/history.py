@@ -149,12 +149,11 @@ def _loader_over_life(api: PrometheusAPI, deployment: Deployment, run: Run
     life, not over the minutes its group waited for gc after it."""
     api = api.pinned(run.last)
     window = f"{max(1, math.ceil(run.last - run.start))}s"  # every sample of the run
-    life = loader_cause.Life(max(run.seconds, 1e-3), after=run.last - run.end)
     sel = dict(zip(names.GROUPING_LABELS, run.key))
     node_cpu = api.value(loader_cause.node_cpu(
         f"avg_over_time({deployment.names.cpu_utilization}{run.life_range})", **sel))
     found = loader_cause.gather(lambda expr: by_rank(api, expr), window, {run.key: node_cpu},
-                                life, **sel)
+                                run, **sel)
     return node_cpu, found.get(run.key)
 
 

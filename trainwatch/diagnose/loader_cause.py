@@ -29,7 +29,7 @@ from trainwatch.contract.figures import HOST_INFO
 from trainwatch.contract.promql import BY_TRIAL
 from trainwatch.contract.promql import select as selector
 from trainwatch.diagnose.deployed import AlertRule
-from trainwatch.diagnose.runs import life_range
+from trainwatch.diagnose.runs import Run
 from trainwatch.diagnose.verdict import Verdict
 from trainwatch.promapi import Labels
 from trial_instrumentation import names
@@ -171,7 +171,7 @@ def node_cpu(cpu: str, **sel: str | None) -> str:
 
 
 def gather(query: Callable[[str], Mapping[Key, list[tuple[Labels, float]]]], window: str,
-           node_cpu: Mapping[Key, float | None], life: Life | None = None, /,
+           node_cpu: Mapping[Key, float | None], life: Run | None = None, /,
            **sel: str | None) -> dict[Key, LoaderEvidence]:
     """Every rank's evidence: a few queries (``query`` answers one by rank) for all ranks.
 
@@ -180,8 +180,8 @@ def gather(query: Callable[[str], Mapping[Key, list[tuple[Labels, float]]]], win
     stayed after): its counters' increase over ``window`` (which holds all its samples) per
     second of that life, and its node's figures over that life alone.
     """
-    per = f" / {float(life.seconds)!r}" if life is not None else ""
-    node_range = life.node_range if life is not None else f"[{window}]"
+    per = f" / {float(max(life.seconds, 1e-3))!r}" if life is not None else ""
+    node_range = life.life_range if life is not None else f"[{window}]"
 
     def rate(metric: str, **labels: str) -> str:
         fn = "increase" if life is not None else "rate"
@@ -210,24 +210,6 @@ def gather(query: Callable[[str], Mapping[Key, list[tuple[Labels, float]]]], win
     return {key: LoaderEvidence(node_cpu=node_cpu.get(key), **{
         name: rows[key][0][1] if rows.get(key) else None for name, rows in found.items()})
         for key in keys}
-
-
-@dataclass(frozen=True)
-class Life:
-    """A run's life as a figure's window: ``seconds`` from its start to its final push, which
-    was ``after`` seconds before the instant the queries are read at (its last sample).
-
-    >>> Life(60, 115).node_range
-    '[60s] offset 115s'
-    """
-
-    seconds: float
-    after: float = 0.0
-
-    @property
-    def node_range(self) -> str:
-        """The range of a node's series (scraped all along) over exactly that life."""
-        return life_range(self.seconds, self.after)
 
 
 def explain(verdict: Verdict, evidence: LoaderEvidence | None,
