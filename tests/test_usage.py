@@ -288,6 +288,18 @@ def test_since_beyond_retention_is_one_line_exit_2(usage_prometheus: str,
     assert err.count("\n") == 1 and "beyond Prometheus's retention (30d)" in err
 
 
+def test_without_since_a_week_or_the_retention_where_shorter(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copy(RULES, tmp_path / "recording.yml")
+    with start_prometheus(tmp_path, {"global": {"scrape_interval": "1m"},
+                                     "rule_files": [str(tmp_path / "recording.yml")]},
+                          "--storage.tsdb.retention.time=2d") as prom:
+        code, out, err = _usage(capsys, "--prometheus", prom.url)
+        assert code == EXIT_OK and out.startswith("GPU-hours over the last 2d, by experiment"), err
+        code, out, err = _usage(capsys, "--prometheus", prom.url, "--since", "3d")
+    assert (code, out) == (EXIT_USAGE, "") and "retention (2d)" in err
+
+
 def test_a_prometheus_without_the_usage_rules_is_one_line_exit_2(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     old = yaml.safe_load(RULES.read_text())

@@ -94,8 +94,9 @@ def add_parser(commands: Any) -> None:
     sub = commands.add_parser("usage", help="where the GPU-hours went: held, busy and wasted "
                               "by cause, per experiment, namespace, Slurm job, user or node")
     add_prometheus(sub)
-    sub.add_argument("--since", type=span, default=DEFAULT_SINCE, metavar="DURATION",
-                     help="how far back (default 7d; at most Prometheus's retention)")
+    sub.add_argument("--since", type=span, metavar="DURATION",
+                     help="how far back (default 7d, or Prometheus's retention where shorter; "
+                     "at most the retention)")
     sub.add_argument("--by", choices=tuple(GROUPINGS), default="experiment",
                      help="one line per experiment (default), Kubernetes namespace, Slurm job, "
                      "user or node")
@@ -165,13 +166,22 @@ class Outside:
     unused: float = 0.0
 
 
-def gather(api: PrometheusAPI, by_: str, since: float) -> tuple[list[Group], Outside]:
-    """Each group's figures, most wasted first, and the GPUs outside any trial."""
+def over(api: PrometheusAPI, since: float | None) -> float:
+    """The range asked: ``--since``, refused beyond Prometheus's retention; without it 7 days,
+    or the retention where that is shorter."""
     kept = retention(api)
+    if since is None:
+        return min(DEFAULT_SINCE, kept)
     if since > kept:
         raise UsageError(f"--since {cliutil.bounded(_duration(since))} is beyond Prometheus's "
                          f"retention ({_duration(kept)}) at {api.url}: nothing older is kept; "
                          f"use --since {_duration(kept)} or less")
+    return since
+
+
+def gather(api: PrometheusAPI, by_: str, since: float) -> tuple[list[Group], Outside]:
+    """Each group's figures over ``since`` seconds, most wasted first, and the GPUs outside
+    any trial."""
     n = RecordNames("5m")  # the GPU-seconds records' names carry no rate window
     check_deployed(api, n)
     label = GROUPINGS[by_]
@@ -297,14 +307,15 @@ def as_table(by_: str, since: float, groups: list[Group], outside: Outside) -> s
 def run(args: argparse.Namespace) -> int:
     try:
         api = PrometheusAPI(prometheus_url(args.prometheus), timeout=args.timeout)
-        groups, outside = gather(api, args.by, args.since)
+        since = over(api, args.since)
+        groups, outside = gather(api, args.by, since)
     except (ValueError, PrometheusError) as err:
         print(f"trainwatch usage: error: {cliutil.printable(str(err))}", file=sys.stderr)
         return EXIT_USAGE
     if args.format == "json":
-        print(as_json(args.by, args.since, groups, outside))
+        print(as_json(args.by, since, groups, outside))
     elif args.format == "csv":
         print(as_csv(args.by, groups))
     else:
-        print(as_table(args.by, args.since, groups, outside))
+        print(as_table(args.by, since, groups, outside))
     return EXIT_OK
