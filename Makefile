@@ -22,7 +22,7 @@ DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter prome
 ARGS ?=
 
 .PHONY: run stop status demo test tools helm-tools venv run-venv bench gpu-check lint generate rules dashboards chart-files trial-settings-doc clean \
-	rule-mutation promql-tools \
+	rule-mutation chart-mutation promql-tools \
 	image image-base image-tools image-test-tools image-name compose-schema browser-tools \
 	slurm-tools
 
@@ -253,6 +253,13 @@ $(VENV)/.mutation-installed: $(VENV)/.installed pyproject.toml
 # (the report says how long the last run took).
 rule-mutation: tools venv promql-tools
 	$(PY) -m mutation.rules
+
+# Mutation testing of the Helm chart's templates and the dashboard builders (mutation/chart.py,
+# issue 36): seeded textual mutants, capped per file, each run in a scratch copy against the fast
+# chart tests or (dashboards regenerated) the dashboard tests; writes
+# docs/chart-mutation-report.md. Not part of `make test` (about 15 minutes on 2 cores).
+chart-mutation: venv helm-tools
+	$(PY) -m mutation.chart
 
 # Prometheus's own PromQL grammar (the Lezer parser of its web UI), from npm; run with node.
 PROMQL_NPM_PACKAGE := @prometheus-io/lezer-promql@0.315.0
