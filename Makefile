@@ -290,6 +290,7 @@ trial-settings-doc: venv
 chart-files: rules dashboards
 	$(PY) -m helm.sync_chart_files
 	$(PY) -m helm.exporter_schema
+	$(PY) -m helm.auto_instrumentation
 
 lint: venv
 	$(VENV)/bin/ruff check exporter trial_instrumentation trainwatch tests benchmarks examples prometheus grafana helm mutation
