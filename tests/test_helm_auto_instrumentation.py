@@ -36,8 +36,9 @@ def docs(*args: str, release: str = "tw") -> tuple[dict[str, Any], ...]:
 
 def expression(policy: dict[str, Any]) -> str:
     (mutation,) = policy["spec"]["mutations"]
-    assert mutation["patchType"] == "ApplyConfiguration"
-    return str(mutation["applyConfiguration"]["expression"])
+    # JSONPatch: an ApplyConfiguration may not set atomic structs (env[].valueFrom.fieldRef).
+    assert mutation["patchType"] == "JSONPatch"
+    return str(mutation["jsonPatch"]["expression"])
 
 
 def env_entries(expr: str) -> dict[str, str]:
@@ -80,10 +81,16 @@ def test_on_renders_the_policy_with_the_librarys_names_pushgateway_and_image() -
     # PYTHONPATH: the auto site dir, then the copied packages, then what the container had.
     prefix = ":".join(bundle.pythonpath(generated.DEST))
     assert prefix == "/trainwatch/python/trial_instrumentation/auto/site:/trainwatch/python"
-    assert f'? {json.dumps(prefix)} :' in expr  # no PYTHONPATH before: the prefix alone
-    assert f'{json.dumps(prefix)} + ":" + c.env.filter(x, x.name == "PYTHONPATH"' in expr
+    # After the container's own PYTHONPATH (a literal or valueFrom), which the kubelet expands
+    # into $(PYTHONPATH); without one, the prefix alone.
+    assert (f'c.?env.orValue([]).exists(x, x.name == "PYTHONPATH") ? '
+            f'{json.dumps(prefix + ":$(PYTHONPATH)")} : {json.dumps(prefix)}') in expr
     # A variable the pod sets itself wins over the policy's.
-    assert ".filter(e, !c.?env.orValue([]).exists(x, x.name == e.name))" in expr
+    for name in set(env) - {"PYTHONPATH"}:
+        assert f'.filter(c, !c.?env.orValue([]).exists(x, x.name == "{name}"))' in expr
+    # Every container gets the mount, read-only; the lists are made where the pod has none.
+    assert '"/volumeMounts/-"' in expr and '"/env/-"' in expr
+    assert 'has(object.spec.volumes) ? [] : [JSONPatch{op: "add", path: "/spec/volumes", value: []}]' in expr
 
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     values = yaml.safe_load((CHART / "values.yaml").read_text())
@@ -92,6 +99,7 @@ def test_on_renders_the_policy_with_the_librarys_names_pushgateway_and_image() -
     assert f'image: "{image}"' in expr
     assert f'command: {json.dumps(["python3", "-m", "trial_instrumentation.auto.bundle", generated.DEST], separators=(",", ":"))}' in expr
     assert 'mountPath: "/trainwatch",\n' in expr and "readOnly: true" in expr
+    assert 'capabilities: Object.spec.initContainers.securityContext.capabilities{drop: ["ALL"]}' in expr
     assert 'c.name == "trainwatch-auto"' in spec["matchConditions"][0]["expression"]
 
 
