@@ -232,3 +232,45 @@ def test_the_init_containers_command_times_a_bare_interpreter(tmp_path: Path) ->
     assert site_file == f"{dest}/trial_instrumentation/auto/site/sitecustomize.py"
     assert watcher == "_Watch"
     assert lib.startswith(dest) and client.startswith(dest)
+
+
+def test_in_the_trainwatch_image_the_init_container_serves_a_bare_training_image(
+        tmp_path: Path) -> None:
+    """operator.Dockerfile built by the real builder (podman, on the local Debian base, under a
+    kept test tag: its cache makes a rebuild seconds); the init container's command run in it as
+    the policy runs it (user 65534, read-only root, no capabilities, no network) into a folder
+    standing in for the emptyDir; then the Debian base, which has no trainwatch, given the
+    folder read-only and only the policy's variables, as another user: trainwatch's
+    sitecustomize installs its import watcher and the copied packages import."""
+    from tests.test_image import ENV, LOCAL_BASE_IMAGE, LOCKED_DOWN, OFFLINE, PODMAN, must
+    assert PODMAN
+    if subprocess.run([PODMAN, "image", "exists", LOCAL_BASE_IMAGE], env=ENV,
+                      check=False).returncode != 0:
+        pytest.fail(f"{LOCAL_BASE_IMAGE} is missing: run `make image-base` (make test does it)")
+    image = f"localhost/trainwatch-operator-test:{yaml.safe_load((CHART / 'Chart.yaml').read_text())['appVersion']}"
+    ca = "/etc/ssl/certs/ca-certificates.crt"
+    mounts = ("-v", f"{ca}:{ca}:ro") if Path(ca).exists() else ()
+    must("build", "-q", "--network", "host", *mounts, "--build-arg", f"BASE_IMAGE={LOCAL_BASE_IMAGE}",
+         "-f", str(REPO / "operator.Dockerfile"), "-t", image, str(REPO), timeout=600)
+    data = json.loads(generated.FILE.read_text())
+    empty_dir = tmp_path / "emptydir"
+    empty_dir.mkdir()
+    empty_dir.chmod(0o777)  # as an emptyDir is
+    volume = f"{empty_dir}:{data['mountPath']}"
+    command = data["command"]
+    must("run", "--rm", *LOCKED_DOWN, *OFFLINE, "-v", volume, "--entrypoint", command[0], image,
+         *command[1:])
+    probe = ("import sys, trial_instrumentation, prometheus_client; "
+             "print(type(sys.meta_path[0]).__name__, trial_instrumentation.__file__, "
+             "prometheus_client.__file__)")
+    out = must("run", "--rm", "--read-only", "--user", "4242", "--cap-drop", "ALL", *OFFLINE,
+               "-v", volume + ":ro", "-e", f"{names.AUTO_ENV}=1",
+               "-e", f"PYTHONPATH={data['pythonpath']}", LOCAL_BASE_IMAGE, "python3", "-c", probe)
+    assert out.split() == ["_Watch", f"{generated.DEST}/trial_instrumentation/__init__.py",
+                           f"{generated.DEST}/prometheus_client/__init__.py"]
+    # Without TRAINWATCH_AUTO the same PYTHONPATH loads nothing of trainwatch.
+    off = must("run", "--rm", "--read-only", "--user", "4242", *OFFLINE, "-v", volume + ":ro",
+               "-e", f"PYTHONPATH={data['pythonpath']}", LOCAL_BASE_IMAGE, "python3", "-c",
+               "import sys; print(type(sys.meta_path[0]).__name__, "
+               "sorted(m for m in sys.modules if m.startswith('trial_instrumentation')))")
+    assert off.split(" ", 1)[0] != "_Watch" and off.endswith("[]"), off
