@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import itertools
 import json
 import os
 import queue
@@ -61,11 +62,13 @@ CHART = "helm/trainwatch"
 TEMPLATES = f"{CHART}/templates"
 VALUES = f"{CHART}/values.yaml"
 BUILDERS = "grafana"
-# The fast tests that render the chart (helm template, no cluster): the four chart test files
-# and test_compose's comparison of the chart with docker-compose.yml.
-CHART_TESTS = ("tests/test_helm.py", "tests/test_helm_values.py", "tests/test_helm_guards.py",
-               "tests/test_helm_sharding.py", "tests/test_compose.py")
-DASHBOARD_TESTS = ("tests/test_dashboards.py", "tests/test_grafana_provisioning.py")
+# The fast tests that render the chart (helm template, no cluster): the chart test files (the
+# wiring first: it kills most mutants soonest) and test_compose's comparison of the chart with
+# docker-compose.yml.
+CHART_TESTS = ("tests/test_helm_wiring.py", "tests/test_helm.py", "tests/test_helm_values.py",
+               "tests/test_helm_guards.py", "tests/test_helm_sharding.py", "tests/test_compose.py")
+DASHBOARD_TESTS = ("tests/test_dashboards.py", "tests/test_grafana_provisioning.py",
+                   "tests/test_dashboard_queries.py")
 # Copied into each scratch copy: everything but these (linked instead where a test needs them).
 SKIP = {".git", ".mutation", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis",
         ".gpu-check", ".venv", ".venv-run", ".tools", "build", "node_modules", ".devtree", ".ci"}
@@ -272,7 +275,7 @@ def dashboard_candidates(path: str, text: str) -> Iterator[tuple[str, str, str]]
             continue
         calls = [e for e in node.elts if isinstance(e, ast.Call) and isinstance(e.func, ast.Name)
                  and e.func.id in ("Column", "Query")]
-        for a, b in zip(calls, calls[1:], strict=False):
+        for a, b in itertools.pairwise(calls):
             if a.func.id != b.func.id:  # type: ignore[attr-defined]
                 continue
             sa, ea = offset(a.lineno, a.col_offset), offset(a.end_lineno, a.end_col_offset)  # type: ignore[arg-type]
@@ -539,8 +542,8 @@ def write_report(results: dict[str, Any], equivalents: list[dict[str, str]],
                      f"{c['equivalent']} |")
     lines += ["", "## Survivors", ""]
     for m, why in survivors:
-        lines += [f"- {m['file']} ({m['kind']}) {m['change']}: "
-                  f"{why or '**NOT EXPLAINED**: add an assertion that kills it, or an entry'}",
+        lines += [(f"- {m['file']} ({m['kind']}) {m['change']}: "
+                  f"{why or '**NOT EXPLAINED**: add an assertion that kills it, or an entry'}"),
                   "", "  ```diff", *("  " + d for d in m["diff"].splitlines()), "  ```", ""]
     if not survivors:
         lines.append("None.")
