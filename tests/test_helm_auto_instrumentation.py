@@ -274,3 +274,14 @@ def test_in_the_trainwatch_image_the_init_container_serves_a_bare_training_image
                "import sys; print(type(sys.meta_path[0]).__name__, "
                "sorted(m for m in sys.modules if m.startswith('trial_instrumentation')))")
     assert off.split(" ", 1)[0] != "_Watch" and off.endswith("[]"), off
+
+
+def test_notes_say_how_to_turn_it_on_for_a_namespace(tmp_path: Path) -> None:
+    from tests.test_helm_values import render_notes
+    assert "Automatic instrumentation" not in render_notes(tmp_path)
+    notes = render_notes(tmp_path, *ON, "--set-string",
+                         "autoInstrumentation.podSelector.matchLabels.timed=yes")
+    assert "MutatingAdmissionPolicy tw-trainwatch-auto-instrumentation, " \
+           "admissionregistration.k8s.io/v1" in notes
+    assert "kubectl label namespace NAMESPACE trainwatch.io/auto-instrumentation=enabled" in notes
+    assert '(pods matching {"matchLabels":{"timed":"yes"}})' in notes
