@@ -81,9 +81,9 @@ def test_on_renders_the_policy_with_the_librarys_names_pushgateway_and_image() -
     # PYTHONPATH: the auto site dir, then the copied packages, then what the container had.
     prefix = ":".join(bundle.pythonpath(generated.DEST))
     assert prefix == "/trainwatch/python/trial_instrumentation/auto/site:/trainwatch/python"
-    # After the container's own PYTHONPATH (a literal or valueFrom), which the kubelet expands
-    # into $(PYTHONPATH); without one, the prefix alone.
-    assert (f'c.?env.orValue([]).exists(x, x.name == "PYTHONPATH") ? '
+    # After the container's own PYTHONPATH (a literal, valueFrom or envFrom), which the kubelet
+    # expands into $(PYTHONPATH); without one, the prefix alone.
+    assert (f'c.?env.orValue([]).exists(x, x.name == "PYTHONPATH") || has(c.envFrom) ? '
             f'{json.dumps(prefix + ":$(PYTHONPATH)")} : {json.dumps(prefix)}') in expr
     # A variable the pod sets itself wins over the policy's.
     for name in set(env) - {"PYTHONPATH"}:
