@@ -4,6 +4,8 @@ baseline; and --max-slowdown's grammar."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import statistics
 
 import pytest
@@ -15,6 +17,7 @@ from trainwatch.diagnose.baseline_stats import (
     NO_BASELINE,
     NO_CHANGE,
     SLOWER,
+    Judgement,
     judge,
     parse_slowdown,
 )
@@ -86,3 +89,41 @@ def test_max_slowdown_refuses_what_is_no_fraction_of_0_to_1_in_one_line(text: st
     with pytest.raises(ValueError, match="--max-slowdown") as err:
         parse_slowdown(text)
     assert "\n" not in str(err.value)
+
+
+# Mutation testing (make mutation TARGETS=baseline_stats) found these unasserted.
+def test_the_spread_is_each_extreme_runs_change_from_the_median() -> None:
+    j = judge(90, [80, 100, 125])
+    assert (j.state, j.runs, j.median) == (NO_CHANGE, 3, 100)
+    assert (j.change, j.low, j.high) == (pytest.approx(-0.1), pytest.approx(-0.2),
+                                         pytest.approx(0.25))
+
+
+def test_beyond_is_strictly_more_than_the_bound_and_only_when_slower() -> None:
+    j = judge(75, [100, 100, 100])
+    assert (j.state, j.change) == (SLOWER, -0.25)
+    assert not j.beyond(0.25) and j.beyond(0.2499)
+    assert not judge(130, [100, 100, 100]).beyond(0.0)  # faster
+    assert not judge(100, [90, 100, 110]).beyond(0.0)  # inside the spread
+
+
+def test_runs_without_a_positive_throughput_are_left_out() -> None:
+    assert judge(100, [-5.0, 100, 100]).runs == 2
+    assert judge(100, [0.0, 100]).state == NO_BASELINE  # one run left: too few
+
+
+@pytest.mark.parametrize("current", [None, math.nan, math.inf])
+def test_no_current_throughput_is_no_baseline_however_many_runs(current: float | None) -> None:
+    j = judge(current, [100, 100, 100, 100])
+    assert (j.state, j.runs, j.change) == (NO_BASELINE, 4, None)
+
+
+@pytest.mark.parametrize(("change", "shown"), [(-0.234, "\u221223%"), (-0.236, "\u221224%"),
+                                               (0.04, "+4%"), (-0.004, "0%")])
+def test_percent_rounds_the_change_in_percent(change: float, shown: str) -> None:
+    assert Judgement(SLOWER, 5, 100.0, change).percent == shown
+
+
+def test_a_judgement_cannot_be_changed_after_it_is_made() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        judge(75, [100, 100]).state = NO_CHANGE  # type: ignore[misc]
