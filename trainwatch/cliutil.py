@@ -71,7 +71,7 @@ class Parser(argparse.ArgumentParser):
         flag = action.option_strings[-1] if action.option_strings else ""
         shown = str(action.metavar or action.dest.upper())
         value = next(iter(action.choices)) if action.choices else EXAMPLES.get(shown, shown)
-        return f" (e.g. {flag} {value})".replace("( ", "(")
+        return f" (e.g. {' '.join(part for part in (flag, str(value)) if part)})"
 
 
 def duration(text: str) -> float:
