@@ -276,3 +276,46 @@ def test_a_pid_in_the_exporters_own_cgroup_names_nobody(tmp_path: Path) -> None:
     cache = AttributionCache(root)
     assert cache.of(1) == Attribution()
     assert cache.of(8) == Attribution(slurm_job_id="81235")
+
+
+# Mutation testing (make mutation TARGETS=cgroup) found these edges unasserted.
+SLURM_LINE = "0::/slurm/uid_0/job_81235/step_0\n"  # cut in its first 10 characters: no job
+
+
+@pytest.mark.parametrize(("filler", "job"), [
+    (cgroup.MAX_FILE_BYTES - len(SLURM_LINE), "81235"),  # ends exactly at the limit: read
+    (cgroup.MAX_FILE_BYTES - 10, ""),  # only "0::/slurm/" of it is read: nobody
+])
+def test_a_cgroup_file_is_read_up_to_64_kib_exactly(tmp_path: Path, filler: int,
+                                                    job: str) -> None:
+    assert cgroup.MAX_FILE_BYTES == 64 * 1024
+    text = "x" * (filler - 1) + "\n" + SLURM_LINE
+    assert AttributionCache(proc_tree(tmp_path, {9: text})).of(9).slurm_job_id == job
+
+
+def test_a_colon_in_the_path_and_a_line_without_a_path_are_read_right() -> None:
+    assert parse("0::/slurm/uid_0/job_7/step:0\n").slurm_job_id == "7"
+    assert parse("garbage:line\n1:x\n" + SLURM_LINE).slurm_job_id == "81235"
+
+
+def test_pids_under_the_bound_stay_cached_and_are_not_read_again(tmp_path: Path) -> None:
+    root = proc_tree(tmp_path, {pid: SLURM_LINE for pid in range(1, 5)})
+    cache = AttributionCache(root, max_cached=4)
+    for pid in range(1, 4):
+        assert cache.of(pid).slurm_job_id == "81235"
+    for pid in range(1, 4):
+        (root / str(pid) / "cgroup").unlink()  # gone: only the cache can answer now
+    assert [cache.of(pid).slurm_job_id for pid in range(1, 4)] == ["81235"] * 3
+    assert len(cache) == 3
+    assert cache.of(4).slurm_job_id == "81235" and len(cache) == 4  # at the bound: kept
+    assert cache.of(5) == Attribution() and len(cache) == 4  # unreadable: not cached
+    (root / "6").mkdir()
+    (root / "6" / "cgroup").write_text(SLURM_LINE)
+    assert cache.of(6).slurm_job_id == "81235" and len(cache) == 1  # past it: starts again
+
+
+def test_an_attribution_cannot_be_changed() -> None:
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        parse(SLURM_LINE).slurm_job_id = "1"  # type: ignore[misc]
