@@ -41,3 +41,31 @@ def test_launch_bound_is_short_kernels_and_an_idle_gpu(
     t = summary(kernels, mean_us, idle, device)
     assert launch_bound(t) is expected
     assert trace_line("0", t).endswith(": launch-bound (p.json.gz)") is expected
+
+
+# Mutation testing (make mutation TARGETS=traces) found these unasserted.
+def test_the_line_gives_kernels_per_step_and_their_mean_in_microseconds() -> None:
+    assert trace_line("0", summary(56, 9, 0.92)) == (
+        "trace of rank 0, steps 4\u20138: aten::mm 100%; GPU idle 92%, compute 8%, communication 0%;"
+        " 56 kernels per step averaging 9 µs: launch-bound (p.json.gz)")
+
+
+def test_no_kernel_count_no_kernel_words() -> None:
+    t = summary(None, 9, 0.92)
+    assert "kernels" not in trace_line("0", t) and not launch_bound(t)
+
+
+def test_exactly_at_the_kernel_bound_is_not_short() -> None:
+    from trainwatch.diagnose.traces import LAUNCH_BOUND_KERNEL_SECONDS
+
+    t = summary(5000, None, 0.92)
+    t = TraceSummary(**{**t.__dict__, "kernel_seconds_mean": LAUNCH_BOUND_KERNEL_SECONDS})
+    assert not launch_bound(t)
+
+
+def test_a_device_read_from_a_label_is_compared_by_value() -> None:
+    t = summary(56, 9, 0.92)
+    read = bytes("cuda", "ascii").decode()  # as a parsed label value: equal, not the same object
+    t = TraceSummary(**{**t.__dict__, "split_device": read})
+    assert launch_bound(t) and t.split_where == "GPU"
+    assert TraceSummary(**{**t.__dict__, "split_device": "cpu"}).split_where == "CPU"

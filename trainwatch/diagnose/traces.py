@@ -93,11 +93,12 @@ def step_range(t: TraceSummary) -> str:
 def launch_bound(t: TraceSummary) -> bool:
     """Short kernels and, where the trace split the GPU's streams, a GPU idle 30% of the step or more;
     without that split, many short kernels per step."""
-    if t.kernel_seconds_mean is None or t.kernel_seconds_mean >= LAUNCH_BOUND_KERNEL_SECONDS:
-        return False
+    if (t.kernels_per_step is None or t.kernel_seconds_mean is None
+            or t.kernel_seconds_mean >= LAUNCH_BOUND_KERNEL_SECONDS):
+        return False  # the line gives no kernel figures to say it with
     if t.split_device == "cuda" and (shares := t.split_shares()):
         return shares["idle"] >= LAUNCH_BOUND_IDLE_SHARE
-    return (t.kernels_per_step or 0) >= LAUNCH_BOUND_KERNELS_PER_STEP
+    return t.kernels_per_step >= LAUNCH_BOUND_KERNELS_PER_STEP
 
 
 def trace_line(rank: str, t: TraceSummary) -> str:
