@@ -276,13 +276,19 @@ def _baseline_alert(g: _Group, n: RecordNames) -> None:
     trial, t = g.s.selector("trial"), g.s.threshold(SLOWER_THAN_BASELINE)
     now = figures.with_run(figures.throughput(n.samples_rate, n.steps_rate), trial,
                            "world_size")
-    ratio = f"{now}\n/ {on('experiment', 'world_size', 'unit')} group_left ()\n{n.baseline}"
+    baseline = on('experiment', 'world_size', 'unit')
+    ratio = f"{now}\n/ {baseline} group_left ()\n{n.baseline}"
+    # Slower than its baseline's own spread too (under the slowest of its runs), as `check`
+    # judges: a run inside the noise of the runs before it is no change.
+    below = f"{now}\n< {baseline} group_left ()\n{n.baseline_low}"
     g.add(SLOWER_THAN_BASELINE,
-          _while_live(g.s, f"1 - (\n{figures.indent(ratio)}\n) > {number(t)}"),
+          _while_live(g.s, f"(1 - (\n{figures.indent(ratio)}\n) > {number(t)})\n"
+                           f"and {on(*TRIAL_LABELS)} (\n{figures.indent(below)}\n)"),
           "A trial trains slower than the last runs of its experiment.",
           f"{_TRIAL} trains {_AS_PERCENT.value} slower than the median of the last "
           f"{figures.BASELINE_RUNS} runs of its experiment that ended clean with its world size "
-          f"(threshold {_pct(t)}, over {g.s.rate_window}; `trainwatch check` names the phase).",
+          f"and slower than the slowest of them (threshold {_pct(t)}, over {g.s.rate_window}; "
+          "`trainwatch check` names the phase).",
           remedies.SLOWER_THAN_BASELINE, measured=_AS_PERCENT, uses_window=True,
           cause=_slowest_phase(n))
 

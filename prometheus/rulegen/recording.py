@@ -72,6 +72,8 @@ def _baseline_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
             _record(n.run_clean_end, figures.run_clean_end(trial)),
             _record(n.baseline, figures.baseline(n.run_throughput, n.run_clean_end, lookback,
                                                  "unit")),
+            _record(n.baseline_low, figures.baseline(n.run_throughput, n.run_clean_end,
+                                                     lookback, "unit", lowest=True)),
             _record(n.baseline_phase, figures.baseline(n.run_phase_per_step, n.run_clean_end,
                                                        lookback, "phase"))]
 

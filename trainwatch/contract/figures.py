@@ -164,18 +164,19 @@ def run_clean_end(trial: str) -> str:
     return _ended_clean(select("push_time_seconds", trial), trial)
 
 
-def baseline(figure: str, ends: str, lookback: str, label: str) -> str:
-    """Per experiment, world size and ``label`` (unit, phase): the median of rank 0's
-    ``figure`` (a record per run, run_throughput or run_phase_per_step) of the last
-    BASELINE_RUNS runs by ``ends`` (run_clean_end) within ``lookback``, where there are at
-    least BASELINE_MIN_RUNS (each run's last reading: after gc retired its group too)."""
+def baseline(figure: str, ends: str, lookback: str, label: str, lowest: bool = False) -> str:
+    """Per experiment, world size and ``label`` (unit, phase): the median (``lowest``: the
+    least) of rank 0's ``figure`` (a record per run, run_throughput or run_phase_per_step) of
+    the last BASELINE_RUNS runs by ``ends`` (run_clean_end) within ``lookback``, where there
+    are at least BASELINE_MIN_RUNS (each run's last reading: after gc retired its group too)."""
     rank0 = 'rank="0"'
     last = (f"last_over_time({select(figure, rank0)}[{lookback}])\n"
             f"and {on(*RUN_LABELS)}\n"
             f"topk by (experiment, world_size) ({BASELINE_RUNS}, "
             f"last_over_time({select(ends, rank0)}[{lookback}]))")
     per = by("experiment", "world_size", label)
-    return (f"quantile {per} (0.5,\n{indent(last)}\n)\n"
+    of = f"min {per} (\n" if lowest else f"quantile {per} (0.5,\n"
+    return (f"{of}{indent(last)}\n)\n"
             f"and {on('experiment', 'world_size', label)}\n"
             f"count {per} (\n{indent(last)}\n) >= {BASELINE_MIN_RUNS}")
 

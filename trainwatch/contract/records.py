@@ -169,6 +169,13 @@ class RecordNames:
         runs that ended clean (figures.BASELINE_RUNS), where at least BASELINE_MIN_RUNS."""
         return "experiment:trainwatch_trial_throughput:baseline_median"
 
+    @property
+    def baseline_low(self) -> str:
+        """Per experiment, world size and unit: the slowest of those runs' run_throughput, the
+        low edge of the baseline's own spread (a run above it is "no change", as `check`
+        judges)."""
+        return "experiment:trainwatch_trial_throughput:baseline_min"
+
     # "GPU busy", defined once: SM activity (GPM) where the GPU reports it, else NVML
     # utilization; the ``source`` label (BUSY_SOURCES) says which. Per GPU and per trial GPU.
     gpu_busy = "gpu:trainwatch_gpu_busy:ratio"
