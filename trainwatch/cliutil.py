@@ -205,9 +205,10 @@ def add_prometheus(sub: argparse.ArgumentParser, timeout: float = 10.0,
                      help=f"HTTP timeout for each request, seconds (default {timeout:g})")
 
 
-def add_trial(sub: argparse.ArgumentParser) -> None:
-    """``--experiment``, ``--trial`` and ``--rank``: which trial a command is about."""
-    sub.add_argument("--experiment", required=True)
+def add_trial(sub: argparse.ArgumentParser, required: bool = True) -> None:
+    """``--experiment``, ``--trial`` and ``--rank``: which trial a command is about
+    (``required=False``: the command checks it, e.g. `report` without ``--usage``)."""
+    sub.add_argument("--experiment", required=required)
     sub.add_argument("--trial", help="default: every trial of the experiment")
     sub.add_argument("--rank", help="default: every rank")
 

@@ -15,6 +15,7 @@ from trainwatch.diagnose.entry import UnknownTrial, holding
 from trainwatch.lookup import prometheus_url
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 from trainwatch.report.window import Asked, Window
+from trainwatch.usage import GROUPINGS
 
 
 def add_parser(commands: Any) -> None:
@@ -26,7 +27,14 @@ def add_parser(commands: Any) -> None:
         "window is the trial's life (its latest run's first sample to its last, or to now "
         "while it runs).")
     add_prometheus(report, timeout=30.0, several=True)
-    add_trial(report)
+    add_trial(report, required=False)
+    report.add_argument("--usage", action="store_true",
+                        help="instead of a trial: where the GPU-hours went (`trainwatch usage`'s "
+                        "table and its plots over time) over --since (default 7d, or "
+                        "Prometheus's retention where shorter)")
+    report.add_argument("--by", choices=tuple(GROUPINGS), default=None,
+                        help="with --usage: one line per experiment (default), Kubernetes "
+                        "namespace, Slurm job, user or node")
     report.add_argument("--since", type=span, metavar="DURATION",
                         help="the window: this long back from --end, --at or now (default: the "
                         "trial's life)")
@@ -61,9 +69,53 @@ def _open_temp(output: Path) -> tuple[int, str]:
         raise OutputError(f"cannot write {output}: {err.strerror or err}") from None
 
 
+def _check_usage(args: argparse.Namespace) -> None:
+    """--usage reads the fleet over --since: no trial, no other window."""
+    if not args.usage:
+        if args.by is not None:
+            raise ValueError("--by goes with --usage: e.g. --usage --by namespace")
+        if args.experiment is None:
+            raise ValueError("--experiment is required (or --usage for the fleet's GPU-hours), "
+                             "e.g. --experiment resnet")
+        return
+    given = [flag for flag, value in (("--experiment", args.experiment), ("--trial", args.trial),
+                                      ("--rank", args.rank), ("--start", args.start),
+                                      ("--end", args.end), ("--at", args.at),
+                                      ("--baseline", args.baseline)) if value is not None]
+    if given:
+        raise ValueError(f"--usage reads every trial over --since up to now: {given[0]} does "
+                         "not go with it")
+    if len(args.prometheus or []) > 1:
+        raise ValueError("--usage reads one Prometheus (a global view of the shards): give one "
+                         "--prometheus")
+
+
+def _usage_page(args: argparse.Namespace) -> tuple[str, str]:
+    """The usage page's text and what the line after it says."""
+    from trainwatch.report import usage_page  # matplotlib: an optional extra
+
+    api = PrometheusAPI(prometheus_url((args.prometheus or [None])[0]), timeout=args.timeout)
+    doc = usage_page.collect(api, args.by or "experiment", args.since)
+    return usage_page.page(doc), (f"GPU-hours by {doc.by}, {len(doc.groups)} group(s), the "
+                                  f"last {cliutil.ago(doc.since)}")
+
+
+def _trial_page(args: argparse.Namespace, asked: Asked) -> tuple[str, str]:
+    """The trial report's text and what the line after it says."""
+    from trainwatch.report import collect, page  # matplotlib: an optional extra
+
+    apis = [PrometheusAPI(prometheus_url(url), timeout=args.timeout)
+            for url in (args.prometheus or [None])]
+    # The shards of a Prometheus sharded by trial: the one holding the trial is read.
+    api = holding(apis, args.experiment, args.trial, None)  # --since is the window
+    doc = collect.collect(api, args.experiment, args.trial, args.rank, asked, args.baseline)
+    return page.page(doc), f"{len(doc.reports)} rank(s), {doc.window.describe()}"
+
+
 def run(args: argparse.Namespace) -> int:
     name = "trainwatch report: error:"
     try:
+        _check_usage(args)
         asked = Asked(args.since, args.start, args.end, args.at)
         if args.at is not None and args.end is not None:
             raise ValueError("--at and --end exclude each other: give one")
@@ -75,17 +127,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         try:
-            from trainwatch.report import collect, page  # matplotlib: an optional extra
+            text, summary = _usage_page(args) if args.usage else _trial_page(args, asked)
         except ImportError as err:
             raise ValueError(f"{err.name} is not installed: pip install 'trainwatch[report]'"
                              ) from None
-        apis = [PrometheusAPI(prometheus_url(url), timeout=args.timeout)
-                for url in (args.prometheus or [None])]
-        # The shards of a Prometheus sharded by trial: the one holding the trial is read.
-        api = holding(apis, args.experiment, args.trial, None)  # --since is the window
-        doc = collect.collect(api, args.experiment, args.trial, args.rank, asked,
-                              args.baseline)
-        text = page.page(doc)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             fd = -1
             out.write(text)
@@ -104,6 +149,5 @@ def run(args: argparse.Namespace) -> int:
             os.close(fd)
         if os.path.exists(temp):
             os.unlink(temp)
-    print(f"wrote {args.output} ({os.path.getsize(args.output) / 1024:.0f} kB): "
-          f"{len(doc.reports)} rank(s), {doc.window.describe()}")
+    print(f"wrote {args.output} ({os.path.getsize(args.output) / 1024:.0f} kB): {summary}")
     return EXIT_OK
