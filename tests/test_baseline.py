@@ -32,6 +32,10 @@ class Given(Baselines):
                  ) -> None:
         super().__init__(None, Stale(), now=NOW, since=86400.0)  # type: ignore[arg-type]
         self.given, self.products = runs, gpus or {}
+        self.pins: dict[str, str] = {}  # what `trainwatch baseline set` left in Prometheus
+
+    def pin(self, experiment: str) -> str | None:
+        return self.pins.get(experiment)
 
     def runs(self, experiment: str) -> list[Run]:
         return [r for r in self.given if r.experiment == experiment]
@@ -103,3 +107,18 @@ def test_trials_judges_every_row_from_the_counts_alone_without_reading_sides() -
                         run("today", 9000): 50.0})
     found = given.of(run("today", 9000), reasons=False)
     assert found.judgement.percent == "\u221250%" and found.reasons == []
+
+
+def test_a_pinned_baseline_replaces_the_last_runs_median_but_not_for_itself() -> None:
+    healthy = {run(f"n{i}", 1000.0 * i): 100.0 + i for i in range(1, 8)}
+    checked = run("today", 9000)
+    given = Given({**healthy, checked: 80.0})
+    given.pins["nightly"] = "nightly/n1"
+    found = given.of(checked)
+    assert found.baseline_runs == ["nightly/n1"] and found.judgement.median == 101.0
+    assert found.line().startswith("21% slower than nightly/n1, the pinned baseline (")
+    assert given.of(checked, "nightly/n2").baseline_runs == ["nightly/n2"]  # --baseline wins
+    pinned_itself = given.of(run("n1", 1000.0))  # the pinned run: its automatic baseline
+    assert "the pinned baseline" not in pinned_itself.line()
+    given.pins.clear()
+    assert given.of(checked).baseline_runs[-1] == "nightly/n7"

@@ -13,6 +13,7 @@ import re
 import statistics
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,36 @@ def test_the_alert_fires_for_a_slower_running_night_naming_the_loader(stack: Liv
     assert alert["annotations"]["cause"].startswith(f"{names.DATALOADER_NEXT} "), alert
     assert float(alert["value"]) > 0.15, alert
     assert stack.trials[running].poll() is None, stack.trial_log(running)
+
+
+def test_a_baseline_pinned_in_prometheus_is_every_commands_baseline_until_cleared(
+        stack: LiveStack) -> None:
+    """`trainwatch baseline set` keeps the pin as a series (through the Pushgateway), so
+    `check` on any machine judges against it without --baseline; `clear` gives back the
+    median of the last runs; gc, which sweeps the trials' job, leaves it alone."""
+    gateway = ["--pushgateway", stack.pushgateway.url]
+    done = trainwatch(stack, "baseline", "set", f"{EXPERIMENT}/{night(1)}", *gateway)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+
+    def pinned_to() -> str:
+        return trainwatch(stack, "baseline", "show", EXPERIMENT).stdout.strip()
+
+    wait_until(lambda: "pinned to" in pinned_to(), 30, "the pin in Prometheus")
+    assert pinned_to() == f"{EXPERIMENT}: pinned to {EXPERIMENT}/{night(1)}"
+    code, found = checked(stack, night(SLOW_NIGHT))
+    assert code == 1 and found["baseline_runs"] == [f"{EXPERIMENT}/{night(1)}"], found
+    assert f"{EXPERIMENT}/{night(1)}, the pinned baseline" in found["line"]
+    swept = subprocess.run([sys.executable, "-m", "trainwatch.cli", "gc", "--pushgateway",
+                            stack.pushgateway.url, "--max-age", "60s", "--ended-after", "1s"],
+                           capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
+    assert swept.returncode in (0, 1), swept.stderr
+    assert urllib.request.urlopen(f"{stack.pushgateway.url}/metrics", timeout=10).read(
+        ).decode().count('job="trainwatch_baseline"') >= 1  # the pin's group is still there
+    done = trainwatch(stack, "baseline", "clear", EXPERIMENT, *gateway)
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: "auto" in pinned_to(), 30, "the pin gone from Prometheus")
+    code, found = checked(stack, night(SLOW_NIGHT))
+    assert found["baseline_runs"] == [f"{EXPERIMENT}/{night(n)}" for n in range(1, 6)], found
+    bad = trainwatch(stack, "baseline", "set", f"{EXPERIMENT}/no-such-night", *gateway)
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, bad.stderr
+    assert "no-such-night" in bad.stderr and not bad.stdout

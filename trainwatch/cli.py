@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from trainwatch import gc, profile, run, usage
 from trainwatch.cliutil import Parser
 from trainwatch.diagnose import cli as diagnose_cli
+from trainwatch.diagnose import pin
 from trainwatch.report import cli as report_cli
 from trainwatch.stack import cli as stack_cli
 
@@ -40,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     gc.add_parser(commands)
     report_cli.add_parser(commands)
     diagnose_cli.add_parsers(commands)
+    pin.add_parser(commands)
     profile.add_parser(commands)
     run.add_parser(commands)
     usage.add_parser(commands)
@@ -74,6 +76,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return run.run(args)
     if args.command == "usage":
         return usage.run(args)
+    if args.command == "baseline":
+        return pin.run(args)
     return diagnose_cli.run(args)
 
 

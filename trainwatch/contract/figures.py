@@ -112,6 +112,9 @@ def gpu_busy(exporter: str) -> str:
 # BASELINE_RUNS runs of an experiment that ended clean with a world size; fewer than
 # BASELINE_MIN_RUNS make none. `trainwatch check` and the recorded baseline count alike.
 BASELINE_RUNS, BASELINE_MIN_RUNS = 5, 2
+# A baseline pinned by `trainwatch baseline set E/T`: this series, pushed to the Pushgateway as
+# its own group (job BASELINE_PIN_JOB, grouping key experiment), which gc never sweeps.
+BASELINE_PIN, BASELINE_PIN_JOB = "trainwatch_baseline_pinned", "trainwatch_baseline"
 # A throughput's ``unit`` label: samples/s per rank where the trial counts samples, else steps/s.
 PER_SAMPLE, PER_STEP = "sample", "step"
 # A run's identity beside its rank's key (trainwatch_trial_info's labels).

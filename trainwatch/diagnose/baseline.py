@@ -20,6 +20,7 @@ from trainwatch.cliutil import signed
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.promql import select
 from trainwatch.diagnose import compare
+from trainwatch.diagnose import pin as pins
 from trainwatch.diagnose.baseline_stats import LAST_RUNS, NO_BASELINE, Judgement, judge
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.figures import UnknownTrial
@@ -95,12 +96,19 @@ class Baselines:
         self._sides: dict[tuple[str, ...], compare.Side] = {}
         self._gpus: dict[tuple[str, ...], frozenset[str]] = {}
         self._rates: dict[tuple[str, ...], tuple[float | None, float | None]] = {}
+        self._pins: dict[str, str | None] = {}
 
     @property
     def since(self) -> float:
         if self._since is None:
             self._since = retention(self.api)
         return self._since
+
+    def pin(self, experiment: str) -> str | None:
+        """The trial pinned as the experiment's baseline (`trainwatch baseline set`), if any."""
+        if experiment not in self._pins:
+            self._pins[experiment] = pins.pinned(self.api, experiment)
+        return self._pins[experiment]
 
     def runs(self, experiment: str) -> list[Run]:
         if experiment not in self._runs:
@@ -157,6 +165,9 @@ class Baselines:
     def of(self, run: Run, pinned: str = AUTO, reasons: bool = True) -> Baseline:
         """``run`` against the last runs of its experiment (``pinned`` auto), or against the
         pinned trial E/T's run; ``reasons``: and what changed (compare's decomposition)."""
+        pin = self.pin(run.experiment) if pinned == AUTO else None
+        if pin is not None and pin != f"{run.experiment}/{run.trial}":
+            pinned = pin  # `trainwatch baseline set`: the experiment's runs against that one
         if pinned == AUTO:
             others = self.auto(run)
             against = f"the median of the last {len(others)} runs of {run.experiment}"
@@ -164,7 +175,7 @@ class Baselines:
         else:
             experiment, trial, _ = compare.parse_reference(pinned)
             others = [self.trial_run(experiment, trial)]
-            against, minimum = pinned, 1
+            against, minimum = f"{pinned}, the pinned baseline" if pinned == pin else pinned, 1
         return self.judged(run, others, against, minimum, reasons)
 
     def rates(self, run: Run) -> tuple[float | None, float | None]:

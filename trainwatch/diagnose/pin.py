@@ -1,0 +1,115 @@
+"""`trainwatch baseline set|show|clear`: an experiment's pinned baseline, kept in Prometheus.
+
+    trainwatch baseline set E/T [--pushgateway URL]   # E's runs are judged against T's run
+    trainwatch baseline show E                        # the pinned trial, or "auto"
+    trainwatch baseline clear E                       # back to the last runs' median
+
+The pin is one series, ``trainwatch_baseline_pinned{experiment="E",trial="T"} 1``, pushed to
+the Pushgateway as a group of its own (job ``trainwatch_baseline``, grouping key
+``experiment``), so every Prometheus that scrapes the Pushgateway holds it, every machine's
+CLI reads it, and gc (which sweeps the trials' job) never retires it. `check`, `diagnose`,
+`trials` and the report judge E's runs against the pinned trial's run wherever they would take
+the automatic baseline. No local file: a CI runner and a laptop see the same pin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import sys
+from typing import Any
+
+from trainwatch import cliutil
+from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus
+from trainwatch.contract.figures import BASELINE_PIN, BASELINE_PIN_JOB
+from trainwatch.contract.promql import select
+from trainwatch.httpget import fetch
+from trainwatch.lookup import NoPrometheus, prometheus_url, stack_url
+from trainwatch.promapi import PrometheusAPI, PrometheusError
+from trial_instrumentation import names
+
+AUTO_SAID = "auto (the median of the last runs that ended clean)"
+
+
+def pinned(api: PrometheusAPI, experiment: str) -> str | None:
+    """The trial pinned as ``experiment``'s baseline (E/T), None where none is."""
+    found = sorted(labels.get("trial", "") for labels, _ in api.query(
+        select(BASELINE_PIN, experiment=experiment)))
+    return f"{experiment}/{found[-1]}" if found else None
+
+
+def group_url(pushgateway: str, experiment: str) -> str:
+    encoded = base64.urlsafe_b64encode(experiment.encode()).decode() or "="
+    return f"{pushgateway.rstrip('/')}/metrics/job/{BASELINE_PIN_JOB}/experiment@base64/{encoded}"
+
+
+def _send(method: str, url: str, timeout: float, data: bytes | None = None) -> None:
+    try:
+        answer = fetch(url, timeout=timeout, method=method, data=data,
+                       headers={"Content-Type": "text/plain; version=0.0.4"} if data else None)
+    except OSError as err:
+        raise ValueError(f"cannot reach the Pushgateway at {url.split('/metrics/')[0]}: {err}"
+                         ) from None
+    if answer.status // 100 != 2:
+        raise ValueError(f"the Pushgateway answered {answer.status} {answer.reason} to "
+                         f"{method} {url.split('/metrics/')[0]}/metrics/...")
+
+
+def add_parser(commands: Any) -> None:
+    sub = commands.add_parser("baseline", help="pin, show or clear an experiment's baseline "
+                              "trial (kept in Prometheus, through the Pushgateway)")
+    sub.add_argument("action", choices=("set", "show", "clear"))
+    sub.add_argument("target", metavar="E/T or E",
+                     help="set: experiment/trial; show and clear: the experiment")
+    sub.add_argument("--pushgateway", metavar="URL", help=f"set and clear (default: "
+                     f"${names.ENV_PUSHGATEWAY}, else the running `trainwatch stack`'s)")
+    add_prometheus(sub)
+
+
+def _pushgateway(given: str | None) -> str:
+    import os
+
+    url = given or os.environ.get(names.ENV_PUSHGATEWAY)
+    if url:
+        return url
+    return stack_url("pushgateway", "--pushgateway: no Pushgateway given, none in "
+                     f"${names.ENV_PUSHGATEWAY} and no running `trainwatch stack`")
+
+
+def run(args: argparse.Namespace) -> int:
+    from trainwatch.diagnose.baseline import Baselines
+    from trainwatch.diagnose.compare import parse_reference
+    from trainwatch.diagnose.figures import UnknownTrial
+    from trainwatch.diagnose.rulesource import deployment_of
+
+    try:
+        api = PrometheusAPI(prometheus_url(args.prometheus), timeout=args.timeout)
+        if args.action == "set":
+            experiment, trial, rank = parse_reference(args.target)
+            if rank is not None:
+                raise ValueError(f"{args.target!r}: a baseline is experiment/trial")
+            run = Baselines(api, deployment_of(api)).trial_run(experiment, trial)  # it exists
+            body = (f"# TYPE {BASELINE_PIN} gauge\n"
+                    f'{BASELINE_PIN}{{trial="{_label(trial)}"}} 1\n').encode()
+            _send("PUT", group_url(_pushgateway(args.pushgateway), experiment), args.timeout,
+                  body)
+            print(f"pinned {cliutil.printable(experiment)}/{cliutil.printable(run.trial)} as the "
+                  f"baseline of {cliutil.printable(experiment)} (Prometheus holds it from its "
+                  "next scrape of the Pushgateway)")
+        elif args.action == "clear":
+            _send("DELETE", group_url(_pushgateway(args.pushgateway), args.target),
+                  args.timeout)
+            print(f"cleared: {cliutil.printable(args.target)} is judged against {AUTO_SAID}")
+        else:
+            found = pinned(api, args.target)
+            print(f"{cliutil.printable(args.target)}: "
+                  + (f"pinned to {cliutil.printable(found)}" if found else AUTO_SAID))
+    except (ValueError, PrometheusError, UnknownTrial, NoPrometheus) as err:
+        print(f"trainwatch baseline: error: {cliutil.printable(str(err))}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def _label(value: str) -> str:
+    """A label value in the text exposition format."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
