@@ -66,7 +66,8 @@ BUILDERS = "grafana"
 # wiring first: it kills most mutants soonest) and test_compose's comparison of the chart with
 # docker-compose.yml.
 CHART_TESTS = ("tests/test_helm_wiring.py", "tests/test_helm.py", "tests/test_helm_values.py",
-               "tests/test_helm_guards.py", "tests/test_helm_sharding.py", "tests/test_compose.py")
+               "tests/test_helm_guards.py", "tests/test_helm_sharding.py",
+               "tests/test_helm_auto_instrumentation.py", "tests/test_compose.py")
 DASHBOARD_TESTS = ("tests/test_dashboards.py", "tests/test_grafana_provisioning.py",
                    "tests/test_dashboard_queries.py")
 # Copied into each scratch copy: everything but these (linked instead where a test needs them).
@@ -534,6 +535,9 @@ def write_report(results: dict[str, Any], equivalents: list[dict[str, str]],
          f"{chart['equivalent']} equivalent, dashboards {boards['killed']} / "
          f"{boards['survived']} / {boards['equivalent']}."),
     ]
+    if "before" in results:
+        lines.append(f"Before the assertions this run led to (tests/test_helm_wiring.py, "
+                     f"tests/test_dashboard_queries.py): {results['before']}.")
     for rerun in results.get("reruns", []):
         lines.append(f"Rerun since (after new assertions), merged into it: {rerun}.")
     lines += ["", "| file | mutants | killed | survived | equivalent |", "|---|---|---|---|---|"]

@@ -1,7 +1,8 @@
 """What the rendered chart wires together, for the defaults and every ci/*-values.yaml (issue 36):
-each object's kind and name; its labels and selectors; each workload's containers with their
-ports, environment variable names, mounts and probes' ports; each Service's ports and selector;
-each monitor's selector and endpoints; each NetworkPolicy; each ConfigMap's and Secret's keys.
+each object's kind and name; its labels and selectors; each workload's security context and
+containers with their ports, environment variable names, mounts, probes' ports and security
+contexts; each Service's ports and selector; each monitor's selector and endpoints; each
+NetworkPolicy; each ConfigMap's and Secret's keys.
 The expectations are tests/helm_wiring.yaml, a reviewed statement of the chart's wiring: an
 object that must be there and is not, or one that must not be and is (a negated `if`), a port
 moved, a selector label dropped, an env var lost, all show as a difference.
@@ -62,6 +63,7 @@ def _container(c: dict[str, Any]) -> dict[str, Any]:
                          for m in c.get("volumeMounts", [])),
         "probes": {k: _probe_port(c.get(k)) for k in ("livenessProbe", "readinessProbe",
                                                        "startupProbe") if c.get(k)},
+        "securityContext": c.get("securityContext"),
     }
 
 
@@ -78,6 +80,8 @@ def wiring(doc: dict[str, Any]) -> dict[str, Any]:
         out["volumes"] = sorted(v["name"] for v in pod["spec"].get("volumes", []))
         out["serviceAccount"] = pod["spec"].get("serviceAccountName")
         out["hostNetwork"] = pod["spec"].get("hostNetwork", False)
+        # the user and group the pod runs and owns its volumes as (the image's, 65534)
+        out["securityContext"] = pod["spec"].get("securityContext")
     elif kind == "Service":
         out["ports"] = sorted(f"{p.get('name', '')}:{p['port']}->{p.get('targetPort', p['port'])}"
                               for p in spec.get("ports", []))
