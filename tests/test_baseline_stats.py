@@ -97,6 +97,8 @@ def test_the_spread_is_each_extreme_runs_change_from_the_median() -> None:
     assert (j.state, j.runs, j.median) == (NO_CHANGE, 3, 100)
     assert (j.change, j.low, j.high) == (pytest.approx(-0.1), pytest.approx(-0.2),
                                          pytest.approx(0.25))
+    wide = judge(90, [80, 100, 250])  # the fastest run over twice the median
+    assert (wide.low, wide.high) == (pytest.approx(-0.2), pytest.approx(1.5))
 
 
 def test_beyond_is_strictly_more_than_the_bound_and_only_when_slower() -> None:
