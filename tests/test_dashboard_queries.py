@@ -138,6 +138,17 @@ def test_each_table_column_shows_its_own_querys_value_under_one_header(name: str
         assert not set(headers) & set(hidden), panel["title"]
 
 
+@pytest.mark.parametrize("name", sorted(p.name for p in DASHBOARDS.glob("*.json")))
+def test_descriptions_name_only_series_of_the_contract(name: str) -> None:
+    # A panel's description that names a series names one docs/design.md defines (a renamed
+    # or misspelt metric in the prose sends a reader to a series that does not exist).
+    design = (REPO / "docs" / "design.md").read_text()
+    board = json.loads((DASHBOARDS / name).read_text())
+    for panel in _panels(board):
+        for series in re.findall(r"\btrainwatch_\w+", panel.get("description", "")):
+            assert re.search(rf"\b{series}\b", design), (panel["title"], series)
+
+
 def test_the_signature_reads_groups_and_filters() -> None:
     got = signature('topk(10, sum by (experiment, cause) (sum_over_time('
                     'trial:gpu_seconds_idle:1m{job="trainwatch_trial", experiment=~"$e"}[$__range])))'
