@@ -551,6 +551,12 @@ def write_report(results: dict[str, Any], equivalents: list[dict[str, str]],
                   "", "  ```diff", *("  " + d for d in m["diff"].splitlines()), "  ```", ""]
     if not survivors:
         lines.append("None.")
+    same = [m for m in results["mutants"] if m["outcome"] == "equivalent" and m not in
+            [s for s, _ in survivors]]
+    if same:
+        lines += ["", "## Builder mutants that leave the dashboards byte for byte the same", "",
+                  "(a docstring or doctest changed, or a name the output never reaches)", ""]
+        lines += [f"- {m['file']} ({m['kind']}) {m['change']}" for m in same]
     path.write_text("\n".join(lines) + "\n")
     unexplained = [m for m, why in survivors if not why]
     print(f"{path.name}: {total['killed']}/{judged} killed ({score:.1%}), "
