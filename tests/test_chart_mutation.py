@@ -29,8 +29,8 @@ def test_chart_mutants_cover_each_kind_at_the_place_named() -> None:
              chart.chart_candidates("t/x.yaml", TEMPLATE, [9090, 10910])}
     kinds = {kind for kind, _ in found}
     assert {"if-negated", "value", "entry-removed", "selector-dropped"} <= kinds
-    negated = found[("if-negated", "`{{- if .Values.exporter.enabled }}` -> "
-                                   "`{{- if not (.Values.exporter.enabled) }}`")]
+    change = "`{{- if .Values.exporter.enabled }}` -> `{{- if not (.Values.exporter.enabled) }}`"
+    negated = found[("if-negated", change)]
     assert negated.startswith("{{- if not (.Values.exporter.enabled) }}\n")
     dropped, = [t for (k, _), t in found.items() if k == "selector-dropped"]
     assert "app.kubernetes.io/component" not in dropped and "matchLabels:" in dropped
