@@ -35,7 +35,9 @@ def test_exit_codes_are_distinct_and_shell_conventional() -> None:
 @pytest.mark.parametrize(("seconds", "shown"), [
     (119.4, "119 seconds"), (120, "2 minutes"), (7199, "120 minutes"), (7200, "2 hours"),
     (48 * 3600 - 1, "48 hours"), (48 * 3600, "2 days"), (36 * 3600 + 360, "36.1 hours"),
-    (90 * 60 * 60 * 24 + 8640, "90.1 days"), (0, "0 seconds")])
+    (90 * 60 * 60 * 24 + 8640, "90.1 days"), (0, "0 seconds"),
+    # where an hour of 3,599 or 3,601 seconds (a day of 86,399 or 86,401) would round otherwise
+    (7739, "2.1 hours"), (7382, "2.1 hours"), (203038, "2.3 days"), (185761, "2.2 days")])
 def test_ago_changes_unit_at_each_edge(seconds: float, shown: str) -> None:
     assert ago(seconds) == shown
 
@@ -136,3 +138,9 @@ def test_an_example_comes_from_the_flags_own_metavar_or_table() -> None:
     assert p._example("argument n: invalid int value: 'x'") == \
         f" (e.g. {cliutil.EXAMPLES.get('N', 'N')})"
     assert p._example("argument --nope: x") == " (see `x --help`)"
+
+
+def test_an_example_names_a_flags_long_spelling() -> None:
+    p = Parser(prog="x")
+    p.add_argument("-s", "--steps", type=int)
+    assert p._example("argument -s/--steps: invalid int value: 'x'") == " (e.g. --steps STEPS)"

@@ -295,6 +295,7 @@ def test_a_cgroup_file_is_read_up_to_64_kib_exactly(tmp_path: Path, filler: int,
 
 def test_a_colon_in_the_path_and_a_line_without_a_path_are_read_right() -> None:
     assert parse("0::/slurm/uid_0/job_7/step:0\n").slurm_job_id == "7"
+    assert parse("0::/slurm/uid:0/job_7/step_0\n").slurm_job_id == "7"  # a colon before it
     assert parse("garbage:line\n1:x\n" + SLURM_LINE).slurm_job_id == "81235"
 
 

@@ -69,3 +69,32 @@ def test_a_device_read_from_a_label_is_compared_by_value() -> None:
     t = TraceSummary(**{**t.__dict__, "split_device": read})
     assert launch_bound(t) and t.split_where == "GPU"
     assert TraceSummary(**{**t.__dict__, "split_device": "cpu"}).split_where == "CPU"
+
+
+def test_gather_orders_operators_slowest_first_and_reads_the_gpus_split() -> None:
+    from trainwatch.diagnose.traces import gather
+    from trial_instrumentation import names
+
+    key = ("e", "t", "0")
+    rows = {
+        names.PROFILE_INFO: [({"path": "/t/r0.json.gz", "steps": "4-8", "device": "cuda"}, 1)],
+        names.PROFILE_SELF_SECONDS: [({}, 0.01)],
+        names.PROFILE_OP_SELF_SECONDS: [({"op": "small"}, 0.001), ({"op": "big"}, 0.008)],
+        names.PROFILE_KERNELS_PER_STEP: [({}, 56)],
+        names.PROFILE_KERNEL_SECONDS_MEAN: [({}, 9e-6)],
+        names.PROFILE_TIME_SECONDS: [({"device": "cuda", "kind": "idle"}, 0.009),
+                                     ({"device": "cuda", "kind": "compute"}, 0.001)],
+        names.PROFILE_END_TIME: [({}, 1_790_000_000.0)],
+    }
+    [(found_key, t)] = gather(lambda expr: {key: rows.get(expr.split("{")[0], [])}).items()
+    assert found_key == key and [op for op, _ in t.ops] == ["big", "small"]
+    assert t.split_device == "cuda" and t.split_where == "GPU" and launch_bound(t)
+    assert t.split_shares() == {"idle": 0.9, "compute": pytest.approx(0.1), "communication": 0}
+    assert (t.kernels_per_step, t.ended) == (56, 1_790_000_000.0)
+
+
+def test_a_summary_cannot_be_changed() -> None:
+    import dataclasses
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        summary(56, 9, 0.92).path = "x"  # type: ignore[misc]
