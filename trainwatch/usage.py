@@ -23,6 +23,7 @@ import json
 import math
 import sys
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,19 +193,24 @@ def gather(api: PrometheusAPI, by_: str, since: float) -> tuple[list[Group], Out
         return groups.setdefault(name, Group(name))
 
     asked = queries(n, label, since)
+    # The queries at once (each reads a week of every rank's samples: Prometheus answers them
+    # on its cores side by side); an error is the first query's in this order that failed.
+    # GPU-seconds are finite and at least 0 (COUNT): a NaN, an infinity or a negative sum is a
+    # broken answer, said in one line, never a wrong table.
+    with ThreadPoolExecutor(len(asked)) as pool:
+        answers = dict(zip(asked, pool.map(lambda expr: api.query(expr, COUNT),
+                                           asked.values())))
     for figure in ("held", "busy", "low_mfu", "model", "held_mfu"):
-        # GPU-seconds are finite and at least 0 (COUNT): a NaN, an infinity or a negative
-        # sum is a broken answer, said in one line, never a wrong table.
-        for labels, value in api.query(asked[figure], COUNT):
+        for labels, value in answers[figure]:
             found = group(labels)
             setattr(found, figure, getattr(found, figure) + value)
-    for labels, value in api.query(asked["idle"], COUNT):
+    for labels, value in answers["idle"]:
         cause = labels.get("cause", "")
         if cause in IDLE_CAUSES:  # a value outside the contract's five is not ours
             group(labels).wasted[cause] += value
-    for labels, value in api.query(asked["top"], COUNT):
+    for labels, value in answers["top"]:
         group(labels).top = (labels.get("experiment", ""), labels.get("trial", ""), value)
-    outside = Outside(*(sum(value for _, value in api.query(asked[figure], COUNT))
+    outside = Outside(*(sum(value for _, value in answers[figure])
                         for figure in ("uninstrumented", "unused")))
     return sorted(groups.values(), key=lambda g: (-g.idle, g.name)), outside
 
