@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import matplotlib
@@ -77,22 +76,16 @@ def collect(api: PrometheusAPI, by_: str, since: float | None) -> UsageDoc:
     the plots' lines over the same range."""
     since = usage.over(api, since)
     end = time.time()
-    step = step_for(since)
-    asked = over_time(RecordNames("5m"), step)
-    # The table's queries and the plots' side by side (each reads the range's samples).
-    with ThreadPoolExecutor(1 + len(asked)) as pool:
-        table = pool.submit(usage.gather, api, by_, since)
-        lines = {figure_: pool.submit(api.query_range, expr, end - since, end, step, COUNT)
-                 for figure_, expr in asked.items()}
-        groups, outside = table.result()
-        doc = UsageDoc(by_, since, end, groups, outside, api.url, step)
-        for labels, points in lines["wasted"].result():
-            cause = labels.get("cause", "")
-            if cause in IDLE_CAUSES:
-                doc.wasted[cause] = points
-        for figure_ in ("held", "busy"):
-            found = lines[figure_].result()
-            setattr(doc, figure_, found[0][1] if found else [])
+    groups, outside = usage.gather(api, by_, since)
+    doc = UsageDoc(by_, since, end, groups, outside, api.url, step_for(since))
+    asked = over_time(RecordNames("5m"), doc.step)
+    for labels, points in api.query_range(asked["wasted"], doc.start, end, doc.step, COUNT):
+        cause = labels.get("cause", "")
+        if cause in IDLE_CAUSES:
+            doc.wasted[cause] = points
+    for figure_ in ("held", "busy"):
+        found = api.query_range(asked[figure_], doc.start, end, doc.step, COUNT)
+        setattr(doc, figure_, found[0][1] if found else [])
     return doc
 
 
