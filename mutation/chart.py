@@ -551,6 +551,12 @@ def write_report(results: dict[str, Any], equivalents: list[dict[str, str]],
                   "", "  ```diff", *("  " + d for d in m["diff"].splitlines()), "  ```", ""]
     if not survivors:
         lines.append("None.")
+    if results.get("before_survivors"):
+        lines += ["", "## The first run's survivors, each killed since by the assertions it led to",
+                  ""]
+        for m in results["before_survivors"]:
+            lines += [f"- {m['file']} ({m['kind']}) {m['change']}", "", "  ```diff",
+                      *("  " + d for d in m["diff"].splitlines()), "  ```", ""]
     same = [m for m in results["mutants"] if m["outcome"] == "equivalent" and m not in
             [s for s, _ in survivors]]
     if same:
