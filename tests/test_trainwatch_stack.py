@@ -447,8 +447,8 @@ def test_a_second_command_while_one_works_on_the_stack_is_refused(tmp_path: Path
 
 
 @pytest.mark.parametrize(("flag", "says"), [
-    ("--scrape-interval=fast", "--scrape-interval: 'fast' is not a Prometheus duration above 0 "
-     "(e.g. --scrape-interval 30s"),
+    ("--scrape-interval=fast", ("--scrape-interval: 'fast' is not a Prometheus duration above "
+                                "0 (e.g. --scrape-interval 30s")),
     ("--for=soon", "--for: 'soon' is not a Prometheus duration above 0 (e.g. --for 30s"),
     ("--rate-window=0s", "--rate-window: '0s' is not a Prometheus duration above 0"),
     ("--runbook-url=wiki/runbooks", "override runbook_url: 'wiki/runbooks' is not an http(s)"),
