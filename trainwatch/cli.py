@@ -64,21 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "stack":
-        return stack_cli.run(args)
-    if args.command == "gc":
-        return gc.run(args)
-    if args.command == "report":
-        return report_cli.run(args)
-    if args.command == "profile":
-        return profile.run(args)
-    if args.command == "run":
-        return run.run(args)
-    if args.command == "usage":
-        return usage.run(args)
-    if args.command == "baseline":
-        return pin.run(args)
-    return diagnose_cli.run(args)
+    commands = {"stack": stack_cli.run, "gc": gc.run, "report": report_cli.run,
+                "profile": profile.run, "run": run.run, "usage": usage.run, "baseline": pin.run}
+    return commands.get(args.command, diagnose_cli.run)(args)  # diagnose, trials, compare, check
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ from trainwatch.cliutil import (
     duration,
 )
 from trainwatch.httpget import ResponseTooLarge, fetch
-from trainwatch.lookup import NoPrometheus, stack_url
+from trainwatch.lookup import NoPrometheus, pushgateway_url
 from trial_instrumentation import names
 
 # An ended group's final push must be scraped before it goes: a few scrape intervals.
@@ -282,9 +282,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
         print(f"trainwatch gc: error: {refused}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        url = args.pushgateway or env.get(names.ENV_PUSHGATEWAY) or stack_url(
-            "pushgateway", f"pass --pushgateway URL, set {names.ENV_PUSHGATEWAY}", env)
-        gateway = Pushgateway(url, args.timeout, env)
+        gateway = Pushgateway(pushgateway_url(args.pushgateway, env), args.timeout, env)
         passed = sweep(gateway, args.job, args.max_age, args.dry_run,
                        ended_after=args.ended_after, budget=args.budget)
     except (GcError, NoPrometheus) as err:

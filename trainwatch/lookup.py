@@ -18,6 +18,7 @@ from pathlib import Path
 from trainwatch import httpget, procs
 from trainwatch.layout import ENV_STATE_DIR, StateDir
 from trainwatch.procs import CorruptRecord, ProcRecord
+from trial_instrumentation import names
 
 ENV_PROMETHEUS = "TRAINWATCH_PROMETHEUS"
 # How the stack tells each of its services where to listen; read back from a process's argv.
@@ -48,6 +49,18 @@ def prometheus_url(given: str | None, env: Mapping[str, str] | None = None) -> s
                 print(f"trainwatch: note: {note}", file=sys.stderr)
         return env[ENV_PROMETHEUS]
     return stack_url("prometheus", f"pass --prometheus URL, set {ENV_PROMETHEUS}", env)
+
+
+def pushgateway_url(given: str | None, env: Mapping[str, str] | None = None) -> str:
+    """``given``, else ``$TRAINWATCH_PUSHGATEWAY``, else the Pushgateway of the running stack:
+    the one lookup of gc, `baseline set|clear` and `trainwatch run`.
+
+    >>> pushgateway_url(None, {"TRAINWATCH_PUSHGATEWAY": "http://127.0.0.1:9091"})
+    'http://127.0.0.1:9091'
+    """
+    env = os.environ if env is None else env
+    return given or env.get(names.ENV_PUSHGATEWAY) or stack_url(
+        "pushgateway", f"pass --pushgateway URL, set {names.ENV_PUSHGATEWAY}", env)
 
 
 def stack_url(service: str, otherwise: str, env: Mapping[str, str] | None = None) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwatch.cliutil import EXIT_USAGE
-from trainwatch.lookup import NoPrometheus, stack_url
+from trainwatch.lookup import NoPrometheus, pushgateway_url
 from trial_instrumentation import names
 from trial_instrumentation.auto import naming
 
@@ -57,13 +57,12 @@ def environment(args: argparse.Namespace, env: dict[str, str]) -> tuple[dict[str
     out.setdefault(names.ENV_EXPERIMENT, experiment)
     out.setdefault(names.ENV_TRIAL, trial)
     source = "flags and environment" if len(picked) == 2 else where
-    if not out.get(names.ENV_PUSHGATEWAY):
-        try:
-            out[names.ENV_PUSHGATEWAY] = stack_url("pushgateway", "")
-        except NoPrometheus:
-            return out, (f"trainwatch run: no Pushgateway (--pushgateway, "
-                         f"${names.ENV_PUSHGATEWAY} or a running `trainwatch stack`): "
-                         "nothing is timed")
+    try:
+        out[names.ENV_PUSHGATEWAY] = pushgateway_url(None, out)  # the flag's, the variable's
+    except NoPrometheus:
+        return out, (f"trainwatch run: no Pushgateway (--pushgateway, "
+                     f"${names.ENV_PUSHGATEWAY} or a running `trainwatch stack`): "
+                     "nothing is timed")
     return out, (f"trainwatch run: experiment {out[names.ENV_EXPERIMENT]}, trial "
                  f"{out[names.ENV_TRIAL]} (names from {source}), pushing to "
                  f"{out[names.ENV_PUSHGATEWAY]}")

@@ -24,7 +24,7 @@ from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus
 from trainwatch.contract.figures import BASELINE_PIN, BASELINE_PIN_JOB
 from trainwatch.contract.promql import select
 from trainwatch.httpget import fetch
-from trainwatch.lookup import NoPrometheus, prometheus_url, stack_url
+from trainwatch.lookup import NoPrometheus, prometheus_url, pushgateway_url
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 from trial_instrumentation import names
 
@@ -66,16 +66,6 @@ def add_parser(commands: Any) -> None:
     add_prometheus(sub)
 
 
-def _pushgateway(given: str | None) -> str:
-    import os
-
-    url = given or os.environ.get(names.ENV_PUSHGATEWAY)
-    if url:
-        return url
-    return stack_url("pushgateway", "--pushgateway: no Pushgateway given, none in "
-                     f"${names.ENV_PUSHGATEWAY} and no running `trainwatch stack`")
-
-
 def run(args: argparse.Namespace) -> int:
     from trainwatch.diagnose.baseline import Baselines
     from trainwatch.diagnose.compare import parse_reference
@@ -91,13 +81,13 @@ def run(args: argparse.Namespace) -> int:
             run = Baselines(api, deployment_of(api)).trial_run(experiment, trial)  # it exists
             body = (f"# TYPE {BASELINE_PIN} gauge\n"
                     f'{BASELINE_PIN}{{trial="{_label(trial)}"}} 1\n').encode()
-            _send("PUT", group_url(_pushgateway(args.pushgateway), experiment), args.timeout,
+            _send("PUT", group_url(pushgateway_url(args.pushgateway), experiment), args.timeout,
                   body)
             print(f"pinned {cliutil.printable(experiment)}/{cliutil.printable(run.trial)} as the "
                   f"baseline of {cliutil.printable(experiment)} (Prometheus holds it from its "
                   "next scrape of the Pushgateway)")
         elif args.action == "clear":
-            _send("DELETE", group_url(_pushgateway(args.pushgateway), args.target),
+            _send("DELETE", group_url(pushgateway_url(args.pushgateway), args.target),
                   args.timeout)
             print(f"cleared: {cliutil.printable(args.target)} is judged against {AUTO_SAID}")
         else:

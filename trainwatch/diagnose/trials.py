@@ -70,14 +70,16 @@ def list_trials(api: PrometheusAPI, deployment: Deployment, experiment: str | No
     restarted = {r.key for r in runs if r.current and now - r.start < window}
     current = _current(api, deployment, experiment, restarted)
     states = [run.state(stale_after, now) for run in runs]
-    hosts = node_instances(api.pinned(now), since) if any(
-        s != RUNNING or not r.current or r.key not in current for r, s in zip(runs, states)) \
-        else {}
+
+    def ended(run: Run, state: str) -> bool:
+        """Read over its life: not running, or no row of the scraped rates for it."""
+        return state != RUNNING or not run.current or run.key not in current
+
+    hosts = node_instances(api.pinned(now), since) if any(map(ended, runs, states)) else {}
 
     def row_of(run: Run, state: str) -> TrialRow:
-        row = current.get(run.key) if run.current else None
-        if row is None or state != RUNNING:
-            row = _over_life(api.pinned(run.last), deployment, run, hosts.get(run.nodename))
+        row = (_over_life(api.pinned(run.last), deployment, run, hosts.get(run.nodename))
+               if ended(run, state) else current[run.key])
         row.state, row.live, row.pid, row.nodename = state, state == RUNNING, run.pid, run.nodename
         row.started, row.ended = run.start, None if row.live else run.end
         row.push_age_seconds = now - run.end
