@@ -8,12 +8,12 @@ trial_instrumentation itself so that the chart and the library cannot disagree.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from helm.generated import write_or_check
 from trial_instrumentation import names
 from trial_instrumentation.auto import bundle
 
@@ -48,18 +48,8 @@ def rendered() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="report drift, write nothing")
-    args = parser.parse_args(argv)
-    wanted = rendered()
-    current = FILE.read_text() if FILE.exists() else ""
-    if args.check:
-        if current != wanted:
-            print(f"{FILE}: differs from trial_instrumentation; run helm/auto_instrumentation.py")
-            return 1
-        return 0
-    FILE.write_text(wanted)
-    return 0
+    return write_or_check(FILE, rendered(), argv, __doc__.splitlines()[0],
+                          "trial_instrumentation; run helm/auto_instrumentation.py")
 
 
 if __name__ == "__main__":

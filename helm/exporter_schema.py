@@ -13,7 +13,6 @@ constants). The rest of ``values.schema.json`` is hand-written; this rewrites on
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -24,6 +23,7 @@ from exporter.cli import build_parser
 from exporter.collectors import COLLECTORS
 from exporter.config import LISTEN_PATTERN, OPTIONS, SECTIONS
 from exporter.webauth import MAX_ITERATIONS, SCHEME
+from helm.generated import write_or_check
 from helm.schema_bounds import CPU_UNITS, MEMORY_UNITS, number_above_zero, quantity_at_least
 from trainwatch.gc import MIN_MAX_AGE
 from trial_instrumentation.durations import UNITS
@@ -152,19 +152,10 @@ def rendered(current: str) -> str:
     return json.dumps(schema, indent=2) + "\n"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true")
-    args = parser.parse_args()
-    current = SCHEMA.read_text()
-    wanted = rendered(current)
-    if args.check:
-        if current != wanted:
-            print(f"{SCHEMA}: the exporter's entries differ; run helm/exporter_schema.py")
-            return 1
-        return 0
-    SCHEMA.write_text(wanted)
-    return 0
+def main(argv: list[str] | None = None) -> int:
+    return write_or_check(SCHEMA, rendered(SCHEMA.read_text()), argv,
+                          __doc__.split("\n\n")[0],
+                          "the exporter's entries; run helm/exporter_schema.py")
 
 
 if __name__ == "__main__":
