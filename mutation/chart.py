@@ -50,6 +50,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mutation.reruns import merge_rerun
+
 REPO = Path(__file__).resolve().parent.parent
 STATE = REPO / ".mutation" / "chart-work"
 RESULTS = STATE / "results.json"
@@ -467,13 +469,10 @@ def run_all(jobs: int, argv: list[str]) -> None:
     fresh = {(m.file, m.change): {k: v for k, v in asdict(m).items() if k != "text"}
              for m in (mutants[i] for i in indexes)}
     if last:
-        kept = [fresh.get((m["file"], m["change"]), m) for m in last["mutants"]]
-        known = {(m["file"], m["change"]) for m in kept}
-        last["mutants"] = kept + [m for key, m in fresh.items() if key not in known]
-        last.setdefault("reruns", []).append(
+        results = merge_rerun(
+            last, fresh, "file",
             f"{now} at {head}{' + uncommitted edits' if not rev else ''}: {len(indexes)} "
             f"mutants ({' '.join(argv)}) in {round(time.monotonic() - began)} s")
-        results = last
     else:
         results = {"seconds": round(time.monotonic() - began), "jobs": jobs, "finished": now,
                    "head": head + ("" if rev else " + uncommitted edits"),

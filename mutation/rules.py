@@ -39,6 +39,7 @@ from typing import Any
 import yaml
 
 from mutation import promql
+from mutation.reruns import merge_rerun
 from mutation.rule_report import write_report
 from trial_instrumentation.durations import parse_duration
 
@@ -429,14 +430,9 @@ def run_all(jobs: int, argv: list[str]) -> None:
              for m in (mutants[i] for i in indexes)}
     if last:  # a partial run: its mutants replace theirs in the last full run (all of a rule
         # rerun by name: a rule edited since has other mutants)
-        kept = [fresh.get((m["rule"], m["change"]), m) for m in last["mutants"]
-                if m["rule"] not in argv]
-        known = {(m["rule"], m["change"]) for m in kept}
-        last["mutants"] = kept + [m for key, m in fresh.items() if key not in known]
-        last.setdefault("reruns", []).append(
-            f"{now}: {len(indexes)} mutants ({' '.join(argv)}) in "
-            f"{round(time.monotonic() - began)} s")
-        results = last
+        results = merge_rerun(last, fresh, "rule", f"{now}: {len(indexes)} mutants "
+                              f"({' '.join(argv)}) in {round(time.monotonic() - began)} s",
+                              dropped=argv)
     else:
         results = {"seconds": round(time.monotonic() - began), "jobs": jobs, "finished": now,
                    "broken_cases": sorted(broken), "mutants": list(fresh.values())}
