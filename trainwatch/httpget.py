@@ -40,7 +40,7 @@ class Answer:
 
 def fetch(url: str, *, timeout: float, method: str = "GET",
           headers: Mapping[str, str] | None = None,
-          limit: int | None = None, data: bytes | None = None) -> Answer:
+          limit: int | None = None) -> Answer:
     """The answer to one request, whatever its status; ``TimeoutError`` if it is not complete
     within ``timeout`` seconds, ``ResponseTooLarge`` past ``limit`` bytes, ``OSError`` or
     ``http.client.HTTPException`` if the server cannot be reached or speaks no HTTP. ``limit``
@@ -74,7 +74,7 @@ def fetch(url: str, *, timeout: float, method: str = "GET",
             raise TimeoutError
         conn.sock.settimeout(max(0.001, timeout - (time.monotonic() - start)))
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        conn.request(method, path, body=data, headers=dict(headers or {}))
+        conn.request(method, path, headers=dict(headers or {}))
         response = conn.getresponse()
         body = bytearray()
         while piece := response.read1(_PIECE):

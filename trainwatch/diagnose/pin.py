@@ -15,7 +15,6 @@ the automatic baseline. No local file: a CI runner and a laptop see the same pin
 from __future__ import annotations
 
 import argparse
-import base64
 import sys
 from typing import Any
 
@@ -23,7 +22,6 @@ from trainwatch import cliutil
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus
 from trainwatch.contract.figures import BASELINE_PIN, BASELINE_PIN_JOB
 from trainwatch.contract.promql import select
-from trainwatch.httpget import fetch
 from trainwatch.lookup import NoPrometheus, prometheus_url, pushgateway_url
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 from trial_instrumentation import names
@@ -38,21 +36,23 @@ def pinned(api: PrometheusAPI, experiment: str) -> str | None:
     return f"{experiment}/{found[-1]}" if found else None
 
 
-def group_url(pushgateway: str, experiment: str) -> str:
-    encoded = base64.urlsafe_b64encode(experiment.encode()).decode() or "="
-    return f"{pushgateway.rstrip('/')}/metrics/job/{BASELINE_PIN_JOB}/experiment@base64/{encoded}"
+def _push(gateway: str, experiment: str, timeout: float, trial: str | None) -> None:
+    """Pin ``trial`` (None: clear the pin) through prometheus_client's own Pushgateway
+    client, the library's: grouping key, escaping and base64 as every trial's push has them."""
+    from prometheus_client import CollectorRegistry, Gauge, delete_from_gateway, push_to_gateway
 
-
-def _send(method: str, url: str, timeout: float, data: bytes | None = None) -> None:
+    key = {"experiment": experiment}
     try:
-        answer = fetch(url, timeout=timeout, method=method, data=data,
-                       headers={"Content-Type": "text/plain; version=0.0.4"} if data else None)
+        if trial is None:
+            delete_from_gateway(gateway, job=BASELINE_PIN_JOB, grouping_key=key, timeout=timeout)
+            return
+        registry = CollectorRegistry()
+        Gauge(BASELINE_PIN, "The trial pinned as the experiment's baseline.", ["trial"],
+              registry=registry).labels(trial).set(1)
+        push_to_gateway(gateway, job=BASELINE_PIN_JOB, registry=registry, grouping_key=key,
+                        timeout=timeout)
     except OSError as err:
-        raise ValueError(f"cannot reach the Pushgateway at {url.split('/metrics/')[0]}: {err}"
-                         ) from None
-    if answer.status // 100 != 2:
-        raise ValueError(f"the Pushgateway answered {answer.status} {answer.reason} to "
-                         f"{method} {url.split('/metrics/')[0]}/metrics/...")
+        raise ValueError(f"the Pushgateway at {gateway}: {err}") from None
 
 
 def add_parser(commands: Any) -> None:
@@ -79,16 +79,12 @@ def run(args: argparse.Namespace) -> int:
             if rank is not None:
                 raise ValueError(f"{args.target!r}: a baseline is experiment/trial")
             run = Baselines(api, deployment_of(api)).trial_run(experiment, trial)  # it exists
-            body = (f"# TYPE {BASELINE_PIN} gauge\n"
-                    f'{BASELINE_PIN}{{trial="{_label(trial)}"}} 1\n').encode()
-            _send("PUT", group_url(pushgateway_url(args.pushgateway), experiment), args.timeout,
-                  body)
+            _push(pushgateway_url(args.pushgateway), experiment, args.timeout, run.trial)
             print(f"pinned {cliutil.printable(experiment)}/{cliutil.printable(run.trial)} as the "
                   f"baseline of {cliutil.printable(experiment)} (Prometheus holds it from its "
                   "next scrape of the Pushgateway)")
         elif args.action == "clear":
-            _send("DELETE", group_url(pushgateway_url(args.pushgateway), args.target),
-                  args.timeout)
+            _push(pushgateway_url(args.pushgateway), args.target, args.timeout, None)
             print(f"cleared: {cliutil.printable(args.target)} is judged against {AUTO_SAID}")
         else:
             found = pinned(api, args.target)
@@ -99,7 +95,3 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     return EXIT_OK
 
-
-def _label(value: str) -> str:
-    """A label value in the text exposition format."""
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
