@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from trainwatch.contract.alerts import TRIAL_STALE
+from trainwatch.contract.figures import HOST_INFO
 from trainwatch.contract.promql import BY_TRIAL
 from trainwatch.diagnose import loader_cause
 from trainwatch.diagnose.deployed import Deployment
@@ -139,7 +140,7 @@ def node_instances(api: PrometheusAPI, since: float) -> dict[str, list[str]]:
     """Each node's exporter instances over the last ``since`` seconds (host_info)."""
     found: dict[str, list[str]] = {}
     for labels, _ in api.query(f"max by (instance, nodename) (max_over_time("
-                               f"{loader_cause.HOST_INFO}[{max(1, math.ceil(since))}s]))"):
+                               f"{HOST_INFO}[{max(1, math.ceil(since))}s]))"):
         found.setdefault(labels.get("nodename", ""), []).append(labels.get("instance", ""))
     return found
 
