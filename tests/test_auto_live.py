@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -69,7 +70,9 @@ def last(stack: LiveStack, metric: str, trial: str, rank: int = 0, value: float 
 
 
 def said(done: subprocess.CompletedProcess[str], prefix: str) -> int:
-    return int(done.stdout.split(prefix)[1].split()[0])
+    found = re.search(rf"{re.escape(prefix)} (\d+)", done.stdout)
+    assert found, f"no {prefix!r} in the script's output: {done.stdout[-2000:]}"
+    return int(found[1])
 
 
 def warnings(stderr: str) -> list[str]:

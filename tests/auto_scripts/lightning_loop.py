@@ -3,6 +3,7 @@ launcher, gloo): nothing of trainwatch in it. ``python lightning_loop.py STEPS [
 
 from __future__ import annotations
 
+import os
 import sys
 
 import lightning.pytorch as pl
@@ -35,7 +36,9 @@ def main() -> None:
                          enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False)
     trainer.fit(Model(), DataLoader(data, batch_size=8))
-    print(f"rank {trainer.global_rank} optimizer steps {trainer.global_step}", flush=True)
+    # One write(2) per line: the ranks share stdout, and print's separate writes of the text and
+    # its newline interleave with the other rank's ("...steps 10rank 1 ...").
+    os.write(1, f"rank {trainer.global_rank} optimizer steps {trainer.global_step}\n".encode())
 
 
 if __name__ == "__main__":
