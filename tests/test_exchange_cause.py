@@ -35,9 +35,15 @@ NO_SPEED = NicUse("node-a", "lo", "receive", 3e9, None)  # loopback: no speed
 SLOW_RANK = ("1", "node-b", 1.8)
 
 
+def at(dataloader_bound: float, network_busy: float | None) -> dict[str, float | None]:
+    """The exchange decision's thresholds by name (contract.causes.EXCHANGE)."""
+    return {"straggler": 1.25, "dataloader_bound": dataloader_bound,
+            "network_busy": network_busy}
+
+
 def test_a_straggler_is_named_with_its_node_and_where_its_extra_time_goes() -> None:
     excess = PhaseExcess("dataloader_next", 0.150, 0.040)
-    found = decide([SLOW_RANK], excess, 0.1, 0.3, [BUSY_LINK], 0.6, "general")
+    found = decide([SLOW_RANK], excess, 0.1, [BUSY_LINK], at(0.3, 0.6), "general")
     assert found.cause == STRAGGLER and found.remedy is None  # the rank's report gives it
     assert "rank 1 on node node-b takes 1.80x" in found.why
     assert found.evidence == ("rank 1: its extra time is in dataloader_next: 150 ms a step "
@@ -45,7 +51,7 @@ def test_a_straggler_is_named_with_its_node_and_where_its_extra_time_goes() -> N
 
 
 def test_a_link_near_its_speed_is_the_network_with_only_its_own_remedy() -> None:
-    found = decide([], None, 0.1, 0.3, [IDLE_LINK, BUSY_LINK], 0.6, remedies.SCALING)
+    found = decide([], None, 0.1, [IDLE_LINK, BUSY_LINK], at(0.3, 0.6), remedies.SCALING)
     assert found.cause == NETWORK and found.remedy == remedies.EXCHANGE_NETWORK_BOUND
     assert found.evidence == ("node node-a eth0 transmits 1100.0 MB/s, 88% of its 1,250 MB/s "
                               "link (threshold 60%)")
@@ -54,34 +60,35 @@ def test_a_link_near_its_speed_is_the_network_with_only_its_own_remedy() -> None
         assert fix in found.remedy  # type: ignore[operator]
     # Just under the threshold: not the network.
     under = NicUse("node-a", "eth0", "transmit", 0.59 * GBE10, GBE10)
-    assert decide([], None, 0.1, 0.3, [under], 0.6, "general").cause == EXCHANGE
-    at = NicUse("node-a", "eth0", "transmit", 0.6 * GBE10, GBE10)
-    assert decide([], None, 0.1, 0.3, [at], 0.6, "general").cause == NETWORK
+    assert decide([], None, 0.1, [under], at(0.3, 0.6), "general").cause == EXCHANGE
+    on_it = NicUse("node-a", "eth0", "transmit", 0.6 * GBE10, GBE10)
+    assert decide([], None, 0.1, [on_it], at(0.3, 0.6), "general").cause == NETWORK
 
 
 def test_neither_a_straggler_nor_a_full_link_is_the_exchange_with_the_link_figures() -> None:
-    found = decide([], None, 0.1, 0.3, [IDLE_LINK], 0.6, "general")
+    found = decide([], None, 0.1, [IDLE_LINK], at(0.3, 0.6), "general")
     assert (found.cause, found.remedy) == (EXCHANGE, "general")
     assert "busiest link: node node-a eth0 receives 100.0 MB/s, 8% of its" in found.evidence
     assert "(under the 60% threshold)" in found.evidence
 
 
 def test_an_unknown_link_speed_never_claims_the_network() -> None:
-    found = decide([], None, 0.1, 0.3, [NO_SPEED], 0.6, "general")
+    found = decide([], None, 0.1, [NO_SPEED], at(0.3, 0.6), "general")
     assert found.cause == EXCHANGE and found.remedy == "general"
     assert found.evidence.startswith("no link speed known")
     assert "node node-a lo receives 3000.0 MB/s, link speed unknown" in found.evidence
-    assert decide([], None, 0.1, 0.3, [], 0.6, "general").cause == EXCHANGE
+    assert decide([], None, 0.1, [], at(0.3, 0.6), "general").cause == EXCHANGE
     # Rules that predate the threshold: never the network either.
-    assert decide([], None, 0.1, 0.3, [BUSY_LINK], None, "general").cause == EXCHANGE
+    assert decide([], None, 0.1, [BUSY_LINK], at(0.3, None), "general").cause == EXCHANGE
 
 
 def test_a_straggler_comes_first_then_the_loader_then_the_network() -> None:
-    assert decide([SLOW_RANK], None, 0.5, 0.3, [BUSY_LINK], 0.6, "general").cause == STRAGGLER
-    found = decide([], None, 0.5, 0.3, [BUSY_LINK], 0.6, "general")
+    found = decide([SLOW_RANK], None, 0.5, [BUSY_LINK], at(0.3, 0.6), "general")
+    assert found.cause == STRAGGLER
+    found = decide([], None, 0.5, [BUSY_LINK], at(0.3, 0.6), "general")
     assert (found.cause, found.remedy) == (LOADER, remedies.DATALOADER)
     assert "dataloader_next share 50% (threshold 30%)" in found.evidence
-    assert decide([], None, 0.3, 0.3, [BUSY_LINK], 0.6, "general").cause == NETWORK
+    assert decide([], None, 0.3, [BUSY_LINK], at(0.3, 0.6), "general").cause == NETWORK
 
 
 # --- end to end: recorded series in a real Prometheus, read by `diagnose`'s own queries ---

@@ -11,7 +11,9 @@ from trainwatch.contract.alerts import (
     GPU_TENSOR_CORES_IDLE,
     GPU_UNDERUTILIZED,
     HOST_TO_DEVICE_BOUND,
+    SCALING_INEFFICIENT,
 )
+from trainwatch.contract.causes import EXCHANGE, LOADER
 
 # (kind, title, alert whose threshold decides, measurement, bottleneck when above it?)
 CHECKS = (
@@ -32,27 +34,12 @@ LOW_MFU = ("low_mfu", "GPU busy, MFU low")
 # alert's own gate): launch-bound needs a GPU that *looks* busy, idle tensor cores busy SMs.
 GATES = {"launch_bound": "gpu_utilization", "tensor_cores_idle": "gpu_sm_active"}
 
-# The thresholds that tell the data loader's causes apart (trainwatch/diagnose/loader_cause.py):
-# thresholds.yaml `alerts.TrainwatchDataloaderBound.causes`, carried to `trainwatch diagnose` as
-# that alert's `cause_<name>` annotations. Node CPU saturation is TrainwatchCPUSaturated's own.
-# The loader's causes, in the order they are tried (trainwatch/diagnose/loader_cause.py, the
-# recorded trial:trainwatch_trial_loader_cause:info_rate5m's `cause` label).
-LOADER_CAUSES = ("too_few_workers", "decode_bound", "storage_bound", "remote_storage",
-                 "latency_bound")
-LOADER_CAUSE_THRESHOLDS = (
-    "worker_busy",  # CPU one worker wants (ran + waited for on a run queue), s/s: it computes
-    "disk_busy",  # a local disk's busy fraction (rate of its I/O time)
-    "network_busy",  # a NIC's received bytes/s over its link speed
-    "rchar_over_read",  # bytes read over bytes the block devices read: reads from elsewhere
-)
-
-# The thresholds that tell a slow multi-rank exchange's causes apart
-# (trainwatch/diagnose/exchange.py): thresholds.yaml `alerts.TrainwatchScalingInefficient.causes`,
-# carried as that alert's `cause_<name>` annotations. A straggler is TrainwatchRankStraggler's
-# own threshold, the loader TrainwatchDataloaderBound's.
-# What holds a slow multi-rank trial back, in the order tried (trainwatch/diagnose/exchange.py,
-# the recorded trial_ranks:trainwatch_trial_exchange_cause:info_rate5m's `cause` label).
-EXCHANGE_CAUSES = ("straggler", "loader", "network", "exchange")
-EXCHANGE_CAUSE_THRESHOLDS = (
-    "network_busy",  # a NIC of the trial's nodes: sent or received bytes/s over its link speed
-)
+# The loader's causes in the order they are tried, and the names under
+# thresholds.yaml `alerts.TrainwatchDataloaderBound.causes` that tell them apart (carried to
+# `trainwatch diagnose` as that alert's `cause_<name>` annotations): from the decision's table
+# (contract.causes.LOADER), as are a slow multi-rank exchange's (contract.causes.EXCHANGE,
+# `alerts.TrainwatchScalingInefficient.causes`). The recorded causes' `cause` label values.
+LOADER_CAUSES = LOADER.names
+LOADER_CAUSE_THRESHOLDS = LOADER.cause_keys(DATALOADER_BOUND)
+EXCHANGE_CAUSES = EXCHANGE.names
+EXCHANGE_CAUSE_THRESHOLDS = EXCHANGE.cause_keys(SCALING_INEFFICIENT)

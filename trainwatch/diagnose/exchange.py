@@ -28,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from trainwatch.contract import causes as table
 from trainwatch.contract import remedies
 from trainwatch.contract.checks import EXCHANGE_CAUSES
 from trainwatch.contract.figures import HOST_INFO
@@ -88,19 +89,32 @@ class Exchange:
 
 
 def decide(stragglers: Sequence[Straggler], excess: PhaseExcess | None,
-           loader_share: float | None, loader_threshold: float,
-           nics: Sequence[NicUse], network_busy: float | None, general: str) -> Exchange:
-    """The cause; ``nics`` are the trial's nodes' NICs, ``network_busy`` the deployed
-    threshold (None: rules older than it, never network-bound), ``general`` the remedy when
-    nothing narrower is shown (TrainwatchScalingInefficient's).
+           loader_share: float | None, nics: Sequence[NicUse],
+           thresholds: Mapping[str, float | None], general: str) -> Exchange:
+    """The cause, decided by the one table the recorded cause is rendered from
+    (contract.causes.EXCHANGE): ``stragglers`` are the trial's ranks with their own step time
+    over the median rank's, slowest first (only the slowest is compared: those over
+    TrainwatchRankStraggler's threshold suffice), ``nics`` its nodes' NICs, ``thresholds``
+    the table's by name (contract.causes.deployed; None: rules older than it, a cause it
+    decides never holds), ``general`` the remedy when nothing narrower is shown
+    (TrainwatchScalingInefficient's).
 
     >>> nic = NicUse("node-a", "eth0", "transmit", 1.2e9, 1.25e9)
-    >>> decide([], None, 0.1, 0.3, [nic], 0.6, "r").cause
+    >>> at = {"straggler": 1.25, "dataloader_bound": 0.3, "network_busy": 0.6}
+    >>> decide([], None, 0.1, [nic], at, "r").cause
     'network'
-    >>> decide([], None, 0.1, 0.3, [NicUse("node-a", "lo", "receive", 5e9, None)], 0.6, "r").cause
+    >>> decide([], None, 0.1, [NicUse("node-a", "lo", "receive", 5e9, None)], at, "r").cause
     'exchange'
     """
-    if stragglers:
+    measured = [n for n in nics if n.busy is not None]
+    busiest = max(measured, key=lambda n: n.busy or 0.0, default=None)
+    cause = table.decide(table.EXCHANGE, {
+        table.STRAGGLER_RATIO.name: stragglers[0][2] if stragglers else None,
+        table.LOADER_SHARE.name: loader_share,
+        table.TRIAL_NIC_BUSY.name: busiest.busy if busiest is not None else None}, thresholds)
+    loader_threshold = thresholds.get(table.LOADER_BOUND_AT.name)
+    network_busy = thresholds.get(table.EXCHANGE_NIC_AT.name)
+    if cause == STRAGGLER:
         rank, node, ratio = stragglers[0]
         where = (f"its extra time is in {excess.phase}: {excess.seconds * 1000:.0f} ms a step "
                  f"against the other ranks' median {excess.median * 1000:.0f} ms"
@@ -109,14 +123,12 @@ def decide(stragglers: Sequence[Straggler], excess: PhaseExcess | None,
                         f"a straggler: rank {rank} on node {node or '?'} takes {ratio:.2f}x "
                         "the median rank's own step time and every rank waits for it",
                         f"rank {rank}: {where}", None)
-    if loader_share is not None and loader_share > loader_threshold:
+    if cause == LOADER and loader_share is not None and loader_threshold is not None:
         return Exchange(LOADER, f"the loader: the median rank waits {loader_share:.0%} of its "
                         "step in dataloader_next",
                         f"dataloader_next share {loader_share:.0%} (threshold "
                         f"{loader_threshold:.0%})", remedies.DATALOADER)
-    measured = [n for n in nics if n.busy is not None]
-    busiest = max(measured, key=lambda n: n.busy or 0.0, default=None)
-    if busiest is not None and network_busy is not None and (busiest.busy or 0) >= network_busy:
+    if cause == NETWORK and busiest is not None and network_busy is not None:
         return Exchange(NETWORK, "the network: the exchange between ranks runs at the speed of "
                         "the trial's nodes' links",
                         f"{busiest.said()} (threshold {network_busy:.0%})",

@@ -13,6 +13,9 @@ NICs (the exporter, joined on ``nodename``). The thresholds are the deployed
                                 rchar >> read_bytes and
                                 a NIC near its speed     -> remote storage
                                 none of these            -> latency-bound
+
+decided by the one table the recorded cause is rendered from (contract.causes.LOADER); this
+module gathers the figures and says them with the cause.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from trainwatch.contract import causes as table
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import CPU_SATURATED, DATALOADER_BOUND
 from trainwatch.contract.checks import LOADER_CAUSE_THRESHOLDS, LOADER_CAUSES
@@ -86,8 +90,8 @@ def _pct(value: float | None) -> str:
 
 def decide(e: LoaderEvidence, causes: Mapping[str, float],
            cpu_saturated: float) -> LoaderCause | None:
-    """The cause, or None where the trial pushed no loader figures (an older library, no /proc)
-    or the thresholds are not deployed.
+    """The cause (contract.causes.LOADER), or None where the trial pushed no loader figures (an
+    older library, no /proc) or the thresholds are not deployed.
 
     >>> t = {"worker_busy": 0.5, "disk_busy": 0.6, "network_busy": 0.6, "rchar_over_read": 4}
     >>> decide(LoaderEvidence(1, 0.97, 0.3, 0.5, 2), t, 0.9).remedy.split(" (")[0]
@@ -97,6 +101,11 @@ def decide(e: LoaderEvidence, causes: Mapping[str, float],
     """
     per_worker = e.per_worker_cpu
     if per_worker is None or e.workers is None or set(LOADER_CAUSE_THRESHOLDS) - set(causes):
+        return None
+    kind = table.decide(table.LOADER, figures(e), {
+        **{t.name: causes.get(t.key) for t in table.LOADER.thresholds if t.key is not None},
+        table.CPU_SATURATED_AT.name: cpu_saturated})
+    if kind is None:  # a worker CPU that compares with nothing (NaN): the rule records none
         return None
     workers = int(e.workers)
     wanted = ("" if e.workers_wait is None or not workers else
@@ -108,35 +117,38 @@ def decide(e: LoaderEvidence, causes: Mapping[str, float],
             f"{wanted}, threshold {causes['worker_busy']:g}")
     cores = "?" if e.cpu_count is None else f"{e.cpu_count:g}"
     node = f"node CPU {_pct(e.node_cpu)} busy of {cores} cores"
-    if per_worker >= causes["worker_busy"]:
-        idle = (None if e.node_cpu is None or e.cpu_count is None
-                else (1 - e.node_cpu) * e.cpu_count)
-        if idle is not None and idle >= 1 and (e.node_cpu or 0) < cpu_saturated:
-            spare = math.floor(idle)
-            remedy = remedies.LOADER_TOO_FEW_WORKERS.format(
-                workers=workers, suggested=workers + spare, idle=spare)
-            return LoaderCause(TOO_FEW_WORKERS, "too few workers",
-                               f"{busy}; {node}, {idle:.1f} idle", remedy)
+    if kind == TOO_FEW_WORKERS:
+        idle = table.evaluate(table.IDLE_CORES, figures(e)) or 0.0
+        spare = math.floor(idle)
+        remedy = remedies.LOADER_TOO_FEW_WORKERS.format(
+            workers=workers, suggested=workers + spare, idle=spare)
+        return LoaderCause(TOO_FEW_WORKERS, "too few workers",
+                           f"{busy}; {node}, {idle:.1f} idle", remedy)
+    if kind == DECODE_BOUND:
         return LoaderCause(DECODE_BOUND, "decoding on saturated CPUs",
                            f"{busy}; {node} (saturated at {cpu_saturated:.0%})",
                            remedies.LOADER_DECODE_BOUND)
     waiting = f"mostly waiting: {busy}"
     disk = f"busiest local disk {_pct(e.disk_busy)} busy (threshold {causes['disk_busy']:.0%})"
     reads = f"the trial reads {_rate(e.rchar)}, {_rate(e.read_bytes)} of it from block devices"
-    if (e.disk_busy is not None and e.disk_busy >= causes["disk_busy"]
-            and e.read_bytes is not None and e.read_bytes > 0):  # busy with the trial's reads
+    if kind == STORAGE_BOUND:  # busy with the trial's reads
         return LoaderCause(STORAGE_BOUND, "local storage", f"{waiting}; {disk}; {reads}",
                            remedies.LOADER_STORAGE_BOUND)
-    ratio = None if not e.read_bytes or e.rchar is None else e.rchar / e.read_bytes
-    from_elsewhere = e.rchar is not None and e.rchar > 0 and (
-        ratio is None or ratio >= causes["rchar_over_read"])
     nic = (f"busiest NIC receiving at {_pct(e.network_busy)} of its link speed "
            f"(threshold {causes['network_busy']:.0%})")
-    if from_elsewhere and e.network_busy is not None and e.network_busy >= causes["network_busy"]:
+    if kind == REMOTE_STORAGE:
         return LoaderCause(REMOTE_STORAGE, "remote storage", f"{waiting}; {disk}; {reads}; {nic}",
                            remedies.LOADER_REMOTE_STORAGE)
     return LoaderCause(LATENCY_BOUND, latency_title(workers),
                        f"{waiting}; {node}; {disk}; {nic}", remedies.LOADER_LATENCY_BOUND)
+
+
+def figures(e: LoaderEvidence) -> dict[str, float | None]:
+    """The evidence as the decision's figures (contract.causes.LOADER), by name."""
+    return {table.WORKER_CPU.name: e.per_worker_cpu, table.NODE_CPU.name: e.node_cpu,
+            table.CPU_COUNT.name: e.cpu_count, table.DISK_BUSY.name: e.disk_busy,
+            table.READ_BYTES.name: e.read_bytes, table.RCHAR.name: e.rchar,
+            table.NODE_NIC_BUSY.name: e.network_busy}
 
 
 def latency_title(workers: int) -> str:

@@ -8,8 +8,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from trainwatch.contract import remedies
-from trainwatch.contract.alerts import DATALOADER_BOUND, RANK_STRAGGLER, SCALING_INEFFICIENT
+from trainwatch.contract import causes, remedies
+from trainwatch.contract.alerts import RANK_STRAGGLER, SCALING_INEFFICIENT
 from trainwatch.contract.promql import matchers as trial_matchers
 from trainwatch.contract.promql import rank_key, select
 from trainwatch.diagnose import exchange
@@ -64,6 +64,7 @@ def trial_scalings(api: PrometheusAPI, deployment: Deployment, experiment: str,
     threshold = rule.threshold if rule is not None else None
     stragglers = {key[:2]: s.stragglers for key, s in spreads.items() if s.stragglers}
     on_nodes = exchange.trial_nodes(nodes or {})
+    thresholds = causes.deployed(causes.EXCHANGE, deployment.alerts)
     result = {}
     for labels, value in api.query(f"{n.scaling_efficiency}{{{matchers}}}"):
         key = rank_key(labels)[:2]
@@ -75,9 +76,7 @@ def trial_scalings(api: PrometheusAPI, deployment: Deployment, experiment: str,
             excess = (exchange.phase_excess(api, n.window, (*key, slow[0][0])) if slow
                       else None)
             nics = [] if slow else exchange.nic_uses(api, n.window, on_nodes.get(key, set()))
-            found = exchange.decide(slow, excess, loader.get(key),
-                                    deployment.threshold(DATALOADER_BOUND), nics,
-                                    rule.causes.get("network_busy") if rule is not None else None,
+            found = exchange.decide(slow, excess, loader.get(key), nics, thresholds,
                                     rule.remedy if rule is not None else remedies.SCALING)
             scaling = TrialScaling(value, threshold, found.cause, found.why, found.remedy,
                                    found.evidence)
