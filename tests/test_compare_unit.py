@@ -1,0 +1,393 @@
+"""`trainwatch compare` without a Prometheus: a fake API that answers the exact queries a side
+reads, at the instant it reads them (now for a running run, its last sample for an ended one),
+so each figure, window and label is checked in milliseconds. The arithmetic of compare() is in
+tests/test_runs.py; a live Prometheus in tests/test_life_window.py and
+tests/test_after_the_run_live.py."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from trainwatch.contract.alerts import TRIAL_STALE
+from trainwatch.contract.records import RecordNames
+from trainwatch.diagnose import compare
+from trainwatch.diagnose.deployed import AlertRule, Deployment
+from trainwatch.diagnose.figures import UnknownTrial
+from trainwatch.diagnose.runs import ENDED_CLEAN, RUNNING, STALE, Run
+from trainwatch.promapi import COUNT
+from trial_instrumentation import names
+
+DEPLOYMENT = Deployment(RecordNames("5m"), {TRIAL_STALE: AlertRule(TRIAL_STALE, 40.0, "x")})
+BUSY = RecordNames("5m").trial_gpu_busy
+NOW = 10_000.0
+SEL = 'experiment="e", trial="t", rank="1"'
+
+
+class FakeAPI:
+    """Answers ``(at, expr)`` from a table: ``value`` a number, ``query`` (labels, value)
+    pairs; every read is logged with its instant and kind."""
+
+    def __init__(self, table: dict[tuple[float | None, str], Any], at: float | None = None,
+                 log: list[tuple[float | None, str, Any]] | None = None) -> None:
+        self.table, self.at = table, at
+        self.log = [] if log is None else log
+
+    def pinned(self, at: float | None) -> FakeAPI:
+        return FakeAPI(self.table, at, self.log)
+
+    def value(self, expr: str, kind: Any = None) -> float | None:
+        self.log.append((self.at, expr, kind))
+        return self.table.get((self.at, expr))
+
+    def query(self, expr: str, kind: Any = None) -> list[tuple[dict[str, str], float]]:
+        self.log.append((self.at, expr, kind))
+        return self.table.get((self.at, expr), [])
+
+
+def figures(at: float | None, window: str, steps: float = 400, samples: float | None = 12800,
+            busy: list[tuple[dict[str, str], float]] | None = None,
+            busy_at: float | None | str = "at") -> dict[Any, Any]:
+    """A run's counters as Prometheus holds them at ``at``; its GPU busy over ``window``, read
+    at ``busy_at`` (default ``at``)."""
+    read_busy = at if busy_at == "at" else busy_at
+    return {
+        (at, f"{names.STEPS}_total{{{SEL}}}"): steps,
+        (at, f"{names.SAMPLES}_total{{{SEL}}}"): samples,
+        (at, f"{names.STEP_SECONDS}_sum{{{SEL}}}"): 50.0,
+        (at, f"{names.PHASE_SECONDS}_sum{{{SEL}}}"): [({"phase": "dataloader_next"}, 30.0),
+                                                     ({"phase": "train_batch"}, 14.0)],
+        (at, f"{names.LOADER_LIMIT}{{{SEL}}}"): 3000.0,
+        (at, f"{names.STEP_LIMIT}{{{SEL}}}"): 9000.0,
+        (read_busy, f"avg by (source) (avg_over_time({BUSY}{{{SEL}}}{window}))"): busy or [
+            ({"source": "sm_active"}, 0.625)],
+    }
+
+
+def run(**kw: Any) -> Run:
+    base: dict[str, Any] = {"first": 9000.0, "last": 9990.0, "started": 9200.0, "pushed": 9980.0}
+    return Run("e", "t", "1", "7", "n", "1", **(base | kw))
+
+
+def test_a_running_sides_figures_are_over_its_life_up_to_now() -> None:
+    """Started 800 s ago, at 400 steps and 12,800 samples: 0.5 steps/s and 16 samples/s."""
+    api = FakeAPI(figures(None, "[800s]"))
+    side = compare.run_side(api, DEPLOYMENT, run(current=True), "e/t rank 1", NOW)  # type: ignore[arg-type]
+    assert (side.reference, side.state, side.steps) == ("e/t rank 1", RUNNING, 400)
+    assert side.steps_per_second == pytest.approx(0.5)
+    assert side.samples_per_second == pytest.approx(16.0)
+    assert side.step_seconds == pytest.approx(0.125)
+    assert side.phase_seconds == pytest.approx({"dataloader_next": 0.075, "train_batch": 0.035})
+    assert (side.loader_limit, side.step_limit) == (3000.0, 9000.0)
+    assert (side.gpu_busy, side.gpu_busy_source) == (0.625, "SM activity (NVML GPM)")
+    assert side.share("dataloader_next") == pytest.approx(0.6)
+    assert side.share("absent") is None
+    assert {at for at, _, _ in api.log} == {None}
+    kinds = {expr.split("{")[0]: kind for _, expr, kind in api.log}
+    assert kinds[f"{names.STEPS}_total"] is COUNT and kinds[f"{names.SAMPLES}_total"] is COUNT
+    assert kinds[f"{names.STEP_SECONDS}_sum"] is not COUNT
+
+
+def test_an_ended_side_is_read_at_its_last_sample_over_start_to_final_push() -> None:
+    """Ended clean: life is start (9200) to final push (9980), 780 s; its GPU busy read at its
+    last sample (9990), 10 s after that push, and its counters there too once its group is
+    gone (still scraped, they are flat since the final push: read now)."""
+    for current, counters_at in ((True, None), (False, 9990.0)):
+        api = FakeAPI(figures(counters_at, "[780s] offset 10s", steps=390, samples=1560,
+                              busy_at=9990.0))
+        ended = run(current=current, exit_reason=names.EXIT_CLEAN)
+        side = compare.run_side(api, DEPLOYMENT, ended, "e/t", NOW)  # type: ignore[arg-type]
+        assert side.state == ENDED_CLEAN and side.steps == 390
+        assert side.steps_per_second == pytest.approx(0.5)
+        assert side.samples_per_second == pytest.approx(2.0)
+        assert side.gpu_busy == 0.625
+        assert {at for at, _, _ in api.log} == {counters_at, 9990.0}
+
+
+def test_a_run_gone_without_a_word_is_read_at_its_last_sample() -> None:
+    api = FakeAPI(figures(9990.0, "[780s] offset 10s", steps=390))
+    side = compare.run_side(api, DEPLOYMENT, run(current=False), "e/t", NOW)  # type: ignore[arg-type]
+    assert side.state == STALE and side.steps_per_second == pytest.approx(0.5)
+
+
+def test_a_running_side_is_stale_past_the_deployed_threshold() -> None:
+    api = FakeAPI(figures(None, "[800s]"))
+    young = run(current=True, pushed=NOW - 40.0)
+    assert compare.run_side(api, DEPLOYMENT, young, "r", NOW).state == RUNNING  # type: ignore[arg-type]
+    old = run(current=True, pushed=NOW - 40.5)
+    assert compare.run_side(api, DEPLOYMENT, old, "r", NOW).state == STALE  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("age", "window"), [(0.4, "[1s]"), (1.6, "[2s]"), (2.5, "[2s]")])
+def test_a_young_running_sides_window_is_at_least_a_second(age: float, window: str) -> None:
+    api = FakeAPI(figures(None, window))
+    side = compare.run_side(api, DEPLOYMENT, run(current=True, started=NOW - age), "r", NOW)  # type: ignore[arg-type]
+    assert side.gpu_busy == 0.625
+
+
+def test_a_side_without_steps_or_a_life_has_no_rates_and_no_step_time() -> None:
+    table = figures(None, "[800s]", steps=0)
+    side = compare.run_side(FakeAPI(table), DEPLOYMENT, run(current=True), "r", NOW)  # type: ignore[arg-type]
+    assert side.steps == 0 and side.steps_per_second == 0.0
+    assert side.step_seconds is None and side.phase_seconds == {}
+    del table[(None, f"{names.STEPS}_total{{{SEL}}}")]
+    del table[(None, f"{names.SAMPLES}_total{{{SEL}}}")]
+    side = compare.run_side(FakeAPI(table), DEPLOYMENT, run(current=True), "r", NOW)  # type: ignore[arg-type]
+    assert side.steps is None and side.steps_per_second is None
+    assert side.samples_per_second is None and side.step_seconds is None
+    instant = run(current=False, started=9980.0)  # started at its final push: no life
+    table = figures(9990.0, "[1s] offset 10s")
+    side = compare.run_side(FakeAPI(table), DEPLOYMENT, instant, "r", NOW)  # type: ignore[arg-type]
+    assert side.steps == 400 and side.steps_per_second is None
+    assert side.samples_per_second is None and side.step_seconds == pytest.approx(0.125)
+
+
+def test_a_step_time_needs_its_sum() -> None:
+    table = figures(None, "[800s]")
+    del table[(None, f"{names.STEP_SECONDS}_sum{{{SEL}}}")]
+    side = compare.run_side(FakeAPI(table), DEPLOYMENT, run(current=True), "r", NOW)  # type: ignore[arg-type]
+    assert side.step_seconds is None and side.phase_seconds == {}
+
+
+def test_gpu_busy_is_the_first_source_that_is_a_number() -> None:
+    busy = [({"source": "sm_active"}, math.nan), ({"source": "utilization"}, 0.25),
+            ({"source": "sm_active"}, 0.75)]
+    side = compare.run_side(FakeAPI(figures(None, "[800s]", busy=busy)), DEPLOYMENT,  # type: ignore[arg-type]
+                            run(current=True), "r", NOW)
+    assert (side.gpu_busy, side.gpu_busy_source) == (0.25, "NVML utilization (any kernel running)")
+    odd = [({"source": "other"}, 0.5)]
+    side = compare.run_side(FakeAPI(figures(None, "[800s]", busy=odd)), DEPLOYMENT,  # type: ignore[arg-type]
+                            run(current=True), "r", NOW)
+    assert (side.gpu_busy, side.gpu_busy_source) == (0.5, "?")
+    side = compare.run_side(FakeAPI(figures(None, "[800s]", busy=[({}, math.nan)])),  # type: ignore[arg-type]
+                            DEPLOYMENT, run(current=True), "r", NOW)
+    assert (side.gpu_busy, side.gpu_busy_source) == (None, None)
+
+
+# --- which runs a reference names -------------------------------------------------------------
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> Known:
+    """compare's run lookup over this list (find_runs filtered as Prometheus would)."""
+    known = Known()
+
+    def find(api: Any, since: float, experiment: str | None = None, trial: str | None = None,
+             rank: str | None = None, now: float | None = None) -> list[Run]:
+        known.asked.append((since, now))
+        return [r for r in known if (r.experiment, r.trial) == (experiment, trial)
+                and rank in (None, r.rank)]
+
+    monkeypatch.setattr(compare, "find_runs", find)
+    monkeypatch.setattr(compare, "unknown_message",
+                        lambda api, since, e, t, r, now: f"no {e}/{t} rank {r} in {since:g} s")
+    monkeypatch.setattr(compare, "retention", lambda api: 777.0)
+    monkeypatch.setattr(compare, "run_side", lambda api, d, r, label, now: compare.Side(
+        label, r, "x", step_seconds=float(r.rank) + 1.0, phase_seconds={"p": float(r.rank)}))
+    return known
+
+
+class Known(list[Run]):
+    """The runs Prometheus holds, and each lookup's (since, now)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[float, float | None]] = []
+
+
+def key_run(trial: str, rank: str, first: float = 0.0) -> Run:
+    return Run("e", trial, rank, "1", "n", "2", first, first + 10)
+
+
+def test_a_reference_without_a_rank_is_the_lowest_ranks_latest_run(runs: Known) -> None:
+    runs += [key_run("t", "10"), key_run("t", "2"), key_run("t", "x"), key_run("t", "2", 50.0)]
+    found, label = compare.run_of_ref(None, ("e", "t", None), 60.0, NOW)  # type: ignore[arg-type]
+    assert (found.rank, found.first, label) == ("2", 50.0, "e/t rank 2")
+
+
+def test_a_rank_is_named_when_asked_for_or_when_there_are_several(runs: Known) -> None:
+    runs += [key_run("one", "0"), key_run("two", "3"), key_run("two", "1")]
+    assert compare.run_of_ref(None, ("e", "one", None), 60.0, NOW)[1] == "e/one"  # type: ignore[arg-type]
+    assert compare.run_of_ref(None, ("e", "one", "0"), 60.0, NOW)[1] == "e/one rank 0"  # type: ignore[arg-type]
+    assert compare.run_of_ref(None, ("e", "two", "3"), 60.0, NOW)[1] == "e/two rank 3"  # type: ignore[arg-type]
+
+
+def test_an_unknown_reference_says_what_exists(runs: Known) -> None:
+    with pytest.raises(UnknownTrial, match=r"^no e/gone rank None in 60 s$"):
+        compare.run_of_ref(None, ("e", "gone", None), 60.0, NOW)  # type: ignore[arg-type]
+
+
+def test_compare_refs_reads_both_sides_over_the_retention_by_default(runs: Known) -> None:
+    runs += [key_run("a", "0"), key_run("b", "1")]
+    found = compare.compare_refs(None, DEPLOYMENT, "e/a", "e/b/1", now=NOW)  # type: ignore[arg-type]
+    assert (found.a.reference, found.b.reference) == ("e/a", "e/b rank 1")
+    assert found.delta_step_seconds == pytest.approx(-1.0)
+    assert runs.asked == [(777.0, NOW), (777.0, NOW)]
+    runs.asked.clear()
+    compare.compare_refs(None, DEPLOYMENT, "e/a", "e/b", since=30.0, now=NOW)  # type: ignore[arg-type]
+    assert runs.asked == [(30.0, NOW), (30.0, NOW)]
+
+
+def test_one_run_spelled_twice_is_refused(runs: Known) -> None:
+    runs += [key_run("a", "0")]
+    with pytest.raises(ValueError) as err:
+        compare.compare_refs(None, DEPLOYMENT, "e/a/0", "e/a", now=NOW)  # type: ignore[arg-type]
+    assert str(err.value) == ("e/a/0 and e/a are the same run (e/a rank 0): compare two "
+                              "different trials or ranks")
+
+
+def test_side_of_is_the_references_run_side(runs: Known) -> None:
+    runs += [key_run("a", "4")]
+    side = compare.side_of(None, DEPLOYMENT, ("e", "a", None), 60.0, NOW)  # type: ignore[arg-type]
+    assert (side.reference, side.run.rank) == ("e/a", "4")
+
+
+@pytest.mark.parametrize(("text", "parsed"), [("r/t", ("r", "t", None)),
+                                              ("r/t/3", ("r", "t", "3"))])
+def test_a_reference_parses(text: str, parsed: tuple[str, str, str | None]) -> None:
+    assert compare.parse_reference(text) == parsed
+
+
+@pytest.mark.parametrize("bad", ["r/t/", "r//3", "a/b/c/d/e"])
+def test_a_reference_with_an_empty_or_extra_part_is_refused(bad: str) -> None:
+    with pytest.raises(ValueError) as err:
+        compare.parse_reference(bad)
+    assert str(err.value) == (f"{bad!r} is not a trial reference: experiment/trial or "
+                              "experiment/trial/rank, e.g. resnet/lr-0.1")
+
+
+# --- what changed, and how it is printed ------------------------------------------------------
+
+
+def side(name: str, step: float | None, phases: dict[str, float], **kw: Any) -> compare.Side:
+    return compare.Side(name, Run("e", name, "0", "1", "n", "1", 0.0, 0.0, started=0.0,
+                                  pushed=kw.pop("ran", 90.0)),
+                        kw.pop("state", ENDED_CLEAN), step_seconds=step, phase_seconds=phases,
+                        **kw)
+
+
+def test_the_summary_names_the_ratio_the_difference_and_the_top_phase() -> None:
+    a = side("a", 0.150, {"dataloader_next": 0.095, "train_batch": 0.040})
+    b = side("b", 0.060, {"dataloader_next": 0.010, "train_batch": 0.045})
+    found = compare.compare(a, b)
+    assert found.summary == ("a takes 150.0 ms per step, 2.50x b's 60.0 ms (+90.0 ms); "
+                             "dataloader_next +85.0 ms per step: 94% of the slowdown")
+    assert [(c.phase, round(c.delta_seconds, 6), round(c.explained or 0, 4))
+            for c in found.changes] == [("dataloader_next", 0.085, 0.9444),
+                                        (compare.UNTIMED, 0.01, 0.1111),
+                                        ("train_batch", -0.005, -0.0556)]
+
+
+def test_a_phase_on_one_side_only_counts_as_zero_on_the_other() -> None:
+    found = compare.compare(side("a", 0.1, {"new": 0.06, "old": 0.0}),
+                            side("b", 0.05, {"old": 0.03}))
+    deltas = {c.phase: round(c.delta_seconds, 6) for c in found.changes}
+    assert deltas == {"new": 0.06, "old": -0.03, compare.UNTIMED: 0.02}
+
+
+def test_untimed_time_under_a_nanosecond_is_no_row() -> None:
+    base = side("b", 0.1, {"p": 0.08})
+    found = compare.compare(side("a", 0.1 + 1.5e-9, {"p": 0.08 + 1e-9}), base)
+    assert [c.phase for c in found.changes] == ["p"]
+    found = compare.compare(side("a", 0.1 + 2.5e-9, {"p": 0.08 + 1e-9}), base)
+    assert [c.phase for c in found.changes] == [compare.UNTIMED, "p"]
+    found = compare.compare(side("a", 0.1 - 2.5e-9, {"p": 0.08 - 1e-9}), base)
+    assert [c.phase for c in found.changes] == [compare.UNTIMED, "p"]
+
+
+def test_a_difference_of_exactly_one_percent_is_a_change() -> None:
+    found = compare.compare(side("a", 0.75, {"p": 0.5}), side("b", 0.5, {"p": 0.25}))
+    assert found.summary.startswith("a takes 750.0 ms per step, 1.50x")  # a large one
+    found = compare.compare(side("a", 0.505, {"p": 0.255}), side("b", 0.5, {"p": 0.25}))
+    assert not found.summary.startswith("No change") and found.changes[0].explained == 1.0
+    found = compare.compare(side("a", 0.5049, {"p": 0.2549}), side("b", 0.5, {"p": 0.25}))
+    assert found.summary == ("No change: mean step time 504.9 ms against 500.0 ms "
+                             "(within 1%)")
+    assert [c.explained for c in found.changes] == [None]
+
+
+def test_a_speed_up_and_a_baseline_of_zero() -> None:
+    found = compare.compare(side("a", 0.2, {"p": 0.15}), side("b", 0.5, {"p": 0.45}))
+    assert found.summary.endswith("p -300.0 ms per step: 100% of the speed-up")
+    assert "0.40x b's 500.0 ms (-300.0 ms)" in found.summary
+    zero = compare.compare(side("a", 0.2, {}), side("b", 0.0, {}))
+    assert "infx b's 0.0 ms" in zero.summary
+    assert zero.summary.endswith(f"{compare.UNTIMED} +200.0 ms per step: 100% of the slowdown")
+
+
+def test_no_phase_at_all_still_summarises() -> None:
+    found = compare.compare(side("a", 0.2, {}), side("b", 0.1, {}))
+    assert found.summary.endswith(f"{compare.UNTIMED} +100.0 ms per step: 100% of the slowdown")
+    same = compare.compare(side("a", 0.1, {}), side("b", 0.1, {}))
+    assert same.changes == [] and same.summary.startswith("No change")
+
+
+def test_the_side_without_a_step_is_named() -> None:
+    found = compare.compare(side("a", 0.1, {}), side("b", None, {}))
+    assert found.summary == "No comparison: b has no finished step in Prometheus"
+    assert (found.delta_step_seconds, found.changes) == (None, [])
+    assert compare.compare(side("a", None, {}), side("b", None, {})).summary.startswith(
+        "No comparison: a has")
+
+
+def test_the_table_shows_both_sides_and_what_changed() -> None:
+    a = side("exp/a\x1b", 0.150, {"dataloader_next": 0.095, "train_batch": 0.040}, steps=1234,
+             steps_per_second=6.666, samples_per_second=213.33, gpu_busy=0.4567,
+             gpu_busy_source="SM", loader_limit=2000.4, ran=150.0)
+    b = side("exp/b", 0.060, {"dataloader_next": 0.010, "train_batch": 0.045}, steps=None,
+             state=RUNNING)
+    text = compare.as_text(compare.compare(a, b))
+    assert text.splitlines() == [
+        "                   A              B (baseline)",
+        "trial              exp/a\\x1b      exp/b",
+        "state              ended clean    running",
+        "ran                2 minutes      90 seconds",
+        "steps              1,234          -",
+        "steps/s            6.67           -",
+        "samples/s          213.3          -",
+        "step time          150.0 ms       60.0 ms",
+        "GPU busy           45.7% (SM)     -",
+        "loader limit       2,000          -",
+        "step limit         -              -",
+        "  dataloader_next  95.0 ms 63.3%  10.0 ms 16.7%",
+        "  train_batch      40.0 ms 26.7%  45.0 ms 75.0%",
+        "",
+        ("WHAT CHANGED: exp/a\\x1b takes 150.0 ms per step, 2.50x exp/b's 60.0 ms (+90.0 ms); "
+         "dataloader_next +85.0 ms per step: 94% of the slowdown"),
+        "  dataloader_next +85.0 ms per step: 94% of the difference",
+        f"  {compare.UNTIMED} +10.0 ms per step: 11% of the difference",
+        "  train_batch -5.0 ms per step: -6% of the difference",
+    ]
+
+
+def test_limits_appear_when_either_side_has_one() -> None:
+    for kw in ({"loader_limit": 5.0}, {"step_limit": 5.0}):
+        for a_kw, b_kw in ((kw, {}), ({}, kw)):
+            text = compare.as_text(compare.compare(side("a", 0.1, {}, **a_kw),
+                                                   side("b", 0.1, {}, **b_kw)))
+            assert "loader limit" in text and "step limit" in text
+    text = compare.as_text(compare.compare(side("a", 0.1, {}), side("b", 0.1, {})))
+    assert "limit" not in text
+
+
+def test_no_change_lists_each_phase_without_a_share() -> None:
+    text = compare.as_text(compare.compare(side("a", 0.1, {"p": 0.05}), side("b", 0.1, {"p": 0.05})))
+    assert text.splitlines()[-2:] == [("WHAT CHANGED: No change: mean step time 100.0 ms against "
+                                      "100.0 ms (within 1%)"), "  p 0.0 ms per step"]
+    missing = compare.as_text(compare.compare(side("a", None, {}), side("b", 0.1, {})))
+    assert missing.splitlines()[-1] == ("WHAT CHANGED: No comparison: a has no finished step in "
+                                        "Prometheus")
+
+
+def test_json_holds_both_sides_and_every_change() -> None:
+    found = compare.compare(side("a\u00e9", 0.2, {"p": 0.1}), side("b", 0.1, {"p": 0.1}))
+    doc = json.loads(compare.as_json(found))
+    assert list(doc) == ["comparison"]
+    assert doc["comparison"]["a"]["reference"] == "a\u00e9"
+    assert "a\u00e9" in compare.as_json(found)  # not \u-escaped
+    assert doc["comparison"]["delta_step_seconds"] == pytest.approx(0.1)
+    assert [c["phase"] for c in doc["comparison"]["changes"]] == [compare.UNTIMED, "p"]
+    assert compare.as_json(found).startswith('{\n  "comparison": {\n    "a": {')
