@@ -1,8 +1,9 @@
 """The causes behind two bottlenecks, recorded so the alerts can name them: why a data-loader-
 bound rank's loader is slow (trainwatch/diagnose/loader_cause.py) and what holds a slow
-multi-rank trial back (trainwatch/diagnose/exchange.py). The same decisions as `trainwatch
-diagnose`, from the same thresholds (thresholds.yaml ``causes``, TrainwatchCPUSaturated's,
-TrainwatchRankStraggler's, TrainwatchDataloaderBound's, TrainwatchScalingInefficient's); each
+multi-rank trial back (trainwatch/diagnose/exchange.py). Each is rendered from the table that
+`trainwatch diagnose` evaluates (trainwatch/contract/causes.py), with the same thresholds
+(thresholds.yaml ``causes``, TrainwatchCPUSaturated's, TrainwatchRankStraggler's,
+TrainwatchDataloaderBound's, TrainwatchScalingInefficient's); each
 record is one series per rank (or trial) with the ``cause`` label, value 1, and exists only
 while the bottleneck it explains holds (the loader's share over its threshold, the scaling
 efficiency under its own).
@@ -10,17 +11,22 @@ efficiency under its own).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from prometheus.rulegen.settings import Settings
+from prometheus.rulegen.settings import Settings, SettingsError
+from trainwatch.contract import causes as table
 from trainwatch.contract import figures
-from trainwatch.contract.alerts import (
-    CPU_SATURATED,
-    DATALOADER_BOUND,
-    RANK_STRAGGLER,
-    SCALING_INEFFICIENT,
+from trainwatch.contract.alerts import DATALOADER_BOUND, SCALING_INEFFICIENT
+from trainwatch.contract.causes import (
+    Cause,
+    Constant,
+    Decision,
+    Derived,
+    Figure,
+    Predicate,
+    disjoint,
 )
-from trainwatch.contract.checks import EXCHANGE_CAUSES, LOADER_CAUSES
 from trainwatch.contract.promql import TRIAL_LABELS, by, number, on, select
 from trainwatch.contract.records import RecordNames
 from trial_instrumentation import names
@@ -78,65 +84,88 @@ def loader_worker_cpu(s: Settings) -> str:
                           f"{main_cpu}\nand {on(*TRIAL_LABELS)} ({workers} == 0)")
 
 
+def render(decision: Decision, figures: Mapping[str, str], thresholds: Mapping[str, float],
+           labels: tuple[str, ...], judged: str | None = None) -> str:
+    """``decision`` (contract.causes) as one expression, a series per cause held, with its
+    ``cause`` label: each cause its predicates ANDed, ``unless`` every earlier cause that a
+    rank could also hold (contract.causes.disjoint; less the predicates the two share).
+    ``figures``: each figure's PromQL by name,
+    one series per ``labels`` (a rank, a trial), present only for those judged; ``judged``
+    the ones a cause without predicates holds for."""
+    on_key = on(*labels)
+
+    def figure(f: Figure | Derived | float) -> str:
+        if isinstance(f, (int, float)):
+            return number(f)
+        if isinstance(f, Figure):
+            return figures[f.name]
+        right = figure(f.right)
+        if f.absent_is_zero:  # x / absent = x / 0
+            right = f"{right} or {on_key} {figure(f.left)} * 0"
+        matched = "" if isinstance(f.left, (int, float)) or isinstance(f.right, (int, float)) \
+            else f" {on_key}"  # a number matches every series
+        return f"({figure(f.left)} {f.op}{matched} ({right}))"
+
+    def level(p: Predicate) -> str:
+        if isinstance(p.level, Constant):
+            return number(p.level.value)
+        return number(thresholds[p.level.name])
+
+    def holds(when: tuple[Predicate, ...]) -> str:
+        if not when:
+            assert judged is not None, "a cause without predicates and nothing judged"
+            return judged
+        return f"\nand {on_key}\n".join(f"{figure(p.figure)} {p.op} {level(p)}"
+                                         for p in when)
+
+    def rest(earlier: Cause, cause: Cause) -> tuple[Predicate, ...]:
+        """What ``earlier`` asks beyond what ``cause`` already does."""
+        more = tuple(p for p in earlier.when if p not in cause.when)
+        assert more, f"{cause.name} can never hold: {earlier.name} holds wherever it does"
+        return more
+
+    found = []
+    for i, cause in enumerate(decision.causes):
+        earlier = "".join(f"\nunless {on_key} (\n{_indent(holds(rest(c, cause)))}\n)"
+                          for c in decision.causes[:i] if not disjoint(c, cause))
+        found.append(_labelled(f"{holds(cause.when)}{earlier}", cause.name, labels))
+    return "\nor\n".join(found)
+
+
 def loader_cause(s: Settings, n: RecordNames) -> str:
     """Per data-loader-bound rank: too few workers, decode-bound, storage-bound, remote storage
-    or latency-bound (loader_cause.decide's order and thresholds)."""
+    or latency-bound (contract.causes.LOADER)."""
     exporter, w = s.selector("exporter"), s.rate_window
-    t = s.alert(DATALOADER_BOUND).causes
     on_rank = on(*TRIAL_LABELS)
     # Only the data-loader-bound ranks are judged, and each figure is read for them alone
     # (most ranks of a fleet are not: the node joins then cost next to nothing).
     bound = (f"{select(n.phase_share, s.selector('dataloader_phase'))} > "
              f"{number(s.threshold(DATALOADER_BOUND))}")
-    node_cpu = _on_node(s, n.cpu_utilization, bound)
-    cores = _on_node(s, f"max {by('instance')} ({select('trainwatch_cpu_count', exporter)})",
-                     bound)
-    disk = _on_node(s, f"max {by('instance')} (rate("
-                       f"{select('trainwatch_disk_io_time_seconds_total', exporter)}[{w}]))",
-                    bound)
-    nic = _on_node(s, f"max {by('instance')} (\n  {n.device_rate('network_receive_bytes')}\n"
-                      f"  / {on('instance', 'device')} max {by('instance', 'device')} "
-                      f"({select('trainwatch_network_speed_bytes', exporter)})\n)", bound)
-    read_bytes, rchar = n.loader_read_bytes, n.loader_rchar_bytes
-    worker = f"({n.loader_worker_cpu} and {on_rank} {bound})"
-    busy = f"{worker} >= {number(t['worker_busy'])}"
-    waiting = f"{worker} < {number(t['worker_busy'])}"
-    # The node has a whole idle core and is not saturated: more workers would run.
-    spare = (f"(1 - {node_cpu})\n* {cores}\n>= 1\n"
-             f"and {on_rank}\n{node_cpu}\n< {number(s.threshold(CPU_SATURATED))}")
-    # A local disk busy while the trial reads from block devices.
-    local = (f"{disk}\n>= {number(t['disk_busy'])}\n"
-             f"and {on_rank}\n{read_bytes} > 0")
-    # Reads from elsewhere (rchar over read_bytes at the ratio, x/0 = +Inf, or no read_bytes)
-    # with a NIC receiving near its speed.
-    remote = (f"{rchar} > 0\nand {on_rank} (\n  {rchar} / {read_bytes} >= "
-              f"{number(t['rchar_over_read'])}\n  or {rchar} unless {on_rank} {read_bytes}\n)\n"
-              f"and {on_rank}\n{nic}\n>= {number(t['network_busy'])}")
-    causes = dict(zip(LOADER_CAUSES, (
-        f"{busy}\nand {on_rank} (\n{_indent(spare)}\n)",
-        f"{busy}\nunless {on_rank} (\n{_indent(spare)}\n)",
-        f"{waiting}\nand {on_rank} (\n{_indent(local)}\n)",
-        (f"{waiting}\nand {on_rank} (\n{_indent(remote)}\n)\n"
-         f"unless {on_rank} (\n{_indent(local)}\n)"),
-        (f"{waiting}\nunless {on_rank} (\n{_indent(local)}\n)\n"
-         f"unless {on_rank} (\n{_indent(remote)}\n)"))))
-    return "\nor\n".join(_labelled(expr, cause, TRIAL_LABELS) for cause, expr in causes.items())
+    figures = {
+        table.WORKER_CPU.name: f"({n.loader_worker_cpu} and {on_rank} {bound})",
+        table.NODE_CPU.name: _on_node(s, n.cpu_utilization, bound),
+        table.CPU_COUNT.name: _on_node(
+            s, f"max {by('instance')} ({select('trainwatch_cpu_count', exporter)})", bound),
+        table.DISK_BUSY.name: _on_node(
+            s, f"max {by('instance')} (rate("
+               f"{select('trainwatch_disk_io_time_seconds_total', exporter)}[{w}]))", bound),
+        table.NODE_NIC_BUSY.name: _on_node(
+            s, f"max {by('instance')} (\n  {n.device_rate('network_receive_bytes')}\n"
+               f"  / {on('instance', 'device')} max {by('instance', 'device')} "
+               f"({select('trainwatch_network_speed_bytes', exporter)})\n)", bound),
+        table.READ_BYTES.name: n.loader_read_bytes,
+        table.RCHAR.name: n.loader_rchar_bytes,
+    }
+    return render(table.LOADER, figures, _thresholds(s, table.LOADER), TRIAL_LABELS)
 
 
 def exchange_cause(s: Settings, n: RecordNames) -> str:
     """Per multi-rank trial under TrainwatchScalingInefficient's threshold: a straggler, the
-    loader, the network or the exchange (exchange.decide's order and thresholds)."""
+    loader, the network or the exchange (contract.causes.EXCHANGE)."""
     trial, exporter = s.selector("trial"), s.selector("exporter")
     per_trial, on_trial = _PER_TRIAL, on(*_PER_TRIAL)
     # Each figure is read for the trials under the threshold alone (cheap: one record).
     under = f"{n.scaling_efficiency} < {number(s.threshold(SCALING_INEFFICIENT))}"
-    straggler = (f"count {by(*per_trial)} (\n  ({n.rank_step_mean} and {on_trial} {under})\n"
-                 f"  / {on_trial} group_left\n"
-                 f"  quantile {by(*per_trial)} (0.5, {n.rank_step_mean})\n"
-                 f"  > {number(s.threshold(RANK_STRAGGLER))}\n)")
-    loader = (f"quantile {by(*per_trial)} (0.5, "
-              f"{select(n.phase_share, s.selector('dataloader_phase'))} and {on_trial} {under})\n"
-              f"> {number(s.threshold(DATALOADER_BOUND))}")
     speed = (f"max {by('instance', 'device')} "
              f"({select('trainwatch_network_speed_bytes', exporter)})")
     link = " or ".join(
@@ -144,21 +173,34 @@ def exchange_cause(s: Settings, n: RecordNames) -> str:
         f'"direction", "{direction}", "", "")'
         for direction, stem in (("receive", "network_receive_bytes"),
                                 ("transmit", "network_transmit_bytes")))
-    network = (f"max {by(*per_trial)} (\n  ({select(names.TRIAL_INFO, trial)} and {on_trial} "
-               f"{under})\n  * {on('nodename')} group_left ()\n  max {by('nodename')} (\n"
-               f"    max {by('instance')} ({link})\n"
-               f"    * {on('instance')} group_left (nodename)\n"
-               f"    {select('trainwatch_host_info', exporter)}\n  )\n)\n"
-               f">= {number(s.alert(SCALING_INEFFICIENT).causes['network_busy'])}")
+    figures = {
+        table.STRAGGLER_RATIO.name: (
+            f"max {by(*per_trial)} (\n  ({n.rank_step_mean} and {on_trial} {under})\n"
+            f"  / {on_trial} group_left\n"
+            f"  quantile {by(*per_trial)} (0.5, {n.rank_step_mean})\n)"),
+        table.LOADER_SHARE.name: (
+            f"quantile {by(*per_trial)} (0.5, "
+            f"{select(n.phase_share, s.selector('dataloader_phase'))} and {on_trial} {under})"),
+        table.TRIAL_NIC_BUSY.name: (
+            f"max {by(*per_trial)} (\n  ({select(names.TRIAL_INFO, trial)} and {on_trial} "
+            f"{under})\n  * {on('nodename')} group_left ()\n  max {by('nodename')} (\n"
+            f"    max {by('instance')} ({link})\n"
+            f"    * {on('instance')} group_left (nodename)\n"
+            f"    {select('trainwatch_host_info', exporter)}\n  )\n)"),
+    }
     slow = (f"{under}\nand {on_trial}\ncount {by(*per_trial)} "
             f"({select(names.TRIAL_INFO, trial)}) > 1")
-    conditions = [straggler, loader, network]
-    causes = []
-    for i, (cause, condition) in enumerate(zip(EXCHANGE_CAUSES, [*conditions, under])):
-        earlier = "".join(f"\nunless {on_trial} (\n{_indent(c)}\n)" for c in conditions[:i])
-        causes.append(_labelled(f"{condition}{earlier}", cause, per_trial))
-    labelled = "\nor\n".join(causes)
+    labelled = render(table.EXCHANGE, figures, _thresholds(s, table.EXCHANGE), per_trial, under)
     return f"(\n{_indent(labelled)}\n)\nand {on_trial}\n{slow}"
+
+
+def _thresholds(s: Settings, decision: Decision) -> dict[str, float]:
+    """The decision's thresholds as thresholds.yaml sets them (each required)."""
+    found = table.deployed(decision, s.alerts)
+    missing = [name for name, value in found.items() if value is None]
+    if missing:
+        raise SettingsError(f"{s.source}: thresholds {missing} of the causes are missing")
+    return {name: value for name, value in found.items() if value is not None}
 
 
 def loader_figure_rules(s: Settings) -> list[dict[str, Any]]:

@@ -158,9 +158,9 @@ LOADER = Decision(
         # Workers that wait, a local disk busy while the trial reads from block devices.
         Cause("storage_bound", (_WAITS, Predicate(DISK_BUSY, ">=", DISK_BUSY_AT),
                                 Predicate(READ_BYTES, ">", NOTHING))),
-        # Reads from elsewhere with a NIC receiving near its speed.
-        Cause("remote_storage", (_WAITS, Predicate(RCHAR, ">", NOTHING),
-                                 Predicate(RCHAR_OVER_READ, ">=", RCHAR_AT),
+        # Reads from elsewhere with a NIC receiving near its speed (no reads at all: 0/0 is
+        # NaN, under every level).
+        Cause("remote_storage", (_WAITS, Predicate(RCHAR_OVER_READ, ">=", RCHAR_AT),
                                  Predicate(NODE_NIC_BUSY, ">=", LOADER_NIC_AT))),
         Cause("latency_bound", (_WAITS,)),
     ))
