@@ -11,7 +11,7 @@ from grafana.board import dashboard, query_variable
 from grafana.layout import Layout
 from grafana.panels import Column, Query, stat, table, timeseries
 from grafana.promql import TRIAL_INFO, Promql
-from trainwatch.contract.promql import by, placed, select
+from trainwatch.contract.promql import by, select
 from trainwatch.contract.records import IDLE_CAUSES, USAGE_INTERVAL_SECONDS
 
 UID = "trainwatch-gpu-hours"
@@ -27,9 +27,10 @@ def _hours(expr: str) -> str:
 
 def build(q: Promql) -> db.Dashboard:
     n = q.names
-    held, busy = select(n.gpu_seconds_held, EXPERIMENT), select(n.gpu_seconds_busy, EXPERIMENT)
-    idle = select(n.gpu_seconds_idle, EXPERIMENT)
-    low_mfu = select(n.gpu_seconds_low_mfu, EXPERIMENT)
+    # The per-rank records' rollups (per trial and node, with the group labels), as `trainwatch
+    # usage` reads them: no join, a series per trial and node rather than one per rank.
+    held, busy, idle, low_mfu = (select(n.rolled(record), EXPERIMENT) for record in (
+        n.gpu_seconds_held, n.gpu_seconds_busy, n.gpu_seconds_idle, n.gpu_seconds_low_mfu))
     # A record's samples are one minute's GPU-seconds: over 60, the GPUs held (idle, ...) then.
     gpus = USAGE_INTERVAL_SECONDS
     layout = Layout()
@@ -64,8 +65,7 @@ def build(q: Promql) -> db.Dashboard:
     ], description="GPUs live trial ranks held, and how many of them were busy (GPU-busy "
                    "rule), one minute at a time."), 8, 9)
     layout.row("Who wasted them")
-    wasted_by = {label: f"sum {by(label)} ("
-                 + placed(f"sum_over_time({idle}{RANGE})", label, RANGE) + ")"
+    wasted_by = {label: f"sum {by(label)} (sum_over_time({idle}{RANGE}))"
                  for label in ("experiment", "k8s_namespace")}
     layout.add(table("Top experiments by wasted GPU-hours", [
         Query(_hours(f"topk({TOP}, {wasted_by['experiment']})")),

@@ -33,6 +33,7 @@ from trainwatch import cli
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE
 from trainwatch.contract.records import IDLE_CAUSES, RecordNames
 from trainwatch.promapi import PrometheusAPI
+from trainwatch.usage import required
 from trial_instrumentation import names
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,13 +62,19 @@ def _samples() -> list[tuple[str, float, int]]:
                          f'uuid="{uuid}"}}'), busy, t))
             out.append(((f'trainwatch_gpu_peak_flops{{{exporter},gpu="{i}",uuid="{uuid}",'
                          f'dtype="bf16"}}'), PEAK_FLOPS, t))
-        # Beside the trials' GPUs: one with a process but no trial, one with nothing on it.
+        # Beside the trials' GPUs: two with a process but no trial (a pod's, a Slurm job's),
+        # one with nothing on it; the exporter names its node.
         out.append((f'trainwatch_gpu_utilization_ratio{{{exporter},gpu="2",uuid="GPU-ccc"}}',
                     0.7, t))
         out.append(((f'trainwatch_gpu_process_info{{{exporter},gpu="2",uuid="GPU-ccc",pid="7",'
                      'pod_uid="p-7",container_id="c-7",slurm_job_id=""}'), 1, t))
         out.append((f'trainwatch_gpu_utilization_ratio{{{exporter},gpu="3",uuid="GPU-ddd"}}',
                     0, t))
+        out.append((f'trainwatch_gpu_utilization_ratio{{{exporter},gpu="4",uuid="GPU-eee"}}',
+                    0.4, t))
+        out.append(((f'trainwatch_gpu_process_info{{{exporter},gpu="4",uuid="GPU-eee",pid="8",'
+                     'pod_uid="",container_id="",slurm_job_id="81"}'), 1, t))
+        out.append((f'trainwatch_host_info{{{exporter},nodename="n1"}}', 1, t))
     for trial, namespace, user, uuid, _, phases in TRIALS:
         key = f'job="trainwatch_trial",experiment="e",trial="{trial}",rank="0"'
         start = STARTS[trial]
@@ -138,9 +145,7 @@ def usage_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tsdb = workdir / "tsdb"
     promtool("tsdb", "create-blocks-from", "openmetrics", workdir / "raw.om", tsdb)
     n = RecordNames(load_settings().rate_window)
-    wanted = {n.gpu_seconds_held, n.gpu_seconds_busy, n.gpu_seconds_idle,
-              n.gpu_seconds_low_mfu, n.gpu_seconds_held_mfu, n.gpu_seconds_model,
-              n.gpu_seconds_uninstrumented, n.gpu_seconds_unused}
+    wanted = set(required(n))  # what usage reads: the rollups (and the records they sum)
     for i, rules in enumerate(_levels(recording_groups(load_settings()), wanted)):
         # One path for every pass: a group's evaluation offset is a hash of its name and file,
         # so a group's rules land on the same instants whichever pass wrote them, as live.
@@ -251,15 +256,38 @@ def test_usage_by_namespace_says_where_each_gpu_second_went(
     assert b["mfu"] == pytest.approx(SAMPLES_PER_STEP * FLOPS / PEAK_FLOPS, rel=0.05)
     assert b["busy_low_mfu_gpu_seconds"] == pytest.approx(b["busy_gpu_seconds"], abs=60)
     assert a["busy_low_mfu_gpu_seconds"] == 0
-    # GPUs outside any trial: GPU-ccc's process all hour long; GPU-ddd all hour, and each
-    # trial's GPU the 20 minutes it was not held; every GPU-second of the 4 GPUs once.
+    # GPUs outside any trial: GPU-ccc's and GPU-eee's processes all hour long, each its
+    # owner's (pod p-7, Slurm job 81) on n1; GPU-ddd all hour, and each trial's GPU the 20
+    # minutes it was not held, nobody's; every GPU-second of the 5 GPUs once.
     hour, outside = END - BASE, found["outside_trials"]
-    assert outside["uninstrumented_gpu_seconds"] == pytest.approx(hour, abs=60)
+    assert outside["uninstrumented_gpu_seconds"] == pytest.approx(2 * hour, abs=120)
+    owners = {o["owner"]: o for o in outside["uninstrumented_by_owner"]}
+    assert set(owners) == {"pod p-7", "job 81"}, owners  # none for GPU-ddd: no process
+    for owner in owners.values():
+        assert owner["gpu_seconds"] == pytest.approx(hour, abs=60)
+        assert owner["node"] == "n1" and owner["group"] is None  # a pod names no namespace
+    assert (owners["pod p-7"]["pod_uid"], owners["pod p-7"]["slurm_job_id"]) == ("p-7", None)
+    assert (owners["job 81"]["pod_uid"], owners["job 81"]["slurm_job_id"]) == (None, "81")
     assert outside["unused_gpu_seconds"] == pytest.approx(hour + 2 * (hour - LIFE), abs=180)
     assert found["total"]["held_gpu_seconds"] + outside["uninstrumented_gpu_seconds"] + \
-        outside["unused_gpu_seconds"] == pytest.approx(4 * hour, abs=240)
+        outside["unused_gpu_seconds"] == pytest.approx(5 * hour, abs=300)
     assert found["causes"]["data"]["words"] == IDLE_CAUSES["data"] == "waiting on data"
     assert found["causes"]["data"]["verdict"] == "Data loader"
+
+
+def test_uninstrumented_gpu_seconds_fall_under_their_job_and_node(
+        usage_prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Where the labels say the group: the Slurm job's own id under --by job (a pod's is
+    none), the node under --by node; never a namespace, which a pod UID does not name."""
+    since = f"{(int(time.time()) - BASE) // 60 + 5}m"
+    for by_, wanted in (("job", {"pod p-7": None, "job 81": "81"}),
+                        ("node", {"pod p-7": "n1", "job 81": "n1"}),
+                        ("namespace", {"pod p-7": None, "job 81": None})):
+        code, out, err = _usage(capsys, "--prometheus", usage_prometheus, "--by", by_,
+                                "--since", since, "--format", "json")
+        assert code == EXIT_OK, err
+        owners = json.loads(out)["outside_trials"]["uninstrumented_by_owner"]
+        assert {o["owner"]: o["group"] for o in owners} == wanted, by_
 
 
 def test_usage_table_and_csv_by_user(usage_prometheus: str,
@@ -274,6 +302,9 @@ def test_usage_table_and_csv_by_user(usage_prometheus: str,
     assert lines[6].startswith("waiting on data") and lines[7].startswith("host↔device copies")
     assert "as diagnose says it: Data loader. Feed the GPU faster" in out
     assert "e/slow" in lines[2]
+    attributed = [line for line in lines if line.startswith("  uninstrumented: ")]
+    assert len(attributed) == 2 and {line.split(" on n1: ")[0] for line in attributed} == {
+        "  uninstrumented: pod p-7", "  uninstrumented: job 81"}
     code, out, _ = _usage(capsys, "--prometheus", usage_prometheus, "--by", "experiment",
                           "--since", since, "--format", "csv")
     rows = out.splitlines()
@@ -310,7 +341,7 @@ def test_a_prometheus_without_the_usage_rules_is_one_line_exit_2(
         code, out, err = _usage(capsys, "--prometheus", prom.url)
     assert (code, out) == (EXIT_USAGE, "")
     assert err.count("\n") == 1 and "has no trainwatch usage rules" in err
-    assert "trial:trainwatch_trial_gpu_held:seconds_1m" in err
+    assert "trial_node:trainwatch_trial_gpu_held:seconds_1m" in err
 
 
 @pytest.fixture(scope="module")

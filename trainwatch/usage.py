@@ -7,9 +7,10 @@ Slurm job, user or node, from the GPU-seconds recording rules (prometheus/rulege
 One line per group: GPU-hours held, busy, wasted by cause (the ``cause`` label of
 ``trial:trainwatch_trial_gpu_idle:seconds_1m``, in the words of records.IDLE_CAUSES; the
 verdict's titles and remedies where one exists), busy with a low MFU, MFU where known, and the
-trial that wasted the most; then the totals. A few queries whatever the fleet's size: each record
-``sum_over_time`` over the range, joined on the rank to ``trainwatch_trial_info``'s group label
-(its last value in the range) and summed per group. Bad input (a ``--since`` beyond Prometheus's
+trial that wasted the most; then the totals, and the GPU-hours outside any trial: uninstrumented
+(processes but no trial) per pod or Slurm job they work for, and unused. A few queries whatever
+the fleet's size: each record's rollup (a series per trial and node carrying the group labels,
+RecordNames.rolled) ``sum_over_time`` over the range and summed per group, no join. Bad input (a ``--since`` beyond Prometheus's
 retention, an unknown ``--by``, a Prometheus without the usage rules, one unreachable) is one
 line on stderr, exit 2.
 """
@@ -21,6 +22,7 @@ import csv
 import io
 import json
 import math
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,15 +32,14 @@ from trainwatch import cliutil
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE, add_prometheus, span
 from trainwatch.contract import remedies
 from trainwatch.contract.checks import CHECKS, LOW_MFU
-from trainwatch.contract.promql import by, placed
-from trainwatch.contract.records import IDLE_CAUSES, RecordNames
+from trainwatch.contract.promql import by
+from trainwatch.contract.records import IDLE_CAUSES, OWNER_LABELS, USAGE_GROUPS, RecordNames
 from trainwatch.diagnose.runs import retention
 from trainwatch.lookup import prometheus_url
 from trainwatch.promapi import COUNT, PrometheusAPI, PrometheusError
 
 # --by -> the label of trainwatch_trial_info (the trial's grouping key for experiment).
-GROUPINGS = {"experiment": "experiment", "namespace": "k8s_namespace", "job": "slurm_job_id",
-             "user": "user", "node": "nodename"}
+GROUPINGS = USAGE_GROUPS
 DEFAULT_SINCE = 7 * 86400.0
 NONE = "(none)"  # a group whose trials did not say (no namespace outside Kubernetes, ...)
 _TITLES = {kind: title for kind, title, *_ in CHECKS}
@@ -51,6 +52,7 @@ VERDICTS: Mapping[str, tuple[str, str] | None] = {
     "other": None,
 }
 LOW_MFU_WORDS = LOW_MFU[1]  # "GPU busy, MFU low"
+MAX_OWNERS = 10  # the table's lines of uninstrumented owners, most GPU-hours first
 
 
 class UsageError(ValueError):
@@ -108,17 +110,14 @@ def _range(seconds: float) -> str:
 
 
 def queries(n: RecordNames, label: str, since: float) -> dict[str, str]:
-    """The PromQL `usage` asks, one per figure: each record summed over the range, per rank,
-    joined to the rank's ``label`` (trainwatch_trial_info's last value in the range), summed
-    per group (the idle GPU-seconds per trial and ``cause``: the group's causes and its top
-    trial)."""
+    """The PromQL `usage` asks, one per figure: each record's rollup (per trial and node, with
+    ``label``) summed over the range, per group (the idle GPU-seconds per trial and ``cause``:
+    the group's causes and its top trial); the uninstrumented GPU-seconds per owner."""
     r = _range(since)
 
-    def joined(expr: str) -> str:
-        return placed(expr, label, r)
-
     def total(record: str, *extra: str) -> str:
-        return f"sum {by(label, *extra)} ({joined(f'sum_over_time({record}{r})')})"
+        labels = dict.fromkeys((label, *extra))  # each once, in order
+        return f"sum {by(*labels)} (sum_over_time({n.rolled(record)}{r}))"
 
     return {
         "held": total(n.gpu_seconds_held),
@@ -130,25 +129,28 @@ def queries(n: RecordNames, label: str, since: float) -> dict[str, str]:
         "low_mfu": total(n.gpu_seconds_low_mfu),
         "model": total(n.gpu_seconds_model),
         "held_mfu": total(n.gpu_seconds_held_mfu),
-        # GPUs no live rank held (per GPU, no trial to group by): the fleet's totals.
-        "uninstrumented": f"sum(sum_over_time({n.gpu_seconds_uninstrumented}{r}))",
+        # GPUs no live rank held: with processes, per pod or Slurm job and node; without.
+        "uninstrumented": (f"sum {by(*OWNER_LABELS)} "
+                           f"(sum_over_time({n.gpu_seconds_uninstrumented}{r}))"),
         "unused": f"sum(sum_over_time({n.gpu_seconds_unused}{r}))",
     }
 
 
-REQUIRED = ("gpu_seconds_held", "gpu_seconds_busy", "gpu_seconds_idle", "gpu_seconds_low_mfu",
-            "gpu_seconds_model", "gpu_seconds_held_mfu", "gpu_seconds_uninstrumented",
-            "gpu_seconds_unused")
+def required(n: RecordNames) -> list[str]:
+    """The records `usage` reads: the rollups, the two outside trials."""
+    return [*map(n.rolled, n.gpu_seconds_per_rank), n.gpu_seconds_uninstrumented,
+            n.gpu_seconds_unused]
 
 
 def check_deployed(api: PrometheusAPI, n: RecordNames) -> None:
     """The usage rules are loaded (or, a global view loading none, their series are there)."""
-    wanted = [getattr(n, attr) for attr in REQUIRED]
+    wanted = required(n)
     loaded = {r.get("name") for r in api.rules() if r.get("type") == "recording"}
     missing = [name for name in wanted if name not in loaded]
     if not missing:
         return
-    held = api.label_values("__name__", **{"match[]": "{__name__=~\"trial:trainwatch_trial_gpu_.+:seconds_1m\"}"})
+    names = "|".join(re.escape(name) for name in wanted)
+    held = api.label_values("__name__", **{"match[]": f'{{__name__=~"{names}"}}'})
     if not loaded and set(wanted) <= set(held):
         return
     raise UsageError(f"Prometheus at {api.url} has no trainwatch usage rules ({missing[0]} "
@@ -160,12 +162,39 @@ def check_deployed(api: PrometheusAPI, n: RecordNames) -> None:
 
 
 @dataclass(frozen=True)
+class Owner:
+    """Whom uninstrumented GPU-seconds went to: a pod, a Slurm job (the process cgroup's), or
+    neither (both empty), on a node (empty where its exporter said none)."""
+
+    pod_uid: str = ""
+    slurm_job_id: str = ""
+    nodename: str = ""
+
+    @property
+    def name(self) -> str:
+        """'pod <uid>', 'job <id>' (both where a process said both), else 'no pod or job'."""
+        said = [f"{kind} {value}" for kind, value in (("pod", self.pod_uid),
+                                                      ("job", self.slurm_job_id)) if value]
+        return ", ".join(said) or "no pod or job"
+
+    def group(self, by_: str) -> str | None:
+        """The ``--by`` group these GPU-seconds fall under where the labels say it (a Slurm
+        job, a node), else None: a pod UID names no namespace, user or experiment."""
+        value = {"job": self.slurm_job_id, "node": self.nodename}.get(by_)
+        return value or None
+
+
+@dataclass(frozen=True)
 class Outside:
     """GPU-seconds of GPUs no live trial rank held: with processes on them (uninstrumented:
-    the exporter's opt-in process collector) and with none (unused)."""
+    the exporter's opt-in process collector), per owner, and with none (unused)."""
 
-    uninstrumented: float = 0.0
+    owners: tuple[tuple[Owner, float], ...] = ()  # most GPU-seconds first
     unused: float = 0.0
+
+    @property
+    def uninstrumented(self) -> float:
+        return sum(seconds for _, seconds in self.owners)
 
 
 def over(api: PrometheusAPI, since: float | None) -> float:
@@ -213,8 +242,13 @@ def gather(api: PrometheusAPI, by_: str, since: float) -> tuple[list[Group], Out
         top = groups[name].top
         if top is None or value > top[2]:
             groups[name].top = (experiment, trial, value)
-    outside = Outside(*(sum(value for _, value in api.query(asked[figure], COUNT))
-                        for figure in ("uninstrumented", "unused")))
+    owners: dict[Owner, float] = {}
+    for labels, value in api.query(asked["uninstrumented"], COUNT):
+        owner = Owner(**{label: labels.get(label, "") for label in OWNER_LABELS})
+        owners[owner] = owners.get(owner, 0.0) + value
+    outside = Outside(tuple(sorted(owners.items(), key=lambda o: (-o[1], o[0].name,
+                                                                  o[0].nodename))),
+                      sum(value for _, value in api.query(asked["unused"], COUNT)))
     return sorted(groups.values(), key=lambda g: (-g.idle, g.name)), outside
 
 
@@ -258,8 +292,15 @@ def as_json(by_: str, since: float, groups: list[Group], outside: Outside) -> st
                        "low_mfu": {"words": LOW_MFU_WORDS, "remedy": remedies.LOW_MFU},
                        "groups": [as_dict(g) for g in groups],
                        "total": as_dict(totals(groups)),
-                       "outside_trials": {"uninstrumented_gpu_seconds": outside.uninstrumented,
-                                          "unused_gpu_seconds": outside.unused}}, indent=2)
+                       "outside_trials": {
+                           "uninstrumented_gpu_seconds": outside.uninstrumented,
+                           "unused_gpu_seconds": outside.unused,
+                           "uninstrumented_by_owner": [
+                               {"owner": owner.name, "pod_uid": owner.pod_uid or None,
+                                "slurm_job_id": owner.slurm_job_id or None,
+                                "node": owner.nodename or None, "group": owner.group(by_),
+                                "gpu_seconds": seconds}
+                               for owner, seconds in outside.owners]}}, indent=2)
 
 
 def as_csv(by_: str, groups: list[Group]) -> str:
@@ -308,6 +349,13 @@ def as_table(by_: str, since: float, groups: list[Group], outside: Outside) -> s
         lines.append(f"Outside any trial: {hours(outside.uninstrumented)} GPU-h on GPUs with "
                      f"processes but no trial (uninstrumented), {hours(outside.unused)} GPU-h "
                      "on GPUs with neither (unused).")
+    for owner, seconds in outside.owners[:MAX_OWNERS]:
+        node = f" on {cliutil.printable(owner.nodename)}" if owner.nodename else ""
+        lines.append(f"  uninstrumented: {cliutil.printable(owner.name)}{node}: "
+                     f"{hours(seconds)} GPU-h")
+    if len(outside.owners) > MAX_OWNERS:
+        lines.append(f"  ... and {len(outside.owners) - MAX_OWNERS} more (--format json lists "
+                     "them all)")
     if not groups:
         lines.append(f"(no GPU-seconds recorded in the last {_duration(since)})")
     return "\n".join(lines)

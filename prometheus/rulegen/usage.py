@@ -15,9 +15,12 @@ from prometheus.rulegen.promql import live_trials
 from prometheus.rulegen.settings import Settings
 from trainwatch.contract.alerts import GPU_UNDERUTILIZED, TRIAL_STALE
 from trainwatch.contract.checks import EXCHANGE_CAUSES
+from trainwatch.contract.figures import HOST_INFO
 from trainwatch.contract.promql import TRIAL_LABELS, by, number, on, select
 from trainwatch.contract.records import (
     IDLE_CAUSES,
+    OWNER_LABELS,
+    ROLLUP_LABELS,
     USAGE_INTERVAL,
     USAGE_INTERVAL_SECONDS,
     RecordNames,
@@ -48,7 +51,7 @@ def usage_group(s: Settings, n: RecordNames) -> dict[str, Any]:
             "rules": [{"record": n.gpu_seconds_held, "expr": held},
                       {"record": n.gpu_seconds_busy, "expr": busy},
                       {"record": n.gpu_seconds_idle, "expr": idle_by_cause(n)},
-                      *mfu_rules(s, n), *outside_trials(s, n, live)]}
+                      *mfu_rules(s, n), *rollups(s, n), *outside_trials(s, n, live)]}
 
 
 def _share(n: RecordNames, phases: tuple[str, ...]) -> str:
@@ -103,21 +106,50 @@ def mfu_rules(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
         {"record": n.gpu_seconds_model, "expr": f"{n.gpu_seconds_held}\n* {on_rank}\n{mfu}"},
     ]
 
+def rollups(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
+    """Each per-rank record summed per trial and node with the trial's placement
+    (ROLLUP_LABELS, from the rank's trainwatch_trial_info; a rank without one counts under
+    empty labels, never nowhere): `usage --by` any of them is a plain ``sum by`` over a week
+    of these, with no join and a series per trial and node instead of one per rank."""
+    placement = tuple(label for label in ROLLUP_LABELS if label not in TRIAL_LABELS)
+    info = (f"topk {by(*TRIAL_LABELS)} (1, max {by(*TRIAL_LABELS, *placement)} "
+            f"({select(names.TRIAL_INFO, s.selector('trial'))}))")
+    rules = []
+    for record in n.gpu_seconds_per_rank:
+        extra = ("cause",) if record == n.gpu_seconds_idle else ()
+        placed = (f"{record} * {on(*TRIAL_LABELS)} group_left ({', '.join(placement)})\n"
+                  f"    {info}")
+        rules.append({"record": n.rolled(record),
+                      "expr": (f"sum {by(*ROLLUP_LABELS, *extra)} (\n  {placed}\n"
+                               f"  or {on(*TRIAL_LABELS)}\n  {record}\n)")})
+    return rules
 
 
 def outside_trials(s: Settings, n: RecordNames, live: str) -> list[dict[str, Any]]:
     """Per GPU the exporter reports (its GPU-busy rule) that no live rank holds: GPU-seconds
     with processes on it (the process collector's trainwatch_gpu_process_info, opt-in: without
-    it every such GPU counts as unused) and GPU-seconds with none."""
+    it every such GPU counts as unused), split over whom they work for (a pod, a Slurm job)
+    and placed on the GPU's node, and GPU-seconds with none."""
     gpu = ("instance", "gpu", "uuid")
     held = (f"max {by('uuid')} (\n  {select(names.GPU_INFO, s.selector('trial'))}\n"
             f"  and {on(*TRIAL_LABELS)}\n  {live}\n)")
-    processes = f"max {by(*gpu)} ({select('trainwatch_gpu_process_info', s.selector('exporter'))})"
+    process_info = select("trainwatch_gpu_process_info", s.selector("exporter"))
+    processes = f"max {by(*gpu)} ({process_info})"
     gpus = f"max {by(*gpu)} ({n.gpu_busy}) * 0 + 1"
+    # Whom the processes work for (a pod, a Slurm job, neither: ""), each a share of the GPU's
+    # interval, the shares adding up to it; then the GPU's node, where its exporter says it.
+    owner = tuple(label for label in OWNER_LABELS if label != "nodename")
+    owners = f"max {by(*gpu, *owner)} ({process_info})"
+    shares = (f"{USAGE_INTERVAL_SECONDS} * (\n    {owners}\n    / {on(*gpu)} group_left ()\n"
+              f"    count {by(*gpu)} ({owners})\n    and {on(*gpu)} ({gpus})\n"
+              f"    unless {on('uuid')}\n    {held}\n  )")
+    # One per instance: its nodename, or none where it says no trainwatch_host_info.
+    node = (f"(\n    topk {by('instance')} (1, max {by('instance', 'nodename')} "
+            f"({select(HOST_INFO, s.selector('exporter'))}))\n"
+            f"    or {on('instance')} max {by('instance')} ({process_info}) * 0 + 1\n  )")
     return [
         {"record": n.gpu_seconds_uninstrumented,
-         "expr": (f"{USAGE_INTERVAL_SECONDS} * (\n  {processes}\n  and {on(*gpu)} ({gpus})\n"
-                  f"  unless {on('uuid')}\n  {held}\n)")},
+         "expr": f"{shares}\n* {on('instance')} group_left (nodename)\n  {node}"},
         {"record": n.gpu_seconds_unused,
          "expr": (f"{USAGE_INTERVAL_SECONDS} * (\n  {gpus}\n  unless {on(*gpu)} {processes}\n"
                   f"  unless {on('uuid')}\n  {held}\n)")},

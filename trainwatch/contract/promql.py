@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from trial_instrumentation.names import GROUPING_LABELS, TRIAL_INFO
+from trial_instrumentation.names import GROUPING_LABELS
 
 # A trial's identity: the Pushgateway grouping key of trial_instrumentation.
 TRIAL_LABELS = GROUPING_LABELS
@@ -98,23 +98,3 @@ def inline(expr: str, records: Mapping[str, str], within: tuple[str, ...] = ()) 
 
 # A metric name not part of a longer name and not followed by matchers.
 _BARE = re.compile(r"(?<![\w:])[a-zA-Z_:][\w:]*(?![\w:{(])")
-
-
-def placed(expr: str, label: str, lookback: str) -> str:
-    """``expr`` (one series per rank, TRIAL_LABELS and maybe more) with ``label`` of the rank's
-    ``trainwatch_trial_info`` (its last value within ``lookback``, a range such as ``[7d]``;
-    one value per rank where it changed): how `trainwatch usage` and the GPU-hours dashboard
-    group the GPU-seconds records by namespace, Slurm job, user or node.
-
-    >>> placed("x", "user", "[1h]")  # doctest: +NORMALIZE_WHITESPACE
-    'x * on (experiment, trial, rank) group_left (user) topk by (experiment, trial, rank) (1,
-     max by (experiment, trial, rank, user) (last_over_time(trainwatch_trial_info[1h])))'
-    >>> placed("x", "experiment", "[1h]")
-    'x'
-    """
-    if label in TRIAL_LABELS:
-        return expr
-    info = (f"topk {by(*TRIAL_LABELS)} (1, max {by(*TRIAL_LABELS, label)} "
-            f"(last_over_time({TRIAL_INFO}{lookback})))")
-    return f"{expr} * {on(*TRIAL_LABELS)} group_left ({label}) {info}"
-

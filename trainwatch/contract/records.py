@@ -31,6 +31,18 @@ IDLE_CAUSES = {
     "straggler": "a straggler",  # wait_for_ranks while the trial's exchange cause is one
     "other": "other",  # the rest: compute phases, time outside the step, no timings at all
 }
+# `trainwatch usage --by` -> the label its groups are told apart by: trainwatch_trial_info's,
+# which the usage rollups (RecordNames.rolled) carry, so grouping is a plain ``sum by``.
+USAGE_GROUPS = {"experiment": "experiment", "namespace": "k8s_namespace", "job": "slurm_job_id",
+                "user": "user", "node": "nodename"}
+# The rollups' labels: a trial on one node, with the trial's placement (one series where a
+# per-rank record has one per rank: 8 ranks a node, 8 times fewer series over a week).
+ROLLUP_LABELS = ("experiment", "trial", *(label for label in USAGE_GROUPS.values()
+                                          if label != "experiment"))
+# The per-GPU owner labels of gpu:trainwatch_gpu_uninstrumented:seconds_1m: whom the GPU's
+# processes work for (trainwatch_gpu_process_info's) and its node (trainwatch_host_info's).
+OWNER_LABELS = ("pod_uid", "slurm_job_id", "nodename")
+_ROLLUP_LEVEL = "trial_node"
 
 
 @dataclass(frozen=True)
@@ -204,9 +216,30 @@ class RecordNames:
     gpu_seconds_model = "trial:trainwatch_trial_gpu_model:seconds_1m"
     # Per GPU the exporter reports (instance, gpu, uuid) that no live rank holds, each
     # USAGE_INTERVAL: 60 where processes run on it (the opt-in process collector's
-    # trainwatch_gpu_process_info: uninstrumented use), 60 where none does (held by nothing).
+    # trainwatch_gpu_process_info: uninstrumented use), split evenly over the pods and Slurm
+    # jobs they work for (OWNER_LABELS); 60 where none does (held by nothing).
     gpu_seconds_uninstrumented = "gpu:trainwatch_gpu_uninstrumented:seconds_1m"
     gpu_seconds_unused = "gpu:trainwatch_gpu_unused:seconds_1m"
+
+    @property
+    def gpu_seconds_per_rank(self) -> tuple[str, ...]:
+        """The per-rank GPU-seconds records, each rolled up (``rolled``) for `usage`."""
+        return (self.gpu_seconds_held, self.gpu_seconds_busy, self.gpu_seconds_idle,
+                self.gpu_seconds_low_mfu, self.gpu_seconds_held_mfu, self.gpu_seconds_model)
+
+    @staticmethod
+    def rolled(record: str) -> str:
+        """A per-rank GPU-seconds record summed per trial and node, with ROLLUP_LABELS (and
+        ``cause``, the idle one): what `trainwatch usage`, its page and the GPU-hours dashboard
+        read.
+
+        >>> RecordNames.rolled("trial:trainwatch_trial_gpu_held:seconds_1m")
+        'trial_node:trainwatch_trial_gpu_held:seconds_1m'
+        """
+        level, rest = record.split(":", 1)
+        if level != "trial":
+            raise ValueError(f"{record} is not a per-rank record")
+        return f"{_ROLLUP_LEVEL}:{rest}"
 
     @property
     def cpu_utilization(self) -> str:

@@ -58,7 +58,8 @@ def step_for(since: float) -> float:
 
 
 def over_time(n: RecordNames, step: float) -> dict[str, str]:
-    """The plots' PromQL: each record's GPU-seconds summed over one step, over the step: the
+    """The plots' PromQL: each record's GPU-seconds (its rollup, as `usage` reads it) summed
+    over one step, over the step: the
     GPUs held (idle, busy) on average in it (the dashboard's ``sum(record) / 60`` at a
     one-minute step)."""
     s = f"[{step:.0f}s]"
@@ -67,8 +68,9 @@ def over_time(n: RecordNames, step: float) -> dict[str, str]:
         return f"sum {by(*labels)} (sum_over_time({record}{s})) / {step:.0f}" if labels else \
             f"sum(sum_over_time({record}{s})) / {step:.0f}"
 
-    return {"wasted": gpus(n.gpu_seconds_idle, "cause"), "held": gpus(n.gpu_seconds_held),
-            "busy": gpus(n.gpu_seconds_busy)}
+    return {"wasted": gpus(n.rolled(n.gpu_seconds_idle), "cause"),
+            "held": gpus(n.rolled(n.gpu_seconds_held)),
+            "busy": gpus(n.rolled(n.gpu_seconds_busy))}
 
 
 def collect(api: PrometheusAPI, by_: str, since: float | None) -> UsageDoc:
@@ -162,8 +164,21 @@ def causes(doc: UsageDoc) -> str:
     items.append(f'<li data-outside="trials">Outside any trial: '
                  f"{e(usage.hours(o.uninstrumented))} GPU-h on GPUs with processes but no trial "
                  f"(uninstrumented), {e(usage.hours(o.unused))} GPU-h on GPUs with neither "
-                 "(unused).</li>")
+                 "(unused)." + owners(o) + "</li>")
     return "<ul class=\"causes\">" + "".join(items) + "</ul>"
+
+
+def owners(outside: usage.Outside) -> str:
+    """Whom the uninstrumented GPU-hours went to (a pod, a Slurm job), most first, as many as
+    `usage`'s table lists."""
+    items = [f'<li data-owner="{e(owner.name)}" data-gpu-seconds="{seconds!r}">uninstrumented: '
+             f"{e(owner.name)}{e(f' on {owner.nodename}' if owner.nodename else '')}: "
+             f"{e(usage.hours(seconds))} GPU-h</li>"
+             for owner, seconds in outside.owners[:usage.MAX_OWNERS]]
+    more = len(outside.owners) - usage.MAX_OWNERS
+    if more > 0:
+        items.append(f"<li>... and {more} more (the page's JSON lists them all)</li>")
+    return f"<ul>{''.join(items)}</ul>" if items else ""
 
 
 def plots(doc: UsageDoc) -> str:
