@@ -137,9 +137,11 @@ def test_the_caps_always_hold_and_the_count_is_what_is_held(
         mine = held.setdefault(client, set())
         if admit and connection not in mine:
             got = admission.admit(client, connection)
-            for owner, victim in admission.evicted:
+            for taken in admission.evicted:
+                assert isinstance(taken, tuple)
+                owner = taken[0]
                 assert owner != client and len(held[owner]) > len(mine) + 1
-                held[owner].discard((owner, victim))
+                held[owner].discard(taken)
             assert len(admission.evicted) <= 1
             admission.evicted.clear()
             if got:

@@ -32,7 +32,8 @@ def info(rank: str, pid: str = "", node: str = HERE, **labels: str) -> tuple[dic
 
 class FakeAPI:
     def __init__(self, table: dict[str, list[tuple[dict[str, str], float]]]) -> None:
-        self.table, self.asked = table, []  # type: list[str]
+        self.table = table
+        self.asked: list[str] = []
         self.url = URL
 
     def query(self, expr: str) -> list[tuple[dict[str, str], float]]:
@@ -211,8 +212,11 @@ def test_the_signal_waits_five_seconds_unless_told(
         wait: tuple[str, ...], waited: float, world: dict[str, Any],
         monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[dict[str, Path], float]] = []
-    monkeypatch.setattr(profile, "answers", lambda asked, since, wait: seen.append(
-        (asked, wait)) or 0)
+    def answers(asked: dict[str, Path], since: float, wait: float) -> int:
+        seen.append((asked, wait))
+        return 0
+
+    monkeypatch.setattr(profile, "answers", answers)
     world["api"] = api_of([info("0", "200"), info("1", "201", node="elsewhere")])
     before = time.time()
     assert profile.run(args(*wait)) == 1  # rank 1 elsewhere
@@ -254,8 +258,11 @@ def test_an_answer_older_than_the_request_is_none(world: dict[str, Any], tmp_pat
 def test_the_trigger_waits_fifteen_seconds_unless_told(
         world: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[dict[str, Path], float, float]] = []
-    monkeypatch.setattr(profile, "answers", lambda asked, since, wait: seen.append(
-        (asked, since, wait)) or 0)
+    def answers(asked: dict[str, Path], since: float, wait: float) -> int:
+        seen.append((asked, since, wait))
+        return 0
+
+    monkeypatch.setattr(profile, "answers", answers)
     world["api"] = api_of([info("0", "200"), info("2", "202")])
     trigger = tmp_path / "t"
     before = time.time()
