@@ -414,7 +414,7 @@ def test_the_budget_counts_from_the_start_of_the_pass(
     time (1, 2, 3... after the start): a budget is spent when the time since the start
     reaches it."""
     fake = http([entry(float(n), trial=f"t{n}") for n in (1, 2, 3, 4)])
-    ticks = iter(range(10, 100))
+    ticks = iter(range(1, 100))  # a start of 1, not 0: clock() alone is no elapsed time
     done = sweep(fake, now=1000.0, budget=budget, clock=lambda: float(next(ticks)))
     assert trials(done.deleted) == [f"t{n}" for n in range(1, done_count + 1)]
     assert trials(done.left) == [f"t{n}" for n in range(done_count + 1, 5)]
@@ -549,3 +549,40 @@ def test_the_url_comes_from_the_environment_without_the_flag(
     assert fake.calls[0][1] == URL + "/api/v1/metrics"
     assert fake.calls[0][2] == 10.0  # the default --timeout reaches each request
     assert math.isfinite(fake.calls[0][2])
+
+
+def test_a_long_error_is_cut_at_2000_characters(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    url = "http://pgw.test/" + "p" * 3000
+    monkeypatch.setattr(gc, "fetch", lambda *_, **__: Answer(200, "OK", b"[]"))
+    parser = argparse.ArgumentParser()
+    gc.add_parser(parser.add_subparsers())
+    assert gc.run(parser.parse_args(["gc", "--pushgateway", url]), env={}) == 2
+    said = (f"{url}/api/v1/metrics: not a Pushgateway's answer (a list of groups, each with its "
+            "labels)")
+    assert capsys.readouterr().err == (f"trainwatch gc: error: {said[:2000]}…({len(said)} "
+                                       "chars)\n")
+
+
+def test_the_subcommand_is_described_by_the_first_line_of_the_docs() -> None:
+    made: list[dict[str, Any]] = []
+
+    class Commands:
+        def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+            made.append({"name": name, **kwargs})
+            return argparse.ArgumentParser()
+
+    gc.add_parser(Commands())
+    assert made == [{"name": "gc", "help": "retire ended and silent trial groups",
+                     "description": "`trainwatch gc`: retire trial groups: ended ones once "
+                                    "scraped, silent ones after ``--max-age``."}]
+
+
+def test_under_a_second_of_max_age_a_group_without_an_interval_goes_after_max_age(
+        http: Callable[..., FakeHTTP]) -> None:
+    """What tests/test_trial_lifecycle.py does (max_age 1 s): no announced interval is no
+    floor, not one of a second."""
+    fake = http([entry(1000.0, trial="quiet")])
+    assert trials(sweep(fake, now=1001.5, max_age=1.0, dry_run=True).deleted) == ["quiet"]
+    assert trials(sweep(fake, now=1000.5, max_age=0.25, dry_run=True).deleted) == ["quiet"]
+    assert trials(sweep(fake, now=1000.2, max_age=0.25, dry_run=True).deleted) == []
