@@ -213,6 +213,7 @@ def test_a_rank_is_named_when_asked_for_or_when_there_are_several(runs: Known) -
     assert compare.run_of_ref(None, ("e", "one", None), 60.0, NOW)[1] == "e/one"  # type: ignore[arg-type]
     assert compare.run_of_ref(None, ("e", "one", "0"), 60.0, NOW)[1] == "e/one rank 0"  # type: ignore[arg-type]
     assert compare.run_of_ref(None, ("e", "two", "3"), 60.0, NOW)[1] == "e/two rank 3"  # type: ignore[arg-type]
+    assert compare.run_of_ref(None, ("e", "two", None), 60.0, NOW)[1] == "e/two rank 1"  # type: ignore[arg-type]
 
 
 def test_an_unknown_reference_says_what_exists(runs: Known) -> None:
@@ -391,3 +392,27 @@ def test_json_holds_both_sides_and_every_change() -> None:
     assert doc["comparison"]["delta_step_seconds"] == pytest.approx(0.1)
     assert [c["phase"] for c in doc["comparison"]["changes"]] == [compare.UNTIMED, "p"]
     assert compare.as_json(found).startswith('{\n  "comparison": {\n    "a": {')
+
+
+def test_two_steps_of_no_time_are_no_change_not_a_crash() -> None:
+    """Found by reading compare's survivors: 0 s against 0 s was 'significant' (0 >= 1% of 0)
+    and divided by the zero difference (ZeroDivisionError) or took the top of no change
+    (IndexError)."""
+    for phases in ({}, {"p": 0.0}):
+        found = compare.compare(side("a", 0.0, dict(phases)), side("b", 0.0, dict(phases)))
+        assert found.summary == "No change: mean step time 0.0 ms against 0.0 ms (within 1%)"
+        assert [c.explained for c in found.changes] == [None] * len(phases)
+
+
+def test_a_difference_of_exactly_one_percent_of_the_baseline_is_a_change() -> None:
+    """101 s against 100 s: the difference (1.0) and 1% of the baseline (0.01 x 100) are the
+    same float, so the boundary itself is compared."""
+    found = compare.compare(side("a", 101.0, {"p": 51.0}), side("b", 100.0, {"p": 50.0}))
+    assert found.summary.startswith("a takes 101000.0 ms per step, 1.01x")
+    assert found.changes[0].explained == 1.0
+
+
+def test_a_share_needs_a_step_time() -> None:
+    assert side("a", None, {"p": 0.5}).share("p") is None
+    assert side("a", 0.0, {"p": 0.5}).share("p") is None
+    assert side("a", 2.0, {"p": 0.5}).share("p") == 0.25

@@ -169,7 +169,8 @@ def compare(a: Side, b: Side) -> Comparison:
                - (b.step_seconds - sum(b.phase_seconds.values())))
     if abs(untimed) > 1e-9:
         deltas[UNTIMED] = untimed
-    significant = abs(delta) >= NO_CHANGE * b.step_seconds
+    # Two steps of 0 s (a step time sum of 0) differ by nothing: no change, not a division by 0.
+    significant = delta != 0 and abs(delta) >= NO_CHANGE * b.step_seconds
     changes = [Change(p, d, d / delta if significant else None)
                for p, d in sorted(deltas.items(), key=lambda item: -abs(item[1]))]
     if not significant:
