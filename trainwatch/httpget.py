@@ -40,11 +40,11 @@ class Answer:
 
 def fetch(url: str, *, timeout: float, method: str = "GET",
           headers: Mapping[str, str] | None = None,
-          limit: int | None = None) -> Answer:
+          limit: int | None = None, body: bytes | None = None) -> Answer:
     """The answer to one request, whatever its status; ``TimeoutError`` if it is not complete
     within ``timeout`` seconds, ``ResponseTooLarge`` past ``limit`` bytes, ``OSError`` or
     ``http.client.HTTPException`` if the server cannot be reached or speaks no HTTP. ``limit``
-    defaults to ``MAX_RESPONSE_BYTES``, read at each call."""
+    defaults to ``MAX_RESPONSE_BYTES``, read at each call; ``body``: what the request sends."""
     if not 0 < timeout <= threading.TIMEOUT_MAX:  # past it the timer cannot wait: OverflowError
         raise ValueError(f"timeout must be > 0 seconds and at most {threading.TIMEOUT_MAX:g}, "
                          f"not {timeout}")
@@ -74,17 +74,17 @@ def fetch(url: str, *, timeout: float, method: str = "GET",
             raise TimeoutError
         conn.sock.settimeout(max(0.001, timeout - (time.monotonic() - start)))
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        conn.request(method, path, headers=dict(headers or {}))
+        conn.request(method, path, body=body, headers=dict(headers or {}))
         response = conn.getresponse()
-        body = bytearray()
+        received = bytearray()
         while piece := response.read1(_PIECE):
-            body += piece
-            if len(body) > limit:
+            received += piece
+            if len(received) > limit:
                 raise ResponseTooLarge(f"{url.split('?')[0]} answered more than {limit:,} bytes "
                                        "(MAX_RESPONSE_BYTES, the limit on one answer)")
         if expired.is_set():
             raise TimeoutError
-        return Answer(response.status, response.reason, bytes(body))
+        return Answer(response.status, response.reason, bytes(received))
     except (OSError, http.client.HTTPException) as err:
         if expired.is_set() and not isinstance(err, ResponseTooLarge):
             raise TimeoutError(f"no complete answer from {parts.netloc} within {timeout:g} s "

@@ -42,6 +42,10 @@ _QUOTE = 120
 _shown = reprlib.Repr()
 _shown.maxstring = _shown.maxother = 40
 _shown.maxlevel = 2
+# Parameters longer than this (URL-encoded) are POSTed as a form (nginx's default limit on a
+# request line is 8 KiB).
+POST_PAST = 4096
+_FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
 
 class PrometheusError(RuntimeError):
@@ -85,11 +89,17 @@ class PrometheusAPI:
     def get(self, path: str, **params: str) -> Any:
         """The ``data`` of ``/api/v1/<path>``; PrometheusError on any failure."""
         url = f"{self.url}/api/v1/{path}"
-        if params:
-            url += "?" + urllib.parse.urlencode(params)
+        form = urllib.parse.urlencode(params)
+        # A long query (a batch of many runs' reads) goes as a form body, past any URL limit
+        # of a proxy in front of Prometheus; the rest as Prometheus's own UI asks, in the URL.
+        post = len(form) > POST_PAST
+        if form and not post:
+            url += "?" + form
         try:
             # An error status is read too: Prometheus explains a bad query in the JSON body.
-            body = fetch(url, timeout=self.timeout).body
+            body = fetch(url, timeout=self.timeout, method="POST" if post else "GET",
+                         headers=_FORM if post else None,
+                         body=form.encode() if post else None).body
         except ResponseTooLarge as err:
             raise PrometheusError(str(err)) from None
         except (OSError, http.client.HTTPException) as err:
@@ -117,8 +127,7 @@ class PrometheusAPI:
 
     def value(self, expr: str, kind: Kind = ANY) -> float | None:
         """The largest value of ``expr``'s vector; None when it is empty (or NaN)."""
-        values = [v for _, v in self.query(f"max({expr})", kind) if not math.isnan(v)]
-        return values[0] if values else None
+        return largest(self.query(f"max({expr})", kind))
 
     def samples(self, expr: str, kind: Kind = ANY
                 ) -> list[tuple[Labels, list[tuple[float, float]]]]:
@@ -225,6 +234,12 @@ class PrometheusAPI:
                 raise self._bad(expr, "a series without its samples (\"values\")")
             found.append((labels, [self._sample(point, kind, expr) for point in values]))
         return found
+
+
+def largest(answer: list[tuple[Labels, float]]) -> float | None:
+    """The value of a ``max(...)`` query's answer; None when it is empty (or NaN)."""
+    values = [v for _, v in answer if not math.isnan(v)]
+    return values[0] if values else None
 
 
 def _strings(found: Any) -> TypeGuard[dict[str, str]]:

@@ -22,6 +22,8 @@ from trial_instrumentation import names
 Selector = Callable[..., str]
 STEPS_TOTAL = f"{names.STEPS}_total"
 SAMPLES_TOTAL = f"{names.SAMPLES}_total"
+STEP_SUM = f"{names.STEP_SECONDS}_sum"  # over PHASE_SUM: the final shares
+PHASE_SUM = f"{names.PHASE_SECONDS}_sum"
 
 
 @dataclass
@@ -67,11 +69,16 @@ def final_shares(api: PrometheusAPI, select: Selector,
                  **sel: str | None) -> dict[RankKey, dict[str, float]]:
     """Each matching rank's phase shares of its step time over its whole life: its phase sums
     over its step sum (two queries); a rank with no finished step has none."""
+    return shares_of(api.query(select(STEP_SUM, **sel)), api.query(select(PHASE_SUM, **sel)))
+
+
+def shares_of(step_sums: list[tuple[dict[str, str], float]],
+              phase_sums: list[tuple[dict[str, str], float]]) -> dict[RankKey, dict[str, float]]:
+    """:func:`final_shares` from the two answers: the STEP_SUM and PHASE_SUM series."""
     found: dict[RankKey, dict[str, float]] = {}
-    step_sums = {rank_key(labels): v for labels, v in
-                 api.query(select(f"{names.STEP_SECONDS}_sum", **sel))}
-    for labels, phase_sum in api.query(select(f"{names.PHASE_SECONDS}_sum", **sel)):
-        total = step_sums.get(rank_key(labels))
+    totals = {rank_key(labels): v for labels, v in step_sums}
+    for labels, phase_sum in phase_sums:
+        total = totals.get(rank_key(labels))
         if total:  # no finished step yet: no share to speak of
             found.setdefault(rank_key(labels), {})[labels.get("phase", "")] = phase_sum / total
     return found

@@ -5,29 +5,27 @@ from __future__ import annotations
 
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.figures import HOST_INFO
 from trainwatch.contract.promql import BY_TRIAL
-from trainwatch.diagnose import loader_cause
+from trainwatch.diagnose import batched, loader_cause
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.figures import (
     by_rank,
     first_value,
     selector,
 )
-from trainwatch.diagnose.lifetime import final_shares, lifetimes, young_ranks
+from trainwatch.diagnose.lifetime import PHASE_SUM, STEP_SUM, lifetimes, shares_of, young_ranks
 from trainwatch.diagnose.runs import RUNNING, RankKey, Run, find_runs, life_range
 from trainwatch.diagnose.verdict import Measurements, decide
-from trainwatch.promapi import COUNT, PrometheusAPI
+from trainwatch.promapi import ANY, COUNT, PrometheusAPI, largest
 from trial_instrumentation import names
 from trial_instrumentation.durations import parse_duration
 
 # How far back `trainwatch trials` looks without --since.
 DEFAULT_SINCE = 3600.0
-READERS = 4  # ended runs read at once
 
 
 @dataclass
@@ -76,20 +74,16 @@ def list_trials(api: PrometheusAPI, deployment: Deployment, experiment: str | No
         """Read over its life: not running, or no row of the scraped rates for it."""
         return state != RUNNING or not run.current or run.key not in current
 
-    hosts = node_instances(api.pinned(now), since) if any(map(ended, runs, states)) else {}
-
-    def row_of(run: Run, state: str) -> TrialRow:
-        row = (_over_life(api.pinned(run.last), deployment, run, hosts.get(run.nodename))
-               if ended(run, state) else current[run.key])
+    over = [run for run, state in zip(runs, states) if ended(run, state)]
+    hosts = node_instances(api.pinned(now), since) if over else {}
+    lives = dict(zip(map(id, over), _over_lives(api, deployment, over, hosts)))
+    rows = []
+    for run, state in zip(runs, states):
+        row = lives[id(run)] if id(run) in lives else current[run.key]
         row.state, row.live, row.pid, row.nodename = state, state == RUNNING, run.pid, run.nodename
         row.started, row.ended = run.start, None if row.live else run.end
         row.push_age_seconds = now - run.end
-        return row
-
-    # The ended runs' reads are independent: a few at a time (a Prometheus answers queries
-    # concurrently; one at a time, a week of a fleet's runs is thousands of round trips).
-    with ThreadPoolExecutor(READERS) as pool:
-        rows = list(pool.map(row_of, runs, states))
+        rows.append(row)
     return sorted(rows, key=lambda r: (not r.live, r.experiment, r.trial, r.rank,
                                        r.started or 0))
 
@@ -145,27 +139,56 @@ def node_instances(api: PrometheusAPI, since: float) -> dict[str, list[str]]:
     return found
 
 
-def _over_life(api: PrometheusAPI, deployment: Deployment, run: Run,
-               instances: list[str] | None = None) -> TrialRow:
-    """An ended or stopped run's row, read at its last sample (``api`` is pinned there).
-    ``instances``: its node's exporters, when known; its node's CPU is then read from its one
-    exporter's series alone (the same join, over one node's series instead of every node's)."""
+# What an ended run's row is read from, each at its last sample (where its counters hold the
+# run's final values), every ended run's in one batch per figure (trainwatch.diagnose.batched).
+LIFE_READS = ("step_sums", "phase_sums", "steps", "gpu", "node_cpu", "mfu")
+_KINDS = {"steps": COUNT}
+
+
+def _life_reads(deployment: Deployment, run: Run, instances: list[str] | None = None
+                ) -> dict[str, str]:
+    """An ended or stopped run's reads (LIFE_READS; no MFU for a life shorter than the rate
+    window, where it reads low). ``instances``: its node's exporters, when known; its node's
+    CPU is then read from its one exporter's series alone (the same join, over one node's
+    series instead of every node's)."""
     sel = dict(zip(names.GROUPING_LABELS, run.key))
-    shares = final_shares(api, selector, **sel).get(run.key, {})
-    steps = api.value(selector(f"{names.STEPS}_total", **sel), COUNT)
-    # Over its life, start to final push (not the minutes its group stayed after it).
     n = deployment.names
-    gpu = api.value(f"avg_over_time({selector(n.trial_gpu_busy, **sel)}{run.life_range})")
     cpu = selector(n.cpu_utilization, instance=instances[0]) if instances and len(
         instances) == 1 else n.cpu_utilization
-    node_cpu = api.value(loader_cause.node_cpu(f"avg_over_time({cpu}{run.life_range})", **sel))
-    # MFU over its life, once the life fills a rate window (before, the rate reads low).
+    # Over its life, start to final push (not the minutes its group stayed after it).
+    reads = {"step_sums": selector(STEP_SUM, **sel), "phase_sums": selector(PHASE_SUM, **sel),
+             "steps": f"max({selector(f'{names.STEPS}_total', **sel)})",
+             "gpu": f"max(avg_over_time({selector(n.trial_gpu_busy, **sel)}{run.life_range}))",
+             "node_cpu": "max({})".format(loader_cause.node_cpu(
+                 f"avg_over_time({cpu}{run.life_range})", **sel))}
     window = parse_duration(n.window)
-    mfu = (api.value(f"avg_over_time({selector(n.mfu, **sel)}"
-                     f"{life_range(run.seconds - window, run.last - run.end)})")
-           if run.seconds > window else None)
+    if run.seconds > window:  # MFU over its life, once the life fills a rate window
+        reads["mfu"] = (f"max(avg_over_time({selector(n.mfu, **sel)}"
+                        f"{life_range(run.seconds - window, run.last - run.end)}))")
+    return reads
+
+
+def _over_lives(api: PrometheusAPI, deployment: Deployment, runs: list[Run],
+                hosts: dict[str, list[str]]) -> list[TrialRow]:
+    """The ended or stopped runs' rows, each read at its last sample: one batch of queries per
+    figure for all of them (``hosts``: each node's exporters, node_instances)."""
+    reads = [_life_reads(deployment, run, hosts.get(run.nodename)) for run in runs]
+    answers: list[dict[str, batched.Vector]] = [{} for _ in runs]
+    for name in LIFE_READS:
+        wanted = [i for i, read in enumerate(reads) if name in read]
+        found = batched.read(api, [(reads[i][name], runs[i].last) for i in wanted],
+                             _KINDS.get(name, ANY))
+        for i, vector in zip(wanted, found):
+            answers[i][name] = vector
+    return [_life_row(deployment, run, answer) for run, answer in zip(runs, answers)]
+
+
+def _life_row(deployment: Deployment, run: Run, answer: dict[str, batched.Vector]) -> TrialRow:
+    """An ended or stopped run's row from its reads' answers (LIFE_READS)."""
+    shares = shares_of(answer["step_sums"], answer["phase_sums"]).get(run.key, {})
+    steps, gpu, node_cpu = (largest(answer[name]) for name in ("steps", "gpu", "node_cpu"))
+    mfu = largest(answer["mfu"]) if "mfu" in answer else None
     rate = steps / run.seconds if steps is not None and run.seconds > 0 else None
     return TrialRow(*run.key, run.nodename, rate, shares.get(names.DATALOADER_NEXT), gpu, None,
                     live=False, steps=None if steps is None else int(steps),
                     cause=_cause(deployment, shares, gpu, mfu, node_cpu), mfu=mfu)
-
