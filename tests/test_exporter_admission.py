@@ -151,3 +151,22 @@ def test_the_caps_always_hold_and_the_count_is_what_is_held(
             mine.discard(connection)
         assert admission.total == sum(len(c) for c in held.values()) <= max_connections
         assert all(admission.held(c) == len(conns) <= per_client for c, conns in held.items())
+
+
+def test_a_client_holding_as_much_as_the_heaviest_takes_nothing_from_itself() -> None:
+    admission = Admission(max_connections=3, per_client=3)
+    assert admission.admit("c1", "a") and admission.admit("c1", "b") and admission.admit("c2", "c")
+    assert not admission.admit("c1", "d")  # c1 is the heaviest: 2 is not more than its 2 + 1
+    assert admission.evicted == [] and admission.held("c1") == 2
+
+
+def test_caps_above_256_are_compared_by_value() -> None:
+    """CPython keeps one object for each int up to 256 only: a count of 300 is equal to the
+    cap of 300, not the same object."""
+    admission = Admission(max_connections=600, per_client=300)
+    assert all(admission.admit("c1", ("c1", n)) for n in range(300))
+    assert not admission.admit("c1", ("c1", 300))
+    assert all(admission.admit("c2", ("c2", n)) for n in range(300))
+    assert admission.total == 600
+    assert admission.admit("c3", ("c3", 0)) and admission.evicted == [("c1", 0)]
+    assert admission.total == 600

@@ -65,6 +65,8 @@ def world(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
 
     def make_api(url: str, timeout: float) -> FakeAPI:
         state["opened"].append((url, timeout))
+        if isinstance(state["api"], ValueError):  # PrometheusAPI's word on a bad URL
+            raise state["api"]
         return state["api"]  # type: ignore[no-any-return]
 
     def kill(pid: int, sig: signal.Signals) -> None:
@@ -100,6 +102,12 @@ def test_the_running_ranks_are_those_without_an_exit_in_rank_order() -> None:
     assert ranks[2] == profile.Rank("2", "n2", 102, "p", "ns")
     assert ranks[1] == profile.Rank("0", HERE, 100, None, None)
     assert api.asked == [f"{names.EXIT}{{{KEY}}}", f"{names.TRIAL_INFO}{{{KEY}}}"]
+
+
+def test_a_rank_that_is_no_number_sorts_with_rank_0_in_the_order_found() -> None:
+    """(Above, it came before rank 0 and stays first; here after it, and stays after.)"""
+    api = api_of([info("1", "101"), info("0", "100"), info("x", "999")])
+    assert [r.rank for r in profile.running_ranks(api, "e", "t", None)] == ["0", "x", "1"]  # type: ignore[arg-type]
 
 
 def test_a_rank_is_asked_for_by_its_label_and_a_series_without_a_node_has_none() -> None:
@@ -143,6 +151,14 @@ def test_an_unreadable_prometheus_is_a_usage_error(
     world["api"] = FakeAPI(PrometheusError("cannot reach Prometheus\n"))  # type: ignore[arg-type]
     assert profile.run(args()) == 2
     assert capsys.readouterr().err == "trainwatch profile: error: cannot reach Prometheus\\n\n"
+
+
+def test_a_bad_prometheus_url_is_a_usage_error(world: dict[str, Any],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    world["api"] = ValueError("--prometheus: 'x' is not an http(s) URL")
+    assert profile.run(args()) == 2
+    assert capsys.readouterr().err == ("trainwatch profile: error: --prometheus: 'x' is not an "
+                                       "http(s) URL\n")
 
 
 @pytest.mark.parametrize(("extra", "who"), [((), "e/t"), (("--rank", "3"), "e/t rank 3")])
