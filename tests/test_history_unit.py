@@ -1,0 +1,353 @@
+"""trainwatch.diagnose.history without a Prometheus: the run lookup and the per-rank reports
+replaced by stand-ins, so which instant each rank is read at, what an ended or stopped run's
+title and figures say, which alerts fired in its life and what an unknown name is told are
+checked in milliseconds. The live tests are tests/test_life_window.py and
+tests/test_after_the_run_live.py."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from trainwatch.contract.alerts import TRIAL_STALE
+from trainwatch.contract.figures import HOST_INFO
+from trainwatch.contract.records import RecordNames
+from trainwatch.diagnose import history
+from trainwatch.diagnose.deployed import AlertRule, Deployment
+from trainwatch.diagnose.figures import FIRED, AlertState, Gpu, RankReport, UnknownTrial
+from trainwatch.diagnose.runs import Run
+from trainwatch.diagnose.verdict import ENDED, STALE, Verdict
+from trainwatch.promapi import COUNT
+from trial_instrumentation import names
+
+DEPLOYMENT = Deployment(RecordNames("5m"), {TRIAL_STALE: AlertRule(TRIAL_STALE, 60.0, "x")})
+NOW = 100_000.0
+
+
+def run(trial: str = "t", rank: str = "0", first: float = 1000.0, last: float = 2000.0,
+        experiment: str = "e", **kw: Any) -> Run:
+    return Run(experiment, trial, rank, "7", "n1", "2", first, last, **kw)
+
+
+class FakeAPI:
+    """Answers (instant, expression) from a table; logs each read."""
+
+    def __init__(self, table: dict[tuple[float | None, str], Any] | None = None,
+                 at: float | None = None, log: list[tuple[float | None, str]] | None = None
+                 ) -> None:
+        self.table, self.at = table or {}, at
+        self.log = [] if log is None else log
+
+    def pinned(self, at: float | None) -> FakeAPI:
+        return FakeAPI(self.table, at, self.log)
+
+    def value(self, expr: str, kind: Any = None) -> float | None:
+        self.log.append((self.at, expr))
+        return self.table.get((self.at, expr))
+
+    def query(self, expr: str, kind: Any = None) -> list[tuple[dict[str, str], float]]:
+        self.log.append((self.at, expr))
+        return self.table.get((self.at, expr), [])
+
+
+# --- the names Prometheus knows instead ----------------------------------------------------
+
+
+@pytest.fixture
+def known(monkeypatch: pytest.MonkeyPatch) -> list[Run]:
+    """history's run lookup over this list."""
+    runs: list[Run] = []
+
+    def find(api: Any, since: float, experiment: str | None = None, trial: str | None = None,
+             rank: str | None = None, now: float | None = None) -> list[Run]:
+        return [r for r in runs if experiment in (None, r.experiment) and trial in (None, r.trial)
+                and rank in (None, r.rank)]
+
+    monkeypatch.setattr(history, "find_runs", find)
+    return runs
+
+
+def test_nothing_pushed_at_all_is_said(known: list[Run]) -> None:
+    assert history.unknown_message(None, 7200.0, "e", "t", "1", NOW) == (  # type: ignore[arg-type]
+        "no trial e/t rank 1 in Prometheus over the last 2 hours; none has pushed metrics")
+    assert history.unknown_message(None, 90.0, "e", None, None, NOW) == (  # type: ignore[arg-type]
+        "no trial e in Prometheus over the last 90 seconds; none has pushed metrics")
+    assert history.unknown_message(None, 90.0, "e", "", "0", NOW).startswith(  # type: ignore[arg-type]
+        "no trial e rank 0 in")
+
+
+def test_an_unknown_experiment_gets_the_closest_name_and_the_list(known: list[Run]) -> None:
+    known += [run(experiment="resnet"), run(experiment="bert"), run(experiment="resnet", trial="u")]
+    assert history.unknown_message(None, 90.0, "resnet50", None, None, NOW) == (  # type: ignore[arg-type]
+        "no experiment 'resnet50' in Prometheus over the last 90 seconds (did you mean resnet?); "
+        "experiments: bert, resnet")
+    assert history.unknown_message(None, 90.0, "zzzz", "t", None, NOW) == (  # type: ignore[arg-type]
+        "no experiment 'zzzz' in Prometheus over the last 90 seconds; experiments: bert, resnet")
+    # A known experiment without a trial asked for: the experiments, not its trials.
+    assert history.unknown_message(None, 90.0, "bert", None, None, NOW).startswith(  # type: ignore[arg-type]
+        "no experiment 'bert' in Prometheus over the last 90 seconds (did you mean bert?)")
+
+
+def test_a_known_trial_with_an_unknown_rank_lists_its_ranks_in_order(known: list[Run]) -> None:
+    known += [run(rank="10"), run(rank="2"), run(rank="0"), run(trial="other", rank="5")]
+    assert history.unknown_message(None, 90.0, "e", "t", "9", NOW) == (  # type: ignore[arg-type]
+        "no rank 9 of e/t in Prometheus over the last 90 seconds; its ranks: 0, 2, 10 "
+        "(e.g. --rank 0)")
+
+
+def test_an_unknown_trial_gets_the_closest_and_every_trial_with_its_ranks(
+        known: list[Run]) -> None:
+    known += [run("lr-0.1", "1"), run("lr-0.1", "0"), run("batch", "0"),
+              run("lr-0.1", "0", experiment="other")]
+    assert history.unknown_message(None, 90.0, "e", "lr-0.2", None, NOW) == (  # type: ignore[arg-type]
+        "no trial e/lr-0.2 in Prometheus over the last 90 seconds (did you mean e/lr-0.1?); "
+        "trials of experiment e: batch (rank 0), lr-0.1 (rank 0, 1)")
+    assert history.unknown_message(None, 90.0, "e", "qqqq", "3", NOW) == (  # type: ignore[arg-type]
+        "no trial e/qqqq rank 3 in Prometheus over the last 90 seconds; trials of experiment "
+        "e: batch (rank 0), lr-0.1 (rank 0, 1)")
+
+
+def test_run_of_is_the_ranks_latest_run(known: list[Run]) -> None:
+    old, new = run(first=0.0, last=50.0), run(first=60.0, last=90.0)
+    known += [old, new, run(rank="1")]
+    assert history.run_of(None, 90.0, ("e", "t", "0")) == new  # type: ignore[arg-type]
+    assert history.run_of(None, 90.0, ("e", "t", "7")) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("steps", "said"), [(None, "? steps"), (0, "0 steps"), (1, "1 step"),
+                                             (2, "2 steps"), (12345, "12,345 steps")])
+def test_a_step_count_is_said_in_words(steps: int | None, said: str) -> None:
+    assert history._count(steps) == said
+
+
+# --- which instant each rank is read at ----------------------------------------------------
+
+
+@pytest.fixture
+def reports(monkeypatch: pytest.MonkeyPatch, known: list[Run]) -> list[dict[str, Any]]:
+    """decision.gather replaced: one report per rank asked for (verdict ``kinds[rank]``, else
+    none); each call's instant, keys and starts logged. Ended reports skip _over_life."""
+    calls: list[dict[str, Any]] = []
+
+    def gather(api: FakeAPI, deployment: Deployment, experiment: str, trial: str | None,
+               rank: str | None, *, only: dict[Any, Run], starts: dict[Any, float]
+               ) -> list[RankReport]:
+        calls.append({"at": api.at, "keys": sorted(only), "starts": starts,
+                      "window": deployment.names.window})
+        return [RankReport(e, t, r, nodename=None, pid=None, world_size=None, window="5m")
+                for e, t, r in only]
+
+    monkeypatch.setattr(history, "gather", gather)
+    monkeypatch.setattr(history, "retention", lambda api: 10_000.0)
+    return calls
+
+
+def test_running_ranks_are_read_now_and_ended_ones_at_their_last_sample(
+        known: list[Run], reports: list[dict[str, Any]]) -> None:
+    live, ended = run("t", "1", current=True), run("t", "0", last=5000.0, started=900.0)
+    other = run("t", "2", last=5000.0)
+    known += [live, ended, other]
+    found = history.gather_runs(FakeAPI(), DEPLOYMENT, "e", "t", now=NOW)  # type: ignore[arg-type]
+    assert [(r.rank, r.run) for r in found] == [("0", ended), ("1", live), ("2", other)]
+    by_instant = {c["at"]: c for c in reports}
+    assert len(reports) == 2 and {at: c["keys"] for at, c in by_instant.items()} == {
+        None: [("e", "t", "1")], 5000.0: [("e", "t", "0"), ("e", "t", "2")]}
+    assert by_instant[5000.0]["starts"] == {("e", "t", "0"): 900.0, ("e", "t", "2"): 1000.0}
+    assert by_instant[None]["window"] == "5m"
+
+
+def test_at_an_instant_each_rank_is_read_there_or_where_it_ended(
+        known: list[Run], reports: list[dict[str, Any]]) -> None:
+    early, late = run("t", "0", last=3000.0), run("t", "1", first=2000.0, last=9000.0,
+                                                  current=True)
+    known += [early, late]
+    history.gather_runs(FakeAPI(), DEPLOYMENT, "e", now=NOW, at=4000.0, since=NOW)  # type: ignore[arg-type]
+    assert sorted((c["at"], c["keys"]) for c in reports) == [(3000.0, [("e", "t", "0")]),
+                                                             (4000.0, [("e", "t", "1")])]
+
+
+def test_a_window_replaces_the_deployed_one_in_whole_seconds(
+        known: list[Run], reports: list[dict[str, Any]]) -> None:
+    known += [run(current=True)]
+    for window, named in ((90.4, "90s"), (0.2, "1s"), (1.6, "2s")):
+        history.gather_runs(FakeAPI(), DEPLOYMENT, "e", now=NOW, window=window)  # type: ignore[arg-type]
+        assert reports.pop()["window"] == named
+
+
+@pytest.mark.parametrize(("at", "said"), [
+    (NOW + 300, "--at is 5 minutes in the future"),
+    (NOW - 10_001, ("--at is 2.8 hours ago, outside the 2.8 hours looked at (Prometheus's "
+                   "retention, or --since)"))])
+def test_an_instant_outside_what_is_looked_at_is_refused(
+        at: float, said: str, known: list[Run], reports: list[dict[str, Any]]) -> None:
+    known += [run(current=True)]
+    with pytest.raises(ValueError) as err:
+        history.gather_runs(FakeAPI(), DEPLOYMENT, "e", now=NOW, at=at)  # type: ignore[arg-type]
+    assert str(err.value) == said and reports == []
+
+
+def test_the_edges_of_what_is_looked_at_are_in_it(known: list[Run],
+                                                  reports: list[dict[str, Any]]) -> None:
+    known += [run(first=0.0, last=NOW, current=True)]
+    for at in (NOW, NOW - 10_000.0):
+        history.gather_runs(FakeAPI(), DEPLOYMENT, "e", now=NOW, at=at)  # type: ignore[arg-type]
+    history.gather_runs(FakeAPI(), DEPLOYMENT, "e", now=NOW, at=NOW - 500.0, since=500.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="outside the 8 minutes looked at"):
+        history.gather_runs(FakeAPI(), DEPLOYMENT, "e", now=NOW, at=NOW - 501.0, since=500.0)  # type: ignore[arg-type]
+    assert len(reports) == 3
+
+
+def test_no_run_is_an_unknown_trial(known: list[Run], reports: list[dict[str, Any]]) -> None:
+    with pytest.raises(UnknownTrial, match="none has pushed metrics"):
+        history.gather_runs(FakeAPI(), DEPLOYMENT, "e", "t", now=NOW)  # type: ignore[arg-type]
+
+
+# --- an ended or stopped run over its life -------------------------------------------------
+
+
+SEL = 'experiment="e", trial="t", rank="0"'
+
+
+def verdict(kind: str = STALE, **kw: Any) -> Verdict:
+    base: dict[str, Any] = {"kind": kind, "title": "live title", "bottleneck": False,
+                            "measured": 42.0, "comparison": ">", "threshold": 60.0,
+                            "alert": TRIAL_STALE, "remedy": "r", "runbook_url": None,
+                            "steps": 17, "last_profile": "dataloader_next 60%",
+                            "cleanup": "curl -X DELETE x"}
+    return Verdict(**(base | kw))
+
+
+def report(**kw: Any) -> RankReport:
+    return RankReport("e", "t", "0", nodename=kw.pop("nodename", None), pid="7", world_size="2",
+                      window="5m", verdict=kw.pop("verdict", verdict()), **kw)
+
+
+def over_life(api: Any, deployment: Deployment, rank: RankReport, ended: Run,
+              now: float) -> RankReport:
+    return history._over_life(api, deployment, rank, ended, now)
+
+
+def life_api(steps: float | None = 1800.0, samples: float | None = 57600.0,
+             at: float = 2000.0) -> FakeAPI:
+    return FakeAPI({(None, f"{names.STEPS}_total{{{SEL}}}"): steps,
+                    (None, f"{names.SAMPLES}_total{{{SEL}}}"): samples})
+
+
+def test_a_run_that_stopped_without_a_word_is_titled_so_with_its_silence() -> None:
+    stopped = run(first=1000.0, last=1900.0, started=1000.0, pushed=1900.0)
+    done = over_life(life_api(), DEPLOYMENT, report(push_age_seconds=5.0), stopped,
+                              NOW)  # type: ignore[arg-type]
+    v = done.verdict
+    assert v is not None and done.run == stopped
+    age = NOW - 1900.0
+    assert v.title == ("Stopped pushing 27.2 hours ago without a word (crashed or killed; "
+                       "1,800 steps in 15 minutes): over its life, dataloader_next 60%")
+    assert (v.steps, v.measured, v.cleanup, v.kind) == (1800, age, None, STALE)
+    assert done.push_age_seconds == age and done.lifetime_seconds == 900.0
+    assert done.steps_per_second == 2.0 and done.samples_per_second == 64.0
+    assert done.loader_cause is None
+
+
+def test_a_stopped_run_still_scraped_keeps_prometheus_age_and_its_clean_up() -> None:
+    stopped = run(first=1000.0, last=1900.0, started=1000.0, pushed=1900.0, current=True)
+    done = over_life(life_api(), DEPLOYMENT, report(push_age_seconds=75.0), stopped,
+                              NOW)  # type: ignore[arg-type]
+    assert done.push_age_seconds == 75.0 and done.verdict is not None
+    assert done.verdict.cleanup == "curl -X DELETE x" and done.verdict.measured == 75.0
+    assert done.verdict.title.startswith("Stopped pushing 75 seconds ago")
+    unknown_age = over_life(life_api(), DEPLOYMENT, report(), stopped, NOW)  # type: ignore[arg-type]
+    assert unknown_age.push_age_seconds == NOW - 1900.0
+
+
+@pytest.mark.parametrize(("reason", "how"), [
+    (names.EXIT_FAILED, "failed: an exception or a non-zero exit"),
+    ("oom", "reason=oom")])
+def test_an_ended_run_says_how_and_crossed_no_threshold(reason: str, how: str) -> None:
+    ended = run(first=1000.0, last=1960.0, started=1000.0, pushed=1060.0, exit_reason=reason,
+                current=True)
+    done = over_life(life_api(steps=1.0, samples=None), DEPLOYMENT,  # type: ignore[arg-type]
+                              report(push_age_seconds=3.0, verdict=verdict(ENDED)), ended, NOW)
+    v = done.verdict
+    assert v is not None
+    assert v.title == (f"Ended 3 seconds ago ({how}, 1 step in 60 seconds): over its life, "
+                       "dataloader_next 60%")
+    assert (v.measured, v.cleanup, v.steps) == (None, None, 1)
+    assert done.samples_per_second is None and done.steps_per_second == pytest.approx(1 / 60)
+
+
+def test_without_counters_or_a_life_the_verdicts_own_steps_and_no_rates() -> None:
+    instant = run(first=1000.0, last=1000.0, started=1000.0, pushed=1000.0)
+    done = over_life(life_api(steps=None, samples=None), DEPLOYMENT,  # type: ignore[arg-type]
+                              report(verdict=verdict(last_profile=None)), instant, NOW)
+    assert done.verdict is not None and done.verdict.steps == 17
+    assert done.verdict.title.endswith("(crashed or killed; 17 steps in 0 seconds): no timings")
+    assert (done.steps_per_second, done.samples_per_second) == (None, None)
+    zero = over_life(life_api(steps=500.0), DEPLOYMENT, report(), instant, NOW)  # type: ignore[arg-type]
+    assert zero.steps_per_second is None and zero.verdict is not None
+    assert zero.verdict.steps == 500
+
+
+def test_the_counters_are_read_as_counts() -> None:
+    kinds: list[Any] = []
+
+    class Counting(FakeAPI):
+        def value(self, expr: str, kind: Any = None) -> float | None:
+            kinds.append(kind)
+            return super().value(expr, kind)
+
+    over_life(Counting(life_api().table), DEPLOYMENT, report(), run(), NOW)  # type: ignore[arg-type]
+    assert kinds == [COUNT, COUNT]
+
+
+def test_the_alerts_of_an_ended_run_are_those_that_fired_in_its_life() -> None:
+    """Its rank's, its GPUs' and its node's (found by nodename at its last sample), over its
+    life (start to final push, offset to its last sample); not another rank's."""
+    ended = run(first=1000.0, last=1960.0, started=1000.0, pushed=1060.0)
+    window = ended.life_range
+    rank_alerts = f'ALERTS{{alertstate="firing", {SEL}}}'
+    table = {
+        (1960.0, f'{HOST_INFO}{{nodename="n1"}}'): [({"instance": "i1:9100"}, 1.0)],
+        (1960.0, f"max_over_time({rank_alerts}{window})"): [
+            ({"__name__": "ALERTS", "alertname": "TrainwatchDataloaderBound",
+              "alertstate": "firing", "experiment": "e", "trial": "t", "rank": "0",
+              "phase": "dataloader_next"}, 1.0)],
+        (1960.0, f'max_over_time(ALERTS{{alertstate="firing", uuid="GPU-1"}}{window})'): [
+            ({"alertname": "TrainwatchGPUHot", "alertstate": "firing", "uuid": "GPU-1"}, 1.0)],
+        (1960.0, f'max_over_time(ALERTS{{alertstate="firing", instance="i1:9100"}}{window})'): [
+            ({"alertname": "TrainwatchCPUSaturated", "alertstate": "firing",
+              "instance": "i1:9100"}, 1.0),
+            ({"alertname": "TrainwatchCPUSaturated", "alertstate": "firing",
+              "instance": "i1:9100"}, 1.0)],
+    }
+    got = history._fired_in_life(FakeAPI(table), ended, report(  # type: ignore[arg-type]
+        nodename="n1", gpus=[Gpu("GPU-1", "i1:9100", "0")]))
+    assert sorted(a.name for a in got) == ["TrainwatchCPUSaturated", "TrainwatchDataloaderBound",
+                                           "TrainwatchGPUHot"]
+    assert all(isinstance(a, AlertState) and a.state == FIRED for a in got)
+    # Without a node name, no node alert is looked for.
+    no_node = history._fired_in_life(FakeAPI(table), ended, report(  # type: ignore[arg-type]
+        gpus=[Gpu("GPU-1", "i1:9100", "0")]))
+    assert sorted(a.name for a in no_node) == ["TrainwatchDataloaderBound", "TrainwatchGPUHot"]
+
+
+def test_an_ended_run_s_report_carries_its_life_s_alerts() -> None:
+    ended = run(first=1000.0, last=1960.0, started=1000.0, pushed=1060.0)
+    table = life_api().table | {
+        (1960.0, f'max_over_time(ALERTS{{alertstate="firing", {SEL}}}{ended.life_range})'): [
+            ({"alertname": "TrainwatchTrialStale", "alertstate": "firing", "experiment": "e",
+              "trial": "t", "rank": "0"}, 1.0)]}
+    done = over_life(FakeAPI(table), DEPLOYMENT, report(  # type: ignore[arg-type]
+        alerts=[AlertState("Now", "firing", "1")]), ended, NOW)
+    assert [a.name for a in done.alerts] == ["TrainwatchTrialStale"]
+
+
+def test_the_ways_a_run_ends_are_worded() -> None:
+    assert history.HOW == {names.EXIT_CLEAN: "clean",
+                           names.EXIT_FAILED: "failed: an exception or a non-zero exit",
+                           names.EXIT_TERMINATED: "terminated: SIGTERM"}
+    assert history._ended(report(verdict=verdict(ENDED)))
+    assert history._ended(report(verdict=verdict(STALE)))
+    assert not history._ended(report(verdict=dataclasses.replace(verdict(), kind="gpu_bound")))
+    assert not history._ended(report(verdict=None))
