@@ -11,15 +11,17 @@ samples, else steps/s.
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainwatch.cliutil import signed
 from trainwatch.contract.alerts import TRIAL_STALE
-from trainwatch.contract.promql import select
-from trainwatch.diagnose import compare
+from trainwatch.contract.promql import escape, select
+from trainwatch.diagnose import batched, compare
 from trainwatch.diagnose import pin as pins
 from trainwatch.diagnose.baseline_stats import LAST_RUNS, NO_BASELINE, Judgement, judge
 from trainwatch.diagnose.deployed import Deployment
@@ -31,6 +33,7 @@ from trainwatch.promapi import COUNT, PrometheusAPI
 from trial_instrumentation import names
 
 AUTO = "auto"
+GPU_IDENTITY = "trainwatch_gpu_info"  # the exporter's: each GPU's uuid and product (name)
 
 
 @dataclass
@@ -110,10 +113,26 @@ class Baselines:
             self._pins[experiment] = pins.pinned(self.api, experiment)
         return self._pins[experiment]
 
+    def read_pins(self, experiments: Collection[str]) -> None:
+        """:meth:`pin` of several experiments, in one query."""
+        if len(experiments) > 1:
+            found = pins.all_pinned(self.api)
+            self._pins.update({e: found.get(e) for e in experiments})
+
     def runs(self, experiment: str) -> list[Run]:
         if experiment not in self._runs:
             self._runs[experiment] = find_runs(self.api, self.since, experiment, now=self.now)
         return self._runs[experiment]
+
+    def read_runs(self, experiments: Collection[str]) -> None:
+        """:meth:`runs` of several experiments: every experiment's runs found at once, then
+        grouped (the same runs: find_runs finds each run from its own series)."""
+        wanted = set(experiments) - set(self._runs)
+        if len(wanted) > 1:
+            found: dict[str, list[Run]] = {e: [] for e in wanted}
+            for run in find_runs(self.api, self.since, now=self.now):
+                found.setdefault(run.experiment, []).append(run)
+            self._runs.update({e: runs for e, runs in found.items() if e not in self._runs})
 
     def trial_run(self, experiment: str, trial: str) -> Run:
         """The trial's lowest rank's latest run; UnknownTrial where there is none."""
@@ -125,7 +144,7 @@ class Baselines:
         return max((r for r in runs if r.rank == lowest), key=lambda r: r.first)
 
     def side(self, run: Run) -> compare.Side:
-        key = (*run.key, run.pid, run.nodename, str(run.first))
+        key = _side_key(run)
         if key not in self._sides:
             self._sides[key] = compare.run_side(self.api, self.deployment, run,
                                                 f"{run.experiment}/{run.trial}", self.now)
@@ -133,19 +152,33 @@ class Baselines:
 
     def gpus(self, run: Run) -> frozenset[str]:
         """The GPU products the run used (trainwatch_gpu_info's name), where known."""
-        key = (*run.key, run.pid, str(run.first))
-        if key not in self._gpus:
-            pinned = self.api if run.current else self.api.pinned(run.last)
-            mine = select(names.GPU_INFO, **dict(zip(names.GROUPING_LABELS, run.key)))
-            found = pinned.query(f"max by (name) (trainwatch_gpu_info * on (uuid) group_left () "
-                                 f"max by (uuid) ({mine}))")
-            self._gpus[key] = frozenset(labels.get("name", "") for labels, _ in found)
-        return self._gpus[key]
+        if _gpus_key(run) not in self._gpus:
+            self.read_gpus([run])
+        return self._gpus[_gpus_key(run)]
 
-    def auto(self, run: Run) -> list[Run]:
+    def read_gpus(self, runs: Collection[Run]) -> None:
+        """:meth:`gpus` of every run, each read where its run is (now while it is scraped, else
+        at its last sample), in a few queries for all (trainwatch.diagnose.batched): the GPUs'
+        uuids the run's trainwatch_trial_gpu_info names, then the products of those uuids'
+        trainwatch_gpu_info (the one join, a run's GPUs' own series read, not every GPU's)."""
+        runs = list({_gpus_key(run): run for run in runs}.values())
+        held = batched.read(self.api, [("max by (uuid) ({})".format(select(
+            names.GPU_INFO, **dict(zip(names.GROUPING_LABELS, run.key)))), _instant(run))
+            for run in runs])
+        uuids = [sorted({labels.get("uuid", "") for labels, _ in found}) for found in held]
+        asked = [i for i, found in enumerate(uuids) if found]
+        products = dict(zip(asked, batched.read(self.api, [
+            (f"max by (name) ({select(GPU_IDENTITY, _any_of('uuid', uuids[i]))})",
+             _instant(runs[i])) for i in asked])))
+        for i, run in enumerate(runs):
+            self._gpus[_gpus_key(run)] = frozenset(labels.get("name", "")
+                                                   for labels, _ in products.get(i, []))
+
+    def auto(self, run: Run, unread: list[Run] | None = None) -> list[Run]:
         """The last runs of ``run``'s experiment (its rank; earlier runs under its own key
         too, as a nightly job that reuses its trial name makes) that ended clean, with its
-        world size and GPU product, before it ended; oldest first."""
+        world size and GPU product, before it ended; oldest first. ``unread``: a run whose GPU
+        products are not read yet is taken as a match and added to it, not read one by one."""
         stale_after = self.deployment.threshold(TRIAL_STALE)
         end = self.now if run.current and run.exit_reason is None else run.end
         mine = self.gpus(run)
@@ -157,7 +190,9 @@ class Baselines:
                     or other.world_size != run.world_size or other.end >= end
                     or other.state(stale_after, self.now) != ENDED_CLEAN):
                 continue
-            if mine and (theirs := self.gpus(other)) and mine != theirs:
+            if mine and unread is not None and _gpus_key(other) not in self._gpus:
+                unread.append(other)
+            elif mine and (theirs := self.gpus(other)) and mine != theirs:
                 continue
             found.append(other)
         return found[::-1]
@@ -165,35 +200,47 @@ class Baselines:
     def of(self, run: Run, pinned: str = AUTO, reasons: bool = True) -> Baseline:
         """``run`` against the last runs of its experiment (``pinned`` auto), or against the
         pinned trial E/T's run; ``reasons``: and what changed (compare's decomposition)."""
+        others, against, minimum = self.against(run, pinned)
+        return self.judged(run, others, against, minimum, reasons)
+
+    def against(self, run: Run, pinned: str = AUTO, unread: list[Run] | None = None
+                ) -> tuple[list[Run], str, int | None]:
+        """What :meth:`of` judges ``run`` against: the runs, in words, and the fewest runs a
+        judgement needs (None: baseline_stats' own); ``unread`` as :meth:`auto`'s."""
         pin = self.pin(run.experiment) if pinned == AUTO else None
         if pin is not None and pin != f"{run.experiment}/{run.trial}":
             pinned = pin  # `trainwatch baseline set`: the experiment's runs against that one
         if pinned == AUTO:
-            others = self.auto(run)
-            against = f"the median of the last {len(others)} runs of {run.experiment}"
-            minimum = None
-        else:
-            experiment, trial, _ = compare.parse_reference(pinned)
-            others = [self.trial_run(experiment, trial)]
-            against, minimum = f"{pinned}, the pinned baseline" if pinned == pin else pinned, 1
-        return self.judged(run, others, against, minimum, reasons)
+            others = self.auto(run, unread)
+            return others, f"the median of the last {len(others)} runs of {run.experiment}", None
+        experiment, trial, _ = compare.parse_reference(pinned)
+        return ([self.trial_run(experiment, trial)],
+                f"{pinned}, the pinned baseline" if pinned == pin else pinned, 1)
 
     def rates(self, run: Run) -> tuple[float | None, float | None]:
         """(samples/s, steps/s) over its life, as compare's side reads them: from the side
         where it was read, else with two queries (`trials` judges every row, no reasons)."""
-        key = (*run.key, run.pid, run.nodename, str(run.first))
+        key = _side_key(run)
         if key in self._sides:
             side = self._sides[key]
             return side.samples_per_second, side.steps_per_second
         if key not in self._rates:
-            pinned = self.api if run.current else self.api.pinned(run.last)
-            sel = dict(zip(names.GROUPING_LABELS, run.key))
-            life = (self.now if run.current and run.exit_reason is None else run.end) - run.start
-            samples, steps = (pinned.value(select(f"{metric}_total", **sel), COUNT)
-                              for metric in (names.SAMPLES, names.STEPS))
-            self._rates[key] = (None if samples is None or life <= 0 else samples / life,
-                                None if steps is None or life <= 0 else steps / life)
+            self.read_rates([run])
         return self._rates[key]
+
+    def read_rates(self, runs: Collection[Run]) -> None:
+        """:meth:`rates` of every run, in a few queries for all (trainwatch.diagnose.batched):
+        each run's final counts where it is (now while it is scraped, else at its last sample)
+        over its life."""
+        runs = list({_side_key(run): run for run in runs}.values())
+        counts = {metric: batched.values(self.api, [(select(
+            f"{metric}_total", **dict(zip(names.GROUPING_LABELS, run.key))), _instant(run))
+            for run in runs], COUNT) for metric in (names.SAMPLES, names.STEPS)}
+        for run, samples, steps in zip(runs, counts[names.SAMPLES], counts[names.STEPS]):
+            life = (self.now if run.current and run.exit_reason is None else run.end) - run.start
+            self._rates[_side_key(run)] = (
+                None if samples is None or life <= 0 else samples / life,
+                None if steps is None or life <= 0 else steps / life)
 
     def judged(self, run: Run, others: list[Run], against: str, minimum: int | None,
                reasons: bool = True) -> Baseline:
@@ -230,13 +277,64 @@ def for_reports(baselines: Baselines, runs: list[Run]) -> dict[RankKey, Baseline
 
 
 def for_rows(baselines: Baselines, rows: list[TrialRow]) -> None:
-    """`trials`' VS BASELINE: each row's run against the last runs of its rank."""
-    for row in rows:
-        run = next((r for r in baselines.runs(row.experiment)
-                    if (r.trial, r.rank, r.pid) == (row.trial, row.rank, row.pid)
-                    and r.start == row.started), None)
+    """`trials`' VS BASELINE: each row's run against the last runs of its rank; what the rows'
+    judgements read is read for all of them first (:func:`read_ahead`)."""
+    experiments = {row.experiment for row in rows}
+    baselines.read_runs(experiments)
+    first: dict[tuple[str, str, str, str, float], Run] = {}
+    for experiment in sorted(experiments):
+        for r in baselines.runs(experiment):
+            first.setdefault((*r.key, r.pid, r.start), r)
+    matched = [first.get((row.experiment, row.trial, row.rank, row.pid or "", row.started or 0.0))
+               if row.started is not None else None for row in rows]
+    read_ahead(baselines, [run for run in matched if run is not None])
+    for row, run in zip(rows, matched):
         if run is None:
             continue
         found = baselines.of(run, reasons=False)
         row.vs_baseline, row.vs_baseline_text = found.judgement.change, found.judgement.percent
         row.baseline = found.line()
+
+
+def read_ahead(baselines: Baselines, runs: list[Run]) -> None:
+    """Read what judging each run against its baseline (``Baselines.of``, no reasons) reads,
+    for all of them in a few queries: the pins, the runs' GPU products, then the products of
+    the runs their baselines would take (in rounds: a run another product rules out makes
+    way for the next), then every run's rates."""
+    baselines.read_pins({run.experiment for run in runs})
+    baselines.read_gpus(runs)
+    while True:
+        unread: list[Run] = []
+        judged: list[Run] = []
+        for run in runs:
+            try:
+                judged += baselines.against(run, unread=unread)[0]
+            except UnknownTrial:  # a pinned trial that is gone: said when the row is judged
+                continue
+        if not unread:
+            break
+        baselines.read_gpus(unread)
+    baselines.read_rates([*runs, *judged])
+
+
+def _gpus_key(run: Run) -> tuple[str, ...]:
+    return (*run.key, run.pid, str(run.first))
+
+
+def _side_key(run: Run) -> tuple[str, ...]:
+    return (*run.key, run.pid, run.nodename, str(run.first))
+
+
+def _instant(run: Run) -> float | None:
+    """Where a run's figures are read: now while it is scraped, else at its last sample."""
+    return None if run.current else run.last
+
+
+def _any_of(label: str, values: list[str]) -> str:
+    """A matcher of ``label`` equal to any of ``values`` ("" matches the label's absence, as
+    an ``on (label)`` join matches it).
+
+    >>> print(_any_of("uuid", ["GPU-1.a", ""]))
+    uuid=~"GPU\\\\-1\\\\.a|"
+    """
+    return f'{label}=~"{escape("|".join(map(re.escape, values)))}"'

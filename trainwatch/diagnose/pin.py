@@ -31,9 +31,18 @@ AUTO_SAID = "auto (the median of the last runs that ended clean)"
 
 def pinned(api: PrometheusAPI, experiment: str) -> str | None:
     """The trial pinned as ``experiment``'s baseline (E/T), None where none is."""
-    found = sorted(labels.get("trial", "") for labels, _ in api.query(
-        select(BASELINE_PIN, experiment=experiment)))
-    return f"{experiment}/{found[-1]}" if found else None
+    return all_pinned(api, experiment).get(experiment)
+
+
+def all_pinned(api: PrometheusAPI, experiment: str | None = None) -> dict[str, str]:
+    """Each experiment's pinned trial (E/T; of ``experiment`` alone if given), in one query:
+    the last by name where a Prometheus holds several."""
+    found: dict[str, str] = {}
+    for labels in sorted((labels for labels, _ in api.query(
+            select(BASELINE_PIN, experiment=experiment))), key=lambda lbl: lbl.get("trial", "")):
+        name = labels.get("experiment", "")
+        found[name] = f"{name}/{labels.get('trial', '')}"
+    return found
 
 
 def _push(gateway: str, experiment: str, timeout: float, trial: str | None) -> None:
