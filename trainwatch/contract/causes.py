@@ -111,7 +111,7 @@ ARITHMETIC: dict[str, Callable[[float, float], float]] = {
         x / y if y else math.copysign(math.inf, x) if x else math.nan)}
 # Two predicates that no figure satisfies both of (the same figure and level): a cause holding
 # one is never an earlier cause holding the other.
-OPPOSITE = {(">=", "<"), ("<", ">="), (">", "<="), ("<=", ">")}
+OPPOSITE = {(">=", "<"), ("<", ">=")}
 
 NOTHING = Constant("nothing", 0.0, "none at all")
 ONE_CORE = Constant("one_core", 1.0, "a whole idle core: one more worker would have a CPU")
