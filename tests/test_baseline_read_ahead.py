@@ -15,7 +15,8 @@ from trainwatch.diagnose.runs import Run
 from trial_instrumentation import names
 
 NOW = 100_000.0
-PRODUCTS = (frozenset({"H100"}), frozenset({"A100"}), frozenset())  # frozenset(): unknown
+# frozenset(): unknown
+PRODUCTS: tuple[frozenset[str], ...] = (frozenset({"H100"}), frozenset({"A100"}), frozenset())
 
 
 class Stale:
