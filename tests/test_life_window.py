@@ -19,7 +19,7 @@ from trainwatch.diagnose import loader_cause
 from trainwatch.diagnose.compare import side_of
 from trainwatch.diagnose.deployed import AlertRule, Deployment
 from trainwatch.diagnose.figures import FIRED, RankReport, _young_loader_evidence, by_rank
-from trainwatch.diagnose.history import _fired_in_life, _loader_over_life
+from trainwatch.diagnose.history import _fired_in_life, _loader_over_life, gather_runs
 from trainwatch.diagnose.runs import find_runs
 from trainwatch.diagnose.trials import list_trials
 from trainwatch.diagnose.verdict import Measurements, decide
@@ -39,6 +39,8 @@ ENDED_GPU_BUSY = 0.8
 ENDED_SHARES = {"dataloader_next": 0.2, "train_batch": 0.8}
 LIFE = range(BASE, BASE + 61, 5)
 AFTER = range(BASE + 65, BASE + 177, 5)
+# The same run on the other node, idle all along: GPU-bound (its GPU busy over its life).
+GPU_ENDED = "gpu-ended"
 # The young run: 75 s old, its worker at 0.65 CPU-seconds/s.
 YOUNG_WORKER_CPU, YOUNG_START, YOUNG_AGE = 0.65, BASE + 600, 75
 YOUNG_SHARES, YOUNG_PHASES_FROM = {"dataloader_next": 0.9, "train_batch": 0.1}, 30
@@ -65,14 +67,17 @@ def _samples() -> list[tuple[str, float, int]]:
                         'instance="i1"}'), 1, t))
     for trial, times, start, rate in (
             ("ended", [*LIFE, *AFTER], BASE - 1, ENDED_WORKER_CPU),
+            (GPU_ENDED, [*LIFE, *AFTER], BASE - 1, ENDED_WORKER_CPU),
             ("young", range(YOUNG_START, YOUNG_START + YOUNG_AGE + 1, 5), YOUNG_START - 1,
              YOUNG_WORKER_CPU)):
         key = f'experiment="e",trial="{trial}",rank="0"'
-        final = max(t for t in times if t <= start + 1 + 60) if trial == "ended" else None
+        ended = trial != "young"
+        node, instance = ("n2", "i2") if trial == GPU_ENDED else ("n1", "i1")
+        final = max(t for t in times if t <= start + 1 + 60) if ended else None
         for t in times:
             at = min(t, final) if final is not None else t  # flat after the final push
             out += [
-                (f'{names.TRIAL_INFO}{{{key},pid="1",nodename="n1",world_size="1"}}', 1, t),
+                (f'{names.TRIAL_INFO}{{{key},pid="1",nodename="{node}",world_size="1"}}', 1, t),
                 (f"{names.START_TIME}{{{key}}}", start, t),
                 (f"push_time_seconds{{{key}}}", at - 1, t),
                 (f"{names.LOADER_WORKERS}{{{key}}}", 1, t),
@@ -81,10 +86,10 @@ def _samples() -> list[tuple[str, float, int]]:
                 (f'{WORKERS_CPU}{{{key},process="{names.PROCESS_MAIN}"}}',
                  5 + 0.1 * (at - times[0]), t),
             ]
-            if trial == "ended":  # its GPU busy while it ran, idle after
+            if ended:  # its GPU busy while it ran, idle after
                 busy = ENDED_GPU_BUSY if t <= final else IDLE_NODE_CPU
-                out.append(((f'{RecordNames(WINDOW).trial_gpu_busy}{{{key},uuid="GPU-1",'
-                            f'instance="i1",gpu="0",source="sm_active"}}'), busy, t))
+                out.append(((f'{RecordNames(WINDOW).trial_gpu_busy}{{{key},uuid="GPU-{node}",'
+                            f'instance="{instance}",gpu="0",source="sm_active"}}'), busy, t))
                 out += [(f"{names.STEP_SECONDS}_sum{{{key}}}", at - times[0], t),
                         (f"{names.STEPS}_total{{{key}}}", at - times[0], t)]
                 out += [(f'{names.PHASE_SECONDS}_sum{{{key},phase="{phase}"}}',
@@ -180,3 +185,22 @@ def test_compare_reads_an_ended_runs_gpu_busy_over_its_life(api: PrometheusAPI) 
                                                                                 "x")}),
                    ("e", "ended", "0"), 3600, BASE + 400)
     assert side.gpu_busy == pytest.approx(ENDED_GPU_BUSY, abs=0.01)
+
+
+@pytest.mark.parametrize(("trial", "finding", "title"), [
+    ("ended", "busy_cpu", "Node CPUs saturated: "), (GPU_ENDED, "gpu_bound", "GPU-bound: ")])
+def test_diagnose_and_trials_give_an_ended_run_one_finding_and_its_title_names_it(
+        api: PrometheusAPI, trial: str, finding: str, title: str) -> None:
+    """Over its life: the CPU-bound run on its saturated node, the GPU-bound one on its idle
+    node by its GPU's busy (not "No GPU metrics", as diagnose once said where trials said
+    gpu_bound), the verdict's title the finding it carries (it once named the shares-only
+    profile: "No GPU metrics" for both)."""
+    deployment = Deployment.from_rules(loaded_rules())
+    [report] = gather_runs(api.pinned(BASE + 400), deployment, "e", trial, since=3600,
+                           now=BASE + 400)
+    [row] = [r for r in list_trials(api, deployment, "e", since=3600, now=BASE + 400)
+             if r.trial == trial]
+    assert report.verdict is not None and report.verdict.kind == "ended"
+    assert (report.verdict.finding, row.cause) == (finding, finding), report.verdict
+    assert f": over its life, {title}" in report.verdict.title, report.verdict.title
+    assert "No GPU metrics" not in report.verdict.title

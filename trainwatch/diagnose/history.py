@@ -30,10 +30,19 @@ from trainwatch.diagnose.figures import (
     alerts_about,
     by_rank,
 )
-from trainwatch.diagnose.runs import RankKey, Run, find_runs, latest_per_rank, rank_order, retention
-from trainwatch.diagnose.verdict import OFF_THE_AIR, Measurements, decide
+from trainwatch.diagnose.runs import (
+    RankKey,
+    Run,
+    find_runs,
+    latest_per_rank,
+    life_range,
+    rank_order,
+    retention,
+)
+from trainwatch.diagnose.verdict import OFF_THE_AIR, Measurements, decide, profile_line
 from trainwatch.promapi import COUNT, PrometheusAPI
 from trial_instrumentation import names
+from trial_instrumentation.durations import parse_duration
 
 # How a run that ended says how: (reason in the title, how in words).
 HOW = {names.EXIT_CLEAN: "clean", names.EXIT_FAILED: "failed: an exception or a non-zero exit",
@@ -107,26 +116,21 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
     verdict = report.verdict
     assert verdict is not None
     count = int(steps) if steps is not None else verdict.steps
-    said = f"over its life, {verdict.last_profile}" if verdict.last_profile else "no timings"
-    if run.exit_reason is not None:
-        how = HOW.get(run.exit_reason, f"reason={run.exit_reason}")
-        title = (f"Ended {ago(age)} ago ({how}, {_count(count)} in {ago(life)}): "
-                 f"{said}")
-    else:
-        title = (f"Stopped pushing {ago(age)} ago without a word (crashed or killed; "
-                 f"{_count(count)} in {ago(life)}): {said}")
+    said = verdict.last_profile
     # An ended group is gc's to retire (or already gone): no clean-up line to give.
     cleanup = verdict.cleanup if run.exit_reason is None and run.current else None
     # A stopped run's figure is its silence against the stale threshold; an ended one crossed
     # none (its life's profile below brings its own figure).
-    verdict = dataclasses.replace(verdict, title=title, steps=count, cleanup=cleanup,
+    verdict = dataclasses.replace(verdict, steps=count, cleanup=cleanup,
                                   measured=age if run.exit_reason is None else None)
     cause = None
     if run.exit_reason in (names.EXIT_CLEAN, names.EXIT_TERMINATED) and report.phases:
         # The same decision as a running rank's, on the same kinds of figure over its life:
-        # its shares and its node's CPU (a CPU-bound run on a saturated host stays one).
+        # its shares, its node's CPU (a CPU-bound run on a saturated host stays one), its GPUs'
+        # busy and its MFU, as `trials` reads them (a GPU-bound run stays GPU-bound).
         node_cpu, evidence = _loader_over_life(api, deployment, run)
-        m = Measurements(dict(report.phases), node_cpu)
+        gpu, mfu = life_gpu(api, deployment, run)
+        m = Measurements(dict(report.phases), node_cpu, gpu_busy_recorded=gpu, mfu=mfu)
         threads = api.pinned(run.last).value(select(names.COMPUTE_THREADS, **sel))
         profile = threads_noted(decide(m, deployment.alerts), m, threads, evidence,
                                 deployment.alerts)
@@ -138,7 +142,34 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
                                       measured=profile.measured, threshold=profile.threshold,
                                       comparison=profile.comparison, life_kind=profile.kind,
                                       notes=profile.notes)
+        # The title names the finding it carries, not the shares-only profile taken when the
+        # rank was found off the air (that read "No GPU metrics" for a CPU-bound life).
+        said = profile_line(profile)
+    said = f"over its life, {said}" if said else "no timings"
+    if run.exit_reason is not None:
+        how = HOW.get(run.exit_reason, f"reason={run.exit_reason}")
+        title = f"Ended {ago(age)} ago ({how}, {_count(count)} in {ago(life)}): {said}"
+    else:
+        title = (f"Stopped pushing {ago(age)} ago without a word (crashed or killed; "
+                 f"{_count(count)} in {ago(life)}): {said}")
+    verdict = dataclasses.replace(verdict, title=title)
     return dataclasses.replace(report, verdict=verdict, loader_cause=cause)
+
+
+def life_gpu(api: PrometheusAPI, deployment: Deployment, run: Run
+             ) -> tuple[float | None, float | None]:
+    """The run's GPU busy (the GPU-busy rule) averaged over its life, and its MFU over its life
+    once that life fills a rate window (before, the rate reads low); None where unknown. Read
+    at its last sample (its life_range counts back from there): the figures `trials` reads
+    for an ended run."""
+    api = api.pinned(run.last)
+    n, sel = deployment.names, dict(zip(names.GROUPING_LABELS, run.key))
+    gpu = api.value(f"avg_over_time({select(n.trial_gpu_busy, **sel)}{run.life_range})")
+    window = parse_duration(n.window)
+    mfu = (api.value(f"avg_over_time({select(n.mfu, **sel)}"
+                     f"{life_range(run.seconds - window, run.last - run.end)})")
+           if run.seconds > window else None)
+    return gpu, mfu
 
 
 def _loader_over_life(api: PrometheusAPI, deployment: Deployment, run: Run

@@ -310,13 +310,22 @@ def stale(push_age: float, rule: AlertRule, profile: Verdict, steps: int | None,
         >>> v.title, v.last_profile, v.exit_code
         ('Stopped pushing 7 minutes ago: crashed or killed', 'Data loader: 90.0% > threshold 30.0%', 1)
     """
+    return Verdict(STALE, f"Stopped pushing {ago(push_age)} ago: crashed or killed", True,
+                   push_age, ">", rule.threshold, rule.name, rule.remedy, rule.runbook_url,
+                   steps=steps, last_profile=profile_line(profile), cleanup=cleanup)
+
+
+def profile_line(profile: Verdict) -> str:
+    """A profile's title with its figure against its threshold, where it crossed one.
+
+    >>> profile_line(Verdict("dataloader", "Data loader", True, 0.9, ">", 0.3, None, "", None))
+    'Data loader: 90.0% > threshold 30.0%'
+    """
     said = profile.title
     if profile.measured is not None and profile.threshold is not None and profile.comparison:
         said += (f": {profile.measured:.1%} {profile.comparison} threshold "
                  f"{profile.threshold:.1%}")
-    return Verdict(STALE, f"Stopped pushing {ago(push_age)} ago: crashed or killed", True,
-                   push_age, ">", rule.threshold, rule.name, rule.remedy, rule.runbook_url,
-                   steps=steps, last_profile=said, cleanup=cleanup)
+    return said
 
 
 # A final push's trainwatch_trial_exit reason: (how the title says it, alert, remedy).
