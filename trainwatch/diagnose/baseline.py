@@ -11,7 +11,6 @@ samples, else steps/s.
 from __future__ import annotations
 
 import dataclasses
-import re
 import statistics
 import time
 from collections.abc import Collection
@@ -20,7 +19,7 @@ from typing import Any
 
 from trainwatch.cliutil import signed
 from trainwatch.contract.alerts import TRIAL_STALE
-from trainwatch.contract.promql import escape, select
+from trainwatch.contract.promql import select
 from trainwatch.diagnose import batched, compare
 from trainwatch.diagnose import pin as pins
 from trainwatch.diagnose.baseline_stats import LAST_RUNS, NO_BASELINE, Judgement, judge
@@ -168,7 +167,7 @@ class Baselines:
         uuids = [sorted({labels.get("uuid", "") for labels, _ in found}) for found in held]
         asked = [i for i, found in enumerate(uuids) if found]
         products = dict(zip(asked, batched.read(self.api, [
-            (f"max by (name) ({select(GPU_IDENTITY, _any_of('uuid', uuids[i]))})",
+            (f"max by (name) ({select(GPU_IDENTITY, batched.any_of('uuid', uuids[i]))})",
              _instant(runs[i])) for i in asked])))
         for i, run in enumerate(runs):
             self._gpus[_gpus_key(run)] = frozenset(labels.get("name", "")
@@ -328,13 +327,3 @@ def _side_key(run: Run) -> tuple[str, ...]:
 def _instant(run: Run) -> float | None:
     """Where a run's figures are read: now while it is scraped, else at its last sample."""
     return None if run.current else run.last
-
-
-def _any_of(label: str, values: list[str]) -> str:
-    """A matcher of ``label`` equal to any of ``values`` ("" matches the label's absence, as
-    an ``on (label)`` join matches it).
-
-    >>> print(_any_of("uuid", ["GPU-1.a", ""]))
-    uuid=~"GPU\\\\-1\\\\.a|"
-    """
-    return f'{label}=~"{escape("|".join(map(re.escape, values)))}"'

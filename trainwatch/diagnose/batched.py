@@ -19,9 +19,11 @@ query holds a few dozen items (MAX_QUERY_CHARS), as a few hundred cost more per 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from trainwatch.contract.promql import escape
 from trainwatch.promapi import ANY, Kind, Labels, PrometheusAPI, PrometheusError, largest
 
 ITEM = "trainwatch_batch_item"  # the tag: an item's index in the list asked
@@ -64,6 +66,16 @@ def either(texts: Sequence[str]) -> str:
         return texts[0]
     half = len(texts) // 2
     return f"({either(texts[:half])} or {either(texts[half:])})"
+
+
+def any_of(label: str, values: Sequence[str]) -> str:
+    """A matcher of ``label`` equal to any of ``values`` ("" matches the label's absence, as
+    an ``on (label)`` join matches it): one selector for many series.
+
+    >>> print(any_of("uuid", ["GPU-1.a", ""]))
+    uuid=~"GPU\\\\-1\\\\.a|"
+    """
+    return f'{label}=~"{escape("|".join(map(re.escape, values)))}"'
 
 
 def chunks(texts: Sequence[str], limit: int | None = None) -> list[range]:

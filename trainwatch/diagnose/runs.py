@@ -11,8 +11,10 @@ both use.
 The first and last samples are found in two steps. A subquery over the whole range counts each
 series' samples in consecutive buckets (``count_over_time`` over one bucket, evaluated once per
 bucket, so no sample falls between two evaluations, however short the run) and keeps the first
-and last bucket that had any; then the raw samples of those two buckets give the exact times:
-two small queries per run, whatever the range.
+and last bucket that had any; then the raw samples of those two
+buckets give the exact times (one query per bucket, for all runs with an edge in it). The start
+time, push time and exit marker of each run's last samples are asked for every run in a few
+batched queries (trainwatch.diagnose.batched), whatever the range and however many runs.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from trainwatch.cliutil import LATEST_TIME
 from trainwatch.contract.promql import RankKey, rank_key, select
+from trainwatch.diagnose import batched
 from trainwatch.promapi import ANY, TIME, Labels, PrometheusAPI, PrometheusError
 from trial_instrumentation import names
 from trial_instrumentation.durations import parse_duration
@@ -161,72 +165,80 @@ def find_runs(api: PrometheusAPI, since: float, experiment: str | None = None,
             labels_of[key] = labels
     current = {_series_key(labels) for labels, _ in at_now.query(info)}
     keys = [key for key, bounds in coarse.items() if "min" in bounds and "max" in bounds]
-    firsts = _edges(api, info, {key: coarse[key]["min"] for key in keys}, step, min)
-    lasts = _edges(api, info, {key: coarse[key]["max"] for key in keys}, step, max)
-    finals = _finals(api, sel, {key: coarse[key]["max"] for key in keys}, step)
-    runs = [_at_last(labels_of[key], firsts[key], lasts[key], finals, key in current)
-            for key in keys]
+    edges = _edges(api, sel, [(labels_of[key], coarse[key]["min"], coarse[key]["max"])
+                              for key in keys], step)
+    finals = _finals(api, [(labels_of[key], *edge, coarse[key]["max"] - step)
+                           for key, edge in zip(keys, edges)])
+    runs = [_at_last(labels_of[key], *edge, final, key in current)
+            for key, edge, final in zip(keys, edges, finals)]
     return sorted(runs, key=lambda r: (r.key, r.first))
 
 
-def _edges(api: PrometheusAPI, info: str, buckets: dict[tuple[str, ...], float], step: int,
-           pick: Callable[[list[float]], float]) -> dict[tuple[str, ...], float]:
-    """Each run's exact first (``min``) or last (``max``) sample time in its bucket (ending at
-    the time ``buckets`` gives it): one query per bucket for every run with an edge in it, not
-    one a run (a fleet's runs mostly start, and all running ones end, in the same bucket)."""
-    found: dict[tuple[str, ...], float] = {}
-    wanted: dict[float, set[tuple[str, ...]]] = defaultdict(set)
-    for key, at in buckets.items():
-        wanted[at].add(key)
-    for at, keys in wanted.items():
+def _edges(api: PrometheusAPI, sel: dict[str, str | None],
+           buckets: list[tuple[Labels, float, float]], step: int) -> list[tuple[float, float]]:
+    """Each run's exact first and last sample time, from the raw samples of its first and last
+    bucket (ending at the times given with its labels): one query per bucket for the runs with
+    an edge in it (a fleet's runs mostly start, and all running ones end, in the same bucket),
+    each asking for those runs' series alone (their pids), a few buckets at once."""
+    wanted: dict[float, dict[tuple[str, ...], list[tuple[int, int]]]] = defaultdict(
+        lambda: defaultdict(list))
+    for i, (labels, first, last) in enumerate(buckets):
+        wanted[first][_series_key(labels)].append((i, 0))
+        wanted[last][_series_key(labels)].append((i, 1))
+    found = [[first, last] for _, first, last in buckets]
+
+    def read(at: float) -> None:
+        keys = wanted[at]
+        pids = sorted({key[len(names.GROUPING_LABELS)] for key in keys})
+        info = select(names.TRIAL_INFO, batched.any_of("pid", pids), **sel)
         for labels, samples in api.pinned(at).samples(f"{info}[{step}s]"):
-            key = _series_key(labels)
-            if key in keys and samples:
-                found[key] = pick([t for t, _ in samples])
-    return {key: found.get(key, at) for key, at in buckets.items()}
+            for i, edge in keys.get(_series_key(labels), []) if samples else []:
+                found[i][edge] = (min, max)[edge](t for t, _ in samples)
+
+    with ThreadPoolExecutor(batched.READERS) as pool:
+        list(pool.map(read, wanted))
+    return [(first, last) for first, last in found]
 
 
-# What a run's series say, per rank: (sample time, value, labels) of each series of a metric.
-Finals = dict[tuple[str, RankKey], list[tuple[float, float, Labels]]]
-_FINAL = (names.START_TIME, "push_time_seconds", names.EXIT)
+# What a run's last samples say: its start time, last push and exit marker (each series' value
+# and labels).
+FINAL = (names.START_TIME, "push_time_seconds", names.EXIT)
+_KIND = {names.EXIT: ANY}
 
 
-def _finals(api: PrometheusAPI, sel: dict[str, str | None],
-            buckets: dict[tuple[str, ...], float], step: int) -> Finals:
-    """The start time, push time and exit series of the ranks, over each bucket a run ends in:
-    one query per metric and bucket. A run's own samples of them are scraped with its info
-    series (one Pushgateway group, or one target), so its last ones are in its last bucket."""
-    found: Finals = defaultdict(list)
-    for at in set(buckets.values()):
-        pinned = api.pinned(at)
-        for metric in _FINAL:
-            kind = TIME if metric != names.EXIT else ANY
-            for labels, samples in pinned.samples(f"{select(metric, **sel)}[{step}s]", kind):
-                found[(metric, rank_key(labels))].extend((t, v, labels) for t, v in samples)
+def _finals(api: PrometheusAPI, runs: list[tuple[Labels, float, float, float]]
+            ) -> list[dict[str, list[tuple[Labels, float]]]]:
+    """Each run's series of FINAL, their last values between the later of its first sample and
+    the start of its last bucket (given with its labels, its first and last sample) and its
+    last sample: samples of its own only, so a run that exited and was restarted within one
+    bucket leaves its exit to itself (an instant query skips it as stale; raw samples do not).
+    A run's own samples are scraped with its info series (one Pushgateway group, or one
+    target), so its last ones are in its last bucket. One batch of queries per metric."""
+    found: list[dict[str, list[tuple[Labels, float]]]] = [{} for _ in runs]
+    for metric in FINAL:
+        items = []
+        for labels, first, last, bucket_start in runs:
+            since = max(first, bucket_start)
+            # One millisecond more: the range holds a sample at ``since`` in a Prometheus whose
+            # ranges are open at the start (3.x) as in one whose ranges are closed (2.x).
+            span = round((last - since) * 1000) + 1
+            own = select(metric, **dict(zip(names.GROUPING_LABELS, rank_key(labels))))
+            items.append((f"last_over_time({own}[{span}ms] @ {last:.3f})", None))
+        for run, vector in zip(found, batched.read(api, items, _KIND.get(metric, TIME))):
+            run[metric] = vector
     return found
 
 
-def _at(finals: Finals, metric: str, key: RankKey, first: float,
-        last: float) -> list[tuple[float, Labels]]:
-    """(value, labels) of each series of ``metric`` the run itself pushed, at its last sample:
-    samples between its first and last only, so a run that exited and was restarted within one
-    bucket leaves its exit to itself (an instant query skips it as stale; raw samples do not)."""
-    latest: dict[tuple[tuple[str, str], ...], tuple[float, Labels]] = {}
-    for t, v, labels in sorted(finals.get((metric, key), []), key=lambda sample: sample[0]):
-        if first <= t <= last:
-            latest[tuple(sorted(labels.items()))] = (v, labels)
-    return list(latest.values())
-
-
-def _at_last(labels: Labels, first: float, last: float, finals: Finals, current: bool) -> Run:
-    """The run, with what its last sample says: its start, last push and exit reason."""
+def _at_last(labels: Labels, first: float, last: float,
+             finals: dict[str, list[tuple[Labels, float]]], current: bool) -> Run:
+    """The run, with what its last samples say: its start, last push and exit reason."""
     key = rank_key(labels)
 
     def largest(metric: str) -> float | None:
-        values = [v for v, _ in _at(finals, metric, key, first, last) if not math.isnan(v)]
+        values = [v for _, v in finals[metric] if not math.isnan(v)]
         return max(values) if values else None
 
-    reasons = [lbl.get("reason", "") for _, lbl in _at(finals, names.EXIT, key, first, last)]
+    reasons = sorted(lbl.get("reason", "") for lbl, _ in finals[names.EXIT])
     return Run(*key, labels.get("pid", ""), labels.get("nodename", ""),
                labels.get("world_size", ""), first, last, started=largest(names.START_TIME),
                pushed=largest("push_time_seconds"),
