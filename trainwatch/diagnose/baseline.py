@@ -11,15 +11,17 @@ samples, else steps/s.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 import time
-from collections.abc import Collection
+from collections import defaultdict
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainwatch.cliutil import signed
 from trainwatch.contract.alerts import TRIAL_STALE
-from trainwatch.contract.promql import select
+from trainwatch.contract.promql import BY_TRIAL, by, matchers, rank_key, select
 from trainwatch.diagnose import batched, compare
 from trainwatch.diagnose import pin as pins
 from trainwatch.diagnose.baseline_stats import LAST_RUNS, NO_BASELINE, Judgement, judge
@@ -28,7 +30,7 @@ from trainwatch.diagnose.figures import UnknownTrial
 from trainwatch.diagnose.history import unknown_message
 from trainwatch.diagnose.runs import ENDED_CLEAN, RankKey, Run, find_runs, retention
 from trainwatch.diagnose.trials import TrialRow
-from trainwatch.promapi import COUNT, PrometheusAPI
+from trainwatch.promapi import ANY, COUNT, Kind, PrometheusAPI, largest
 from trial_instrumentation import names
 
 AUTO = "auto"
@@ -157,21 +159,29 @@ class Baselines:
 
     def read_gpus(self, runs: Collection[Run]) -> None:
         """:meth:`gpus` of every run, each read where its run is (now while it is scraped, else
-        at its last sample), in a few queries for all (trainwatch.diagnose.batched): the GPUs'
-        uuids the run's trainwatch_trial_gpu_info names, then the products of those uuids'
+        at its last sample), in a few queries for all (:func:`_per_run`): the GPUs' uuids the
+        run's trainwatch_trial_gpu_info names, then the products of those uuids'
         trainwatch_gpu_info (the one join, a run's GPUs' own series read, not every GPU's)."""
         runs = list({_gpus_key(run): run for run in runs}.values())
-        held = batched.read(self.api, [("max by (uuid) ({})".format(select(
-            names.GPU_INFO, **dict(zip(names.GROUPING_LABELS, run.key)))), _instant(run))
-            for run in runs])
+        by_gpu = by(*names.GROUPING_LABELS, "uuid")
+        held = _per_run(self.api, runs,
+                        lambda sel: f"max {by_gpu} ({select(names.GPU_INFO, sel)})")
         uuids = [sorted({labels.get("uuid", "") for labels, _ in found}) for found in held]
-        asked = [i for i, found in enumerate(uuids) if found]
+        live = {i for i, run in enumerate(runs) if _instant(run) is None and uuids[i]}
+        named: dict[str, set[str]] = defaultdict(set)  # the scraped runs' uuids, read at once
+        if len(live) > 1:
+            theirs = batched.any_of("uuid", sorted({u for i in live for u in uuids[i]}))
+            for labels, _ in self.api.query(
+                    f"max by (uuid, name) ({select(GPU_IDENTITY, theirs)})"):
+                named[labels.get("uuid", "")].add(labels.get("name", ""))
+        asked = [i for i, found in enumerate(uuids) if found and (i not in live or not named)]
         products = dict(zip(asked, batched.read(self.api, [
             (f"max by (name) ({select(GPU_IDENTITY, batched.any_of('uuid', uuids[i]))})",
              _instant(runs[i])) for i in asked])))
         for i, run in enumerate(runs):
-            self._gpus[_gpus_key(run)] = frozenset(labels.get("name", "")
-                                                   for labels, _ in products.get(i, []))
+            self._gpus[_gpus_key(run)] = frozenset(
+                {labels.get("name", "") for labels, _ in products[i]} if i in products
+                else {name for uuid in uuids[i] for name in named.get(uuid, ())})
 
     def auto(self, run: Run, unread: list[Run] | None = None) -> list[Run]:
         """The last runs of ``run``'s experiment (its rank; earlier runs under its own key
@@ -228,13 +238,13 @@ class Baselines:
         return self._rates[key]
 
     def read_rates(self, runs: Collection[Run]) -> None:
-        """:meth:`rates` of every run, in a few queries for all (trainwatch.diagnose.batched):
-        each run's final counts where it is (now while it is scraped, else at its last sample)
-        over its life."""
+        """:meth:`rates` of every run, in a few queries for all (:func:`_per_run`): each run's
+        final counts where it is (now while it is scraped, else at its last sample) over its
+        life."""
         runs = list({_side_key(run): run for run in runs}.values())
-        counts = {metric: batched.values(self.api, [(select(
-            f"{metric}_total", **dict(zip(names.GROUPING_LABELS, run.key))), _instant(run))
-            for run in runs], COUNT) for metric in (names.SAMPLES, names.STEPS)}
+        counts = {metric: [largest(found) for found in _per_run(
+            self.api, runs, functools.partial(_max_by_rank, f"{metric}_total"), COUNT)]
+            for metric in (names.SAMPLES, names.STEPS)}
         for run, samples, steps in zip(runs, counts[names.SAMPLES], counts[names.STEPS]):
             life = (self.now if run.current and run.exit_reason is None else run.end) - run.start
             self._rates[_side_key(run)] = (
@@ -314,6 +324,28 @@ def read_ahead(baselines: Baselines, runs: list[Run]) -> None:
             break
         baselines.read_gpus(unread)
     baselines.read_rates([*runs, *judged])
+
+
+def _per_run(api: PrometheusAPI, runs: list[Run], grouped: Callable[[str], str],
+             kind: Kind = ANY) -> list[batched.Vector]:
+    """Each run's series of ``grouped`` (an expression by rank, of a selector's matchers),
+    read where the run is: the runs scraped now in one query for all of them (their
+    experiments' series, split by rank), each other run at its last sample, batched. A run
+    alone is asked with its own rank's selector."""
+    live = [run for run in runs if _instant(run) is None]
+    now: dict[RankKey, batched.Vector] = defaultdict(list)
+    if len(live) > 1:
+        for labels, value in api.query(grouped(batched.any_of(
+                "experiment", sorted({run.experiment for run in live}))), kind):
+            now[rank_key(labels)].append((labels, value))
+    alone = [run for run in runs if len(live) <= 1 or _instant(run) is not None]
+    found = dict(zip(map(id, alone), batched.read(api, [(grouped(matchers(**dict(zip(
+        names.GROUPING_LABELS, run.key)))), _instant(run)) for run in alone], kind)))
+    return [found[id(run)] if id(run) in found else now.get(run.key, []) for run in runs]
+
+
+def _max_by_rank(metric: str, matched: str) -> str:
+    return f"max {BY_TRIAL} ({select(metric, matched)})"
 
 
 def _gpus_key(run: Run) -> tuple[str, ...]:

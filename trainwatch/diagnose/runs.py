@@ -157,13 +157,16 @@ def find_runs(api: PrometheusAPI, since: float, experiment: str | None = None,
     # Evaluated one bucket past now: the subquery's buckets are aligned to multiples of the
     # step, and the last one must reach now.
     ahead = api.pinned(now + step)
-    for fn in ("min", "max"):
-        expr = f"{fn}_over_time({buckets}[{int(since) + step}s:{step}s])"
-        for labels, value in ahead.query(expr, TIME):
+    asked = [(ahead, f"{fn}_over_time({buckets}[{int(since) + step}s:{step}s])", TIME)
+             for fn in ("min", "max")] + [(at_now, info, ANY)]
+    with ThreadPoolExecutor(len(asked)) as pool:  # three independent queries, asked at once
+        *bounds, now_scraped = pool.map(lambda q: q[0].query(q[1], q[2]), asked)
+    for fn, found in zip(("min", "max"), bounds):
+        for labels, value in found:
             key = _series_key(labels)
             coarse[key][fn] = value
             labels_of[key] = labels
-    current = {_series_key(labels) for labels, _ in at_now.query(info)}
+    current = {_series_key(labels) for labels, _ in now_scraped}
     keys = [key for key, bounds in coarse.items() if "min" in bounds and "max" in bounds]
     edges = _edges(api, sel, [(labels_of[key], coarse[key]["min"], coarse[key]["max"])
                               for key in keys], step)
