@@ -21,7 +21,7 @@ from typing import Any
 
 from trainwatch.cliutil import signed
 from trainwatch.contract.alerts import TRIAL_STALE
-from trainwatch.contract.promql import BY_TRIAL, by, matchers, rank_key, select
+from trainwatch.contract.promql import BY_TRIAL, by, select
 from trainwatch.diagnose import batched, compare
 from trainwatch.diagnose import pin as pins
 from trainwatch.diagnose.baseline_stats import LAST_RUNS, NO_BASELINE, Judgement, judge
@@ -161,27 +161,27 @@ class Baselines:
         """:meth:`gpus` of every run, each read where its run is (now while it is scraped, else
         at its last sample), in a few queries for all (:func:`_per_run`): the GPUs' uuids the
         run's trainwatch_trial_gpu_info names, then the products of those uuids'
-        trainwatch_gpu_info (the one join, a run's GPUs' own series read, not every GPU's)."""
+        trainwatch_gpu_info (the one join, the runs' GPUs' own series read, not every GPU's)."""
         runs = list({_gpus_key(run): run for run in runs}.values())
         by_gpu = by(*names.GROUPING_LABELS, "uuid")
         held = _per_run(self.api, runs,
                         lambda sel: f"max {by_gpu} ({select(names.GPU_INFO, sel)})")
         uuids = [sorted({labels.get("uuid", "") for labels, _ in found}) for found in held]
-        live = {i for i, run in enumerate(runs) if _instant(run) is None and uuids[i]}
-        named: dict[str, set[str]] = defaultdict(set)  # the scraped runs' uuids, read at once
-        if len(live) > 1:
-            theirs = batched.any_of("uuid", sorted({u for i in live for u in uuids[i]}))
-            for labels, _ in self.api.query(
-                    f"max by (uuid, name) ({select(GPU_IDENTITY, theirs)})"):
-                named[labels.get("uuid", "")].add(labels.get("name", ""))
-        asked = [i for i, found in enumerate(uuids) if found and (i not in live or not named)]
-        products = dict(zip(asked, batched.read(self.api, [
-            (f"max by (name) ({select(GPU_IDENTITY, batched.any_of('uuid', uuids[i]))})",
-             _instant(runs[i])) for i in asked])))
-        for i, run in enumerate(runs):
+        # The products of the uuids of the runs read at one instant, in one item for them all.
+        at: dict[float | None, set[str]] = defaultdict(set)
+        for run, found in zip(runs, uuids):
+            at[_instant(run)].update(found)
+        instants = [instant for instant, found in at.items() if found]
+        answers = batched.read(self.api, [("max by (uuid, name) ({})".format(select(
+            GPU_IDENTITY, batched.any_of("uuid", sorted(at[instant])))), instant)
+            for instant in instants])
+        named: dict[tuple[float | None, str], set[str]] = defaultdict(set)
+        for instant, answer in zip(instants, answers):
+            for labels, _ in answer:
+                named[(instant, labels.get("uuid", ""))].add(labels.get("name", ""))
+        for run, found in zip(runs, uuids):
             self._gpus[_gpus_key(run)] = frozenset(
-                {labels.get("name", "") for labels, _ in products[i]} if i in products
-                else {name for uuid in uuids[i] for name in named.get(uuid, ())})
+                name for uuid in found for name in named.get((_instant(run), uuid), ()))
 
     def auto(self, run: Run, unread: list[Run] | None = None) -> list[Run]:
         """The last runs of ``run``'s experiment (its rank; earlier runs under its own key
@@ -328,20 +328,10 @@ def read_ahead(baselines: Baselines, runs: list[Run]) -> None:
 
 def _per_run(api: PrometheusAPI, runs: list[Run], grouped: Callable[[str], str],
              kind: Kind = ANY) -> list[batched.Vector]:
-    """Each run's series of ``grouped`` (an expression by rank, of a selector's matchers),
-    read where the run is: the runs scraped now in one query for all of them (their
-    experiments' series, split by rank), each other run at its last sample, batched. A run
-    alone is asked with its own rank's selector."""
-    live = [run for run in runs if _instant(run) is None]
-    now: dict[RankKey, batched.Vector] = defaultdict(list)
-    if len(live) > 1:
-        for labels, value in api.query(grouped(batched.any_of(
-                "experiment", sorted({run.experiment for run in live}))), kind):
-            now[rank_key(labels)].append((labels, value))
-    alone = [run for run in runs if len(live) <= 1 or _instant(run) is not None]
-    found = dict(zip(map(id, alone), batched.read(api, [(grouped(matchers(**dict(zip(
-        names.GROUPING_LABELS, run.key)))), _instant(run)) for run in alone], kind)))
-    return [found[id(run)] if id(run) in found else now.get(run.key, []) for run in runs]
+    """Each run's series of ``grouped`` (an expression by rank, of a selector's matchers), read
+    where the run is: the runs read at one instant (now, for the ones scraped now) in one item
+    for all of them (batched.by_rank)."""
+    return batched.by_rank(api, [(run.key, _instant(run)) for run in runs], grouped, kind)
 
 
 def _max_by_rank(metric: str, matched: str) -> str:

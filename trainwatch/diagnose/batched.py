@@ -20,10 +20,11 @@ query holds a few dozen items (MAX_QUERY_CHARS), as a few hundred cost more per 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from trainwatch.contract.promql import escape
+from trainwatch.contract.promql import GROUPING_LABELS, RankKey, escape, matchers, rank_key
 from trainwatch.promapi import ANY, Kind, Labels, PrometheusAPI, PrometheusError, largest
 
 ITEM = "trainwatch_batch_item"  # the tag: an item's index in the list asked
@@ -134,6 +135,45 @@ def read(api: PrometheusAPI, items: Sequence[Item], kind: Kind = ANY,
             for part in pool.map(ask, batches):
                 found.update(part)
     return [found[i] for i in range(len(items))]
+
+
+def by_rank(api: PrometheusAPI, ranks: Sequence[tuple[RankKey, float | None]],
+            grouped: Callable[[str], str], kind: Kind = ANY) -> list[Vector]:
+    """Each rank's series of ``grouped`` (an expression that keeps the ranks' labels apart, of
+    a selector's matchers) at the instant given with it: the ranks read at one instant in one
+    item (:func:`matching` their keys), its answer split back by rank. A fleet's ranks of one
+    trial end in one scrape: one item for all of them where one per rank was asked."""
+    at: dict[float | None, list[int]] = defaultdict(list)
+    for i, (_, instant) in enumerate(ranks):
+        at[instant].append(i)
+    groups = list(at.items())
+    answers = read(api, [(grouped(matching([ranks[i][0] for i in indices])), instant)
+                         for instant, indices in groups], kind)
+    found: list[Vector] = [[] for _ in ranks]
+    for (_, indices), answer in zip(groups, answers):
+        mine = {ranks[i][0]: i for i in indices}
+        for labels, value in answer:
+            index = mine.get(rank_key(labels))
+            if index is not None:
+                found[index].append((labels, value))
+    return found
+
+
+def matching(keys: Sequence[RankKey]) -> str:
+    """Matchers of every rank in ``keys`` (and maybe others, which the caller leaves out): each
+    grouping label equal to its one value, or to any of its values.
+
+    >>> matching([("e", "t", "0"), ("e", "t", "1")])
+    'rank=~"0|1", experiment="e", trial="t"'
+    """
+    one: dict[str, str | None] = {}
+    many = []
+    for label, values in zip(GROUPING_LABELS, map(sorted, map(set, zip(*keys)))):
+        if len(values) == 1:
+            one[label] = values[0]
+        else:
+            many.append(any_of(label, values))
+    return matchers(*many, **one)
 
 
 def values(api: PrometheusAPI, items: Sequence[Item], kind: Kind = ANY,
