@@ -49,12 +49,16 @@ def make_loader(args: argparse.Namespace) -> DataLoader[Batch]:
 class Classifier(pl.LightningModule):
     """A plain LightningModule: nothing in it knows about trainwatch."""
 
-    def __init__(self) -> None:
+    def __init__(self, step_cpu: float = 0.0) -> None:
         super().__init__()
         self.net = nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(), nn.Linear(64, CLASSES))
+        self.step_cpu = step_cpu  # CPU seconds burned per step: a CPU-bound step (--step-cpu)
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         x, y = batch
+        burned = time.process_time() + self.step_cpu
+        while time.process_time() < burned:
+            pass
         loss = nn.functional.cross_entropy(self.net(x), y)
         self.log("loss", loss, prog_bar=True, sync_dist=True)
         return loss
@@ -71,10 +75,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=40, help="batches per epoch and rank")
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--max-seconds", type=float,
+                        help="train epochs until this many seconds have passed (Lightning's "
+                        "max_time; the ranks stop together and exit cleanly; default: --epochs)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--loader-delay", type=float, default=0.0,
                         help="seconds slept per batch in the Dataset (a slow loader)")
     parser.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")
+    parser.add_argument("--step-cpu", type=float, default=0.0,
+                        help="CPU seconds burned per training step (a CPU-bound step)")
     parser.add_argument("--devices", type=int, default=1, help="CPU ranks (2+: DDP over gloo)")
     parser.add_argument("--experiment", help="default: $TRAINWATCH_EXPERIMENT")
     parser.add_argument("--trial", help="default: $TRAINWATCH_TRIAL")
@@ -86,6 +95,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if min(args.steps, args.epochs, args.batch_size, args.devices) < 1 or args.loader_delay < 0:
         parser.error("--steps, --epochs, --batch-size, --devices must be >= 1, --loader-delay >= 0")
+    if args.max_seconds is not None and args.max_seconds <= 0:
+        parser.error("--max-seconds must be > 0")
+    if args.step_cpu < 0:
+        parser.error("--step-cpu must be >= 0")
     return args
 
 
@@ -94,7 +107,10 @@ def make_trainer(args: argparse.Namespace, *callbacks: pl.Callback) -> pl.Traine
                                     pushgateway=args.pushgateway,
                                     push_interval=args.push_interval,
                                     measure_limits=args.measure_limits)
-    return pl.Trainer(accelerator="cpu", devices=args.devices, max_epochs=args.epochs,
+    timed = args.max_seconds is not None  # epochs until the time is up (-1: no epoch limit)
+    return pl.Trainer(accelerator="cpu", devices=args.devices,
+                      max_epochs=-1 if timed else args.epochs,
+                      max_time={"seconds": args.max_seconds} if timed else None,
                       strategy="ddp" if args.devices > 1 else "auto",
                       callbacks=[trainwatch, *callbacks], logger=False,
                       enable_checkpointing=False, enable_progress_bar=False,
@@ -105,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = parse_args(argv)
     trainer = make_trainer(args)  # bad trainwatch settings fail here, before any data
-    trainer.fit(Classifier(), make_loader(args))
+    trainer.fit(Classifier(args.step_cpu), make_loader(args))
     log.info("trained %d steps per rank", trainer.global_step)
     return 0
 

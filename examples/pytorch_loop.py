@@ -46,10 +46,15 @@ class SlowDataset(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     def __getitem__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         if self.delay > 0:
             time.sleep(self.delay)
-        burned = time.process_time() + self.cpu
-        while time.process_time() < burned:
-            pass
+        burn(self.cpu)
         return self.x[indices], self.y[indices]
+
+
+def burn(seconds: float) -> None:
+    """Spends ``seconds`` of this process's CPU time (what decoding or a heavy step costs)."""
+    burned = time.process_time() + seconds
+    while time.process_time() < burned:
+        pass
 
 
 def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__,
@@ -68,6 +73,9 @@ def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__,
                         help="seconds slept per batch in the Dataset (a slow loader)")
     parser.add_argument("--loader-cpu", type=float, default=0.0,
                         help="CPU seconds burned per batch in the Dataset (a decoding loader)")
+    parser.add_argument("--step-cpu", type=float, default=0.0,
+                        help="CPU seconds burned per step in train_batch (a CPU-bound step, as "
+                        "a larger model's forward and backward on CPU)")
     parser.add_argument("--cpu-share", type=float, default=1.0,
                         help="at most this share of one core for the whole process: train_batch "
                         "sleeps after its work, as a step that waits for an accelerator (default "
@@ -82,8 +90,10 @@ def parse_args(argv: Sequence[str] | None = None, doc: str | None = __doc__,
     parser.add_argument("--timing-mode", choices=ti.TIMING_MODES,
                         help="default: $TRAINWATCH_TIMING_MODE or wall")
     args = parser.parse_args(argv)
-    if args.steps < 1 or args.batch_size < 1 or args.workers < 0 or args.loader_delay < 0:
-        parser.error("--steps and --batch-size must be >= 1, --workers and --loader-delay >= 0")
+    if args.steps < 1 or args.batch_size < 1 or args.workers < 0 or args.loader_delay < 0 \
+            or args.step_cpu < 0:
+        parser.error("--steps and --batch-size must be >= 1, --workers, --loader-delay and "
+                     "--step-cpu >= 0")
     if args.max_seconds is not None and args.max_seconds <= 0:
         parser.error("--max-seconds must be > 0")
     if not 0 < args.cpu_share <= 1:
@@ -121,13 +131,15 @@ def train(trial: ti.Trial, loader: Iterable[tuple[torch.Tensor, torch.Tensor]],
           device: torch.device,
           reduce: Callable[[torch.Tensor], torch.Tensor] = lambda t: t,
           wrap: Callable[[nn.Module], nn.Module] = lambda m: m,
-          wait_for_ranks: Callable[[], object] | None = None, cpu_share: float = 1.0) -> float:
+          wait_for_ranks: Callable[[], object] | None = None, cpu_share: float = 1.0,
+          step_cpu: float = 0.0) -> float:
     """The loop, with every standard phase timed; returns the mean loss (after ``reduce``).
     ``wrap`` wraps the model (DistributedDataParallel in ddp_gloo.py); ``wait_for_ranks`` (a
     barrier) runs timed as phase wait_for_ranks before each train_batch, so the time a rank
     waits for slower ones is measured apart from its own work. ``cpu_share`` under 1: the
     process's CPU time since the last step's end is that share of the step's, the rest slept
-    at the end of train_batch (as a step that waits for an accelerator)."""
+    at the end of train_batch (as a step that waits for an accelerator). ``step_cpu``: CPU
+    seconds burned in each train_batch besides the model's own (a CPU-bound step)."""
     torch.manual_seed(0)
     model = wrap(nn.Sequential(nn.Linear(FEATURES, 64), nn.ReLU(),
                                nn.Linear(64, CLASSES)).to(device))
@@ -147,6 +159,7 @@ def train(trial: ti.Trial, loader: Iterable[tuple[torch.Tensor, torch.Tensor]],
             loss = loss_fn(model(x), y)
             loss.backward()
             optimizer.step()
+            burn(step_cpu)
             if cpu_share < 1:
                 time.sleep((time.process_time() - cpu_mark) * (1 / cpu_share - 1))
                 cpu_mark = time.process_time()
@@ -168,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     dataset = SlowDataset(args.steps * args.batch_size, args.loader_delay, cpu=args.loader_cpu)
     with trial:
         loss = train(trial, epochs_until(make_loader(args, dataset), args.max_seconds), device,
-                     cpu_share=args.cpu_share)
+                     cpu_share=args.cpu_share, step_cpu=args.step_cpu)
     budget = f"{args.max_seconds:g} s" if args.max_seconds else f"{args.steps} steps"
     log.info("trained %s on %s, mean loss %.4f", budget, device, loss)
     return 0
