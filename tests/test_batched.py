@@ -165,3 +165,57 @@ def test_values_are_each_items_largest_as_value_reads_it(api: PrometheusAPI) -> 
     assert batched.values(api, items, COUNT) == [1200.0, 1800.0, None]
     assert batched.values(api, items, COUNT) == [api.pinned(t).value(e, COUNT)
                                                  for e, t in items]
+
+
+# --- by rank: the ranks read at one instant in one item ------------------------------------
+
+def _matches(matched: str, labels: dict[str, str]) -> bool:
+    """Whether ``labels`` pass the matchers batched.matching wrote (= and =~ of plain values)."""
+    for label, op, value in re.findall(r'(\w+)(=~|=)"([^"]*)"', matched):
+        wanted = value.split("|") if op == "=~" else [value]
+        if labels.get(label, "") not in wanted:
+            return False
+    return True
+
+
+keys = st.tuples(st.sampled_from("ef"), st.sampled_from("tu"), st.sampled_from("0123"))
+
+
+@given(st.lists(st.tuples(keys, st.sampled_from([None, 10.0, 20.0])), unique=True,
+                max_size=30),
+       st.lists(keys, max_size=10))
+def test_each_rank_gets_its_own_series_at_its_own_instant(
+        asked: list[tuple[tuple[str, str, str], float | None]],
+        others: list[tuple[str, str, str]]) -> None:
+    """Prometheus holds every rank asked and others at every instant, with a value naming
+    both: each rank gets its own series at its own instant, none of another rank or instant."""
+    held = {key for key, _ in asked} | set(others)
+
+    def series(instant: float | None) -> list[tuple[dict[str, str], float]]:
+        return [({"experiment": e, "trial": t, "rank": r, "job": "x"},
+                 float(hash((e, t, r, instant)) % 1000)) for e, t, r in sorted(held)]
+
+    def read(api: object, items: list[batched.Item], kind: str) -> list[batched.Vector]:
+        assert len({instant for _, instant in items}) == len(items)  # one item an instant
+        return [[(labels, v) for labels, v in series(instant) if _matches(expr, labels)]
+                for expr, instant in items]
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(batched, "read", read)
+    try:
+        found = batched.by_rank(None, asked, lambda matched: matched)  # type: ignore[arg-type]
+    finally:
+        mp.undo()
+    assert found == [[(labels, v) for labels, v in series(instant)
+                      if (labels["experiment"], labels["trial"], labels["rank"]) == key]
+                     for key, instant in asked]
+
+
+def test_by_rank_against_prometheus_is_each_ranks_own_query(api: PrometheusAPI) -> None:
+    ranks = [(("", "", "0"), float(BASE + 600)), (("", "", "1"), float(BASE + 600)),
+             (("", "", "1"), float(BASE + 1000)), (("", "", "0"), None)]
+    found = batched.by_rank(api, ranks, lambda matched: f"max by (rank) (c_total{{{matched}}})")
+    assert found == [api.pinned(t).query(f'max by (rank) (c_total{{rank="{key[2]}"}})')
+                     for key, t in ranks]
+    assert [v for [(_, v)] in found[:3]] == [600.0, 1200.0, 1800.0]
+    assert found[3] == []  # now: nothing scraped
