@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from trainwatch.contract.promql import GROUPING_LABELS, RankKey, escape, matchers, rank_key
 from trainwatch.promapi import ANY, Kind, Labels, PrometheusAPI, PrometheusError, largest
@@ -143,18 +144,26 @@ def by_rank(api: PrometheusAPI, ranks: Sequence[tuple[RankKey, float | None]],
     a selector's matchers) at the instant given with it: the ranks read at one instant in one
     item (:func:`matching` their keys), its answer split back by rank. A fleet's ranks of one
     trial end in one scrape: one item for all of them where one per rank was asked."""
-    at: dict[float | None, list[int]] = defaultdict(list)
-    for i, (_, instant) in enumerate(ranks):
-        at[instant].append(i)
-    groups = list(at.items())
-    answers = read(api, [(grouped(matching([ranks[i][0] for i in indices])), instant)
-                         for instant, indices in groups], kind)
+    return in_groups(api, ranks, lambda matched, instant: (grouped(matched), instant), kind)
+
+
+def in_groups(api: PrometheusAPI, ranks: Sequence[tuple[RankKey, Hashable]],
+              item: Callable[[str, Any], Item], kind: Kind = ANY) -> list[Vector]:
+    """:func:`by_rank` with any group: the ranks given one group (instant, range, ...) are one
+    item, ``item(matchers, group)``, its answer split back by rank."""
+    together: dict[Hashable, list[int]] = defaultdict(list)
+    for i, (_, group) in enumerate(ranks):
+        together[group].append(i)
+    groups = list(together.items())
+    answers = read(api, [item(matching([ranks[i][0] for i in indices]), group)
+                         for group, indices in groups], kind)
     found: list[Vector] = [[] for _ in ranks]
     for (_, indices), answer in zip(groups, answers):
-        mine = {ranks[i][0]: i for i in indices}
+        mine: dict[RankKey, list[int]] = defaultdict(list)  # two runs of one rank: both
+        for i in indices:
+            mine[ranks[i][0]].append(i)
         for labels, value in answer:
-            index = mine.get(rank_key(labels))
-            if index is not None:
+            for index in mine.get(rank_key(labels), []):
                 found[index].append((labels, value))
     return found
 

@@ -216,18 +216,22 @@ def _finals(api: PrometheusAPI, runs: list[tuple[Labels, float, float, float]]
     last sample: samples of its own only, so a run that exited and was restarted within one
     bucket leaves its exit to itself (an instant query skips it as stale; raw samples do not).
     A run's own samples are scraped with its info series (one Pushgateway group, or one
-    target), so its last ones are in its last bucket. One batch of queries per metric."""
+    target), so its last ones are in its last bucket. A few batched queries per metric."""
     found: list[dict[str, list[tuple[Labels, float]]]] = [{} for _ in runs]
+    ranks = []
+    for labels, first, last, bucket_start in runs:
+        since = max(first, bucket_start)
+        # One millisecond more: the range holds a sample at ``since`` in a Prometheus whose
+        # ranges are open at the start (3.x) as in one whose ranges are closed (2.x). The runs
+        # with one last sample and one range (a trial's ranks) are one item.
+        ranks.append((rank_key(labels), (round((last - since) * 1000) + 1, f"{last:.3f}")))
     for metric in FINAL:
-        items = []
-        for labels, first, last, bucket_start in runs:
-            since = max(first, bucket_start)
-            # One millisecond more: the range holds a sample at ``since`` in a Prometheus whose
-            # ranges are open at the start (3.x) as in one whose ranges are closed (2.x).
-            span = round((last - since) * 1000) + 1
-            own = select(metric, **dict(zip(names.GROUPING_LABELS, rank_key(labels))))
-            items.append((f"last_over_time({own}[{span}ms] @ {last:.3f})", None))
-        for run, vector in zip(found, batched.read(api, items, _KIND.get(metric, TIME))):
+        def item(matched: str, group: tuple[int, str], metric: str = metric) -> batched.Item:
+            span, at = group
+            return f"last_over_time({select(metric, matched)}[{span}ms] @ {at})", None
+
+        for run, vector in zip(found, batched.in_groups(api, ranks, item,
+                                                        _KIND.get(metric, TIME))):
             run[metric] = vector
     return found
 
