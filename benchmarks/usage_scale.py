@@ -2,7 +2,7 @@
 records (issue 40, "fast over a week of a 1,000-GPU fleet"): how long each takes end to end.
 
     .venv/bin/python -m benchmarks.usage_scale [--gpus 1000] [--days 7] [--runs 3] [--seed 0]
-        [--hold SECONDS]
+        [--hold SECONDS] [--before CHECKOUT]
 
 What Prometheus holds: ``--gpus`` GPUs on nodes of 8 (1,000: 125 nodes), each node running one
 trial of 8 ranks (a GPU each) after another over the last ``--days`` days: each trial 2-48 h
@@ -15,8 +15,10 @@ GPU-seconds are "busy, MFU low").
 
 How it gets there: the usage records themselves, one sample a minute (the group's interval),
 as prometheus/rulegen/usage.py's rules write them (held, busy, idle by cause, busy with a low
-MFU, held with a known MFU, held x MFU per rank; unused and uninstrumented per GPU between the
-trials), with ``trainwatch_trial_info`` per rank (its grouping labels), written as OpenMetrics
+MFU, held with a known MFU, held x MFU per rank, and each one's rollup per trial and node with
+the group labels; unused and uninstrumented per GPU between the trials, the uninstrumented with
+the pod or Slurm job it went to), with ``trainwatch_trial_info`` per rank (its grouping labels,
+what code before the rollups joined), written as OpenMetrics
 and backfilled with ``promtool tsdb create-blocks-from openmetrics`` (diagnose_scale's
 promtool_blocks); then a Prometheus over those blocks with the shipped rules loaded (usage checks
 they are) and a 30-day retention.
@@ -24,26 +26,31 @@ they are) and a 30-day retention.
 The cases, each ``--runs`` times through ``.venv/bin/trainwatch ... --prometheus URL`` in a
 subprocess, timed from the start of the process to its exit (diagnose_scale's time_case): the
 median against the 5 s target, then `usage --by experiment`'s table and each of usage's
-queries timed by itself (where the time goes).
+queries timed by itself (where the time goes). With ``--before CHECKOUT`` (a ``git worktree`` of
+an older commit) the same cases run first with that checkout's trainwatch package
+(``PYTHONPATH``) against the same Prometheus: before and after in one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import random
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from benchmarks.diagnose_scale import Case, promtool_blocks, time_case, trainwatch_cli
 from benchmarks.stack import REPO, start_prometheus
-from trainwatch.contract.records import IDLE_CAUSES, RecordNames
+from trainwatch.contract.records import IDLE_CAUSES, ROLLUP_LABELS, RecordNames
 from trainwatch.promapi import PrometheusAPI
 from trainwatch.usage import GROUPINGS, queries
 from trial_instrumentation.names import TRIAL_INFO
@@ -103,6 +110,11 @@ def _v(value: float) -> str:
     return f"{value:.4g}"
 
 
+def _ranks(count: int, value: float) -> str:
+    """``count`` ranks' sum of ``value`` as each rank's series says it (_v): the rollup."""
+    return f"{count * float(_v(value)):.10g}"
+
+
 def write_openmetrics(out: IO[str], trials: list[Trial], gpus: int, start: int, minutes: int,
                       seed: int) -> int:
     """Every record's series, each series' samples together in time order, one metric name
@@ -127,6 +139,13 @@ def write_openmetrics(out: IO[str], trials: list[Trial], gpus: int, start: int, 
     def busy(tr: Trial) -> list[float]:
         return [min(60.0, 60 * tr.busy * w) for w in wobble]
 
+    def rollup(tr: Trial) -> tuple[str, int]:
+        """The trial's rollup labels (its 8 ranks on one node: one series) and its ranks."""
+        said = {"experiment": tr.experiment, "trial": tr.name, "nodename": nodename(tr.node),
+                "k8s_namespace": tr.namespace, "slurm_job_id": tr.slurm_job, "user": tr.user}
+        return (",".join(f'{label}="{said[label]}"' for label in ROLLUP_LABELS if said[label]),
+                len(ranks(tr)))
+
     for tr in trials:  # trainwatch_trial_info: the groups' labels
         for r, key in ranks(tr):
             info = (f'{TRIAL_INFO}{{job="trainwatch_trial",{key},nodename="{nodename(tr.node)}",'
@@ -146,16 +165,38 @@ def write_openmetrics(out: IO[str], trials: list[Trial], gpus: int, start: int, 
                     series(f'{N.gpu_seconds_idle}{{{key},cause="{cause}"}}',
                            [_v((60 - b) * share) for b in busy(tr)], tr.first, tr.last)
     known = [tr for tr in trials if tr.mfu is not None]
-    for record, figure in (
-            (N.gpu_seconds_low_mfu, lambda tr: [_v(b) for b in busy(tr)]),
-            (N.gpu_seconds_held_mfu, lambda tr: ["60"]),
-            (N.gpu_seconds_model, lambda tr: [_v(60 * tr.mfu)])):
+    Figure = Callable[[Trial], list[float]]
+    mfu_figures: tuple[tuple[str, Figure], ...] = (
+        (N.gpu_seconds_low_mfu, busy),
+        (N.gpu_seconds_held_mfu, lambda tr: [60.0]),
+        (N.gpu_seconds_model, lambda tr: [60 * (tr.mfu or 0.0)]))
+    for name, values in mfu_figures:
         for tr in known:
-            if record != N.gpu_seconds_low_mfu or tr.mfu < 0.2:  # type: ignore[operator]
+            if name != N.gpu_seconds_low_mfu or tr.mfu < 0.2:  # type: ignore[operator]
                 for _, key in ranks(tr):
-                    series(f"{record}{{{key}}}", figure(tr), tr.first, tr.last)
+                    series(f"{name}{{{key}}}", [_v(v) for v in values(tr)], tr.first, tr.last)
+    # The rollups: each trial's ranks summed (they share the trial's per-minute figures).
+    held_busy: tuple[tuple[str, Figure], ...] = ((N.gpu_seconds_held, lambda tr: [60.0]),
+                                                 (N.gpu_seconds_busy, busy))
+    for name, values in held_busy:
+        for tr in trials:
+            key, count = rollup(tr)
+            series(f"{N.rolled(name)}{{{key}}}", [_ranks(count, v) for v in values(tr)],
+                   tr.first, tr.last)
+    for tr in trials:
+        key, count = rollup(tr)
+        for cause, share in tr.causes.items():
+            if share > 0:
+                series(f'{N.rolled(N.gpu_seconds_idle)}{{{key},cause="{cause}"}}',
+                       [_ranks(count, (60 - b) * share) for b in busy(tr)], tr.first, tr.last)
+    for name, values in mfu_figures:
+        for tr in known:
+            if name != N.gpu_seconds_low_mfu or tr.mfu < 0.2:  # type: ignore[operator]
+                key, count = rollup(tr)
+                series(f"{N.rolled(name)}{{{key}}}", [_ranks(count, v) for v in values(tr)],
+                       tr.first, tr.last)
     # Between a node's trials its GPUs are held by none: unused, or (one node in 25, the
-    # process collector on) uninstrumented.
+    # process collector on) uninstrumented: a pod's or a Slurm job's, gap by gap.
     by_node: dict[int, list[Trial]] = {}
     for tr in trials:
         by_node.setdefault(tr.node, []).append(tr)
@@ -174,9 +215,12 @@ def write_openmetrics(out: IO[str], trials: list[Trial], gpus: int, start: int, 
                 if node * GPUS_PER_NODE + g >= gpus:
                     continue
                 head = (f'{record}{{instance="{nodename(node)}:10910",gpu="{g}",'
-                        f'uuid="GPU-{node:03d}-{g}"}}')
-                for first, last in gaps:
-                    series(head, ["60"], first, last)
+                        f'uuid="GPU-{node:03d}-{g}"')
+                for i, (first, last) in enumerate(gaps):
+                    owner = ("" if record == N.gpu_seconds_unused else
+                             f',pod_uid="pod-{node}-{i}",nodename="{nodename(node)}"' if i % 2
+                             else f',slurm_job_id="9{node:03d}{i:03d}",nodename="{nodename(node)}"')
+                    series(f"{head}{owner}}}", ["60"], first, last)
     out.write("# EOF\n")
     return written
 
@@ -193,6 +237,29 @@ def per_query(url: str, since: float) -> None:
         print(f"queries by {by_} (seconds, series answered): {', '.join(timed)}", flush=True)
 
 
+def agree(checkout: Path, url: str, since: str) -> str:
+    """`usage --by namespace --format json` of ``checkout`` and of this code: each group's
+    held, busy and wasted GPU-seconds, the same to 1e-6 or the first that differs."""
+    answers = []
+    for env in ({**os.environ, "PYTHONPATH": str(checkout)}, dict(os.environ)):
+        done = subprocess.run([*trainwatch_cli(), "usage", "--since", since, "--by", "namespace",
+                               "--format", "json", "--prometheus", url, "--timeout", "120"],
+                              capture_output=True, text=True, cwd=REPO, env=env, check=False)
+        if done.returncode != 0:
+            which = "before" if "PYTHONPATH" in env else "after"
+            return f"no answer to compare: {which} exit {done.returncode}: {done.stderr[-500:]}"
+        answers.append({g["group"]: (g["held_gpu_seconds"], g["busy_gpu_seconds"],
+                                     g["wasted_gpu_seconds"])
+                        for g in json.loads(done.stdout)["groups"]})
+    old, new = answers
+    if set(old) != set(new):
+        return f"answers differ: groups {sorted(old)} before, {sorted(new)} after"
+    for group, figures in old.items():
+        if any(not math.isclose(a, b, rel_tol=1e-6) for a, b in zip(figures, new[group])):
+            return f"answers differ: {group}: {figures} before, {new[group]} after"
+    return f"answers agree: {len(new)} namespaces' held, busy and wasted GPU-seconds, before and after"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--gpus", type=int, default=1000, help="the fleet's GPUs (default 1000)")
@@ -201,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hold", type=float, default=0.0,
                    help="keep Prometheus up this many seconds at the end, its URL printed")
+    p.add_argument("--before", type=Path, metavar="CHECKOUT",
+                   help="a checkout of older code (git worktree add --detach DIR COMMIT): its "
+                   "cases timed first, against the same Prometheus")
     args = p.parse_args(argv)
     minutes = int(args.days * 1440)
     end = int(time.time()) // 60 * 60 - 120
@@ -232,21 +302,38 @@ def main(argv: list[str] | None = None) -> int:
             cases.append(Case("report --usage --by experiment",
                               ["report", "--usage", "--since", since, "-o",
                                str(workdir / "usage.html")], samples, len(trials)))
+            before = [Case(f"before: {c.name}", c.argv, c.series, c.runs) for c in cases] \
+                if args.before else []
+            if before:
+                os.environ["PYTHONPATH"] = str(args.before.resolve())  # its trainwatch first
+                try:
+                    probe = "import trainwatch.usage as u; print(u.__file__)"
+                    said = subprocess.run([sys.executable, "-c", probe], capture_output=True,
+                                          text=True, cwd=workdir, check=True).stdout.strip()
+                    print(f"  before: trainwatch.usage from {said}", flush=True)
+                    assert said.startswith(str(args.before.resolve())), said
+                    for case in before:
+                        print(f"  {case.name}:", flush=True)
+                        time_case(case, prom.url, args.runs, timeout=300)
+                finally:
+                    del os.environ["PYTHONPATH"]
             for case in cases:
                 print(f"  {case.name}:", flush=True)
                 time_case(case, prom.url, args.runs, timeout=300)
             table = subprocess.run([*trainwatch_cli(), "usage", "--since", since, "--by",
                                     "experiment", "--prometheus", prom.url],
                                    capture_output=True, text=True, cwd=REPO, check=False)
-            print(f"\n{'case':34} {'median':>8}  target {TARGET:g} s")
-            for case in cases:
+            print(f"\n{'case':42} {'median':>8}  target {TARGET:g} s")
+            for case in [*before, *cases]:
                 said = case.failure or f"{case.median:.2f} s"
                 verdict = "" if case.median is None else (
                     "ok" if case.median <= TARGET else "OVER")
-                print(f"{case.name:34} {said:>8}  {verdict}"
+                print(f"{case.name:42} {said:>8}  {verdict}"
                       f"  (runs: {', '.join(f'{s:.2f}' for s in case.seconds)})")
             print(f"\n$ trainwatch usage --since {since} --by experiment\n{table.stdout}"
                   f"{table.stderr}")
+            if before:  # the same answer before and after, group by group
+                print(agree(args.before.resolve(), prom.url, since), flush=True)
             per_query(prom.url, minutes * 60.0)
             if args.hold:
                 print(f"Prometheus at {prom.url} for {args.hold:g} s", flush=True)
