@@ -219,3 +219,24 @@ def test_by_rank_against_prometheus_is_each_ranks_own_query(api: PrometheusAPI) 
                      for key, t in ranks]
     assert [v for [(_, v)] in found[:3]] == [600.0, 1200.0, 1800.0]
     assert found[3] == []  # now: nothing scraped
+
+
+def test_a_prometheus_without_the_at_modifier_is_asked_item_by_item() -> None:
+    """Before 2.33 (or without its feature flag) Prometheus refuses ``@``: each item is then
+    asked alone at its instant, and each still gets its own answer."""
+    class Old(Echo):
+        def query(self, expr: str, kind: str = "any") -> list[tuple[dict[str, str], float]]:
+            raise PrometheusError("Prometheus at http://echo: query failed: 1:20: parse "
+                                  "error: @ modifier is disabled")
+
+    api = Old()
+    found = batched.read(api, [("a", 1.0), ("b", 2.0), ("c", 3.0)])  # type: ignore[arg-type]
+    assert found == [[({"job": "x"}, 1.0)], [({"job": "x"}, 2.0)], [({"job": "x"}, 3.0)]]
+    assert api.queries == ["alone at 1.0", "alone at 2.0", "alone at 3.0"]
+
+    class Broken(Old):
+        def query(self, expr: str, kind: str = "any") -> list[tuple[dict[str, str], float]]:
+            raise PrometheusError("Prometheus at http://echo: query failed: out of memory")
+
+    with pytest.raises(PrometheusError, match="out of memory"):
+        batched.read(Broken(), [("a", 1.0), ("b", 2.0)])  # type: ignore[arg-type]

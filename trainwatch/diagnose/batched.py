@@ -127,6 +127,13 @@ def read(api: PrometheusAPI, items: Sequence[Item], kind: Kind = ANY,
         except ValueError as err:
             raise PrometheusError(f"Prometheus at {api.url} answered a batch of queries "
                                   f"with {err}") from None
+        except PrometheusError as err:
+            if "@ modifier" not in str(err):
+                raise
+            # A Prometheus before 2.33 (without --enable-feature=promql-at-modifier): each
+            # item alone, at its instant, as before batches.
+            return {i: (api if items[i][1] is None else api.pinned(items[i][1])).query(
+                items[i][0], kind) for i in indices}
 
     found: dict[int, Vector] = {}
     if len(batches) == 1:

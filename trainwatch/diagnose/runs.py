@@ -224,11 +224,11 @@ def _finals(api: PrometheusAPI, runs: list[tuple[Labels, float, float, float]]
         # One millisecond more: the range holds a sample at ``since`` in a Prometheus whose
         # ranges are open at the start (3.x) as in one whose ranges are closed (2.x). The runs
         # with one last sample and one range (a trial's ranks) are one item.
-        ranks.append((rank_key(labels), (round((last - since) * 1000) + 1, f"{last:.3f}")))
+        ranks.append((rank_key(labels), (round((last - since) * 1000) + 1, last)))
     for metric in FINAL:
-        def item(matched: str, group: tuple[int, str], metric: str = metric) -> batched.Item:
+        def item(matched: str, group: tuple[int, float], metric: str = metric) -> batched.Item:
             span, at = group
-            return f"last_over_time({select(metric, matched)}[{span}ms] @ {at})", None
+            return f"last_over_time({select(metric, matched)}[{span}ms])", at
 
         for run, vector in zip(found, batched.in_groups(api, ranks, item,
                                                         _KIND.get(metric, TIME))):
