@@ -16,7 +16,7 @@ GPU-seconds are "busy, MFU low").
 How it gets there: the usage records themselves, one sample a minute (the group's interval),
 as prometheus/rulegen/usage.py's rules write them (held, busy, idle by cause, busy with a low
 MFU, held with a known MFU, held x MFU per rank, and each one's rollup per trial and node with
-the group labels; unused and uninstrumented per GPU between the trials, the uninstrumented with
+the group labels, and the fleet's held, busy and idle by cause; unused and uninstrumented per GPU between the trials, the uninstrumented with
 the pod or Slurm job it went to), with ``trainwatch_trial_info`` per rank (its grouping labels,
 what code before the rollups joined), written as OpenMetrics
 and backfilled with ``promtool tsdb create-blocks-from openmetrics`` (diagnose_scale's
@@ -195,6 +195,26 @@ def write_openmetrics(out: IO[str], trials: list[Trial], gpus: int, start: int, 
                 key, count = rollup(tr)
                 series(f"{N.rolled(name)}{{{key}}}", [_ranks(count, v) for v in values(tr)],
                        tr.first, tr.last)
+    # The fleet's sums per minute (what report --usage plots): every trial's rollup added up.
+    sums: dict[str, list[float]] = {}
+
+    def add(head: str, values: list[float], tr: Trial, count: int) -> None:
+        total = sums.setdefault(head, [0.0] * minutes)
+        per_minute = [count * float(_v(v)) for v in values]
+        for i in range(tr.first, tr.last):
+            total[i] += per_minute[i % len(per_minute)]
+
+    for tr in trials:
+        _, count = rollup(tr)
+        add(N.fleet(N.gpu_seconds_held), [60.0], tr, count)
+        add(N.fleet(N.gpu_seconds_busy), busy(tr), tr, count)
+        for cause, share in tr.causes.items():
+            if share > 0:
+                add(f'{N.fleet(N.gpu_seconds_idle)}{{cause="{cause}"}}',
+                    [(60 - b) * share for b in busy(tr)], tr, count)
+    for head, total in sums.items():  # a minute no trial held has no sample (sum of nothing)
+        out.write("".join(f"{head} {v:.10g}{stamps[i]}" for i, v in enumerate(total) if v))
+        written += sum(1 for v in total if v)
     # Between a node's trials its GPUs are held by none: unused, or (one node in 25, the
     # process collector on) uninstrumented: a pod's or a Slurm job's, gap by gap.
     by_node: dict[int, list[Trial]] = {}
@@ -332,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"  (runs: {', '.join(f'{s:.2f}' for s in case.seconds)})")
             print(f"\n$ trainwatch usage --since {since} --by experiment\n{table.stdout}"
                   f"{table.stderr}")
+            page = (workdir / "usage.html").read_text(encoding="utf-8")
+            drawn = page.count('data-state="plot"')
+            print(f"report --usage drew {drawn} of its 2 plots", flush=True)
             if before:  # the same answer before and after, group by group
                 print(agree(args.before.resolve(), prom.url, since), flush=True)
             per_query(prom.url, minutes * 60.0)

@@ -33,6 +33,7 @@ from trainwatch import cli
 from trainwatch.cliutil import EXIT_OK, EXIT_USAGE
 from trainwatch.contract.records import IDLE_CAUSES, RecordNames
 from trainwatch.promapi import PrometheusAPI
+from trainwatch.report.usage_page import plotted
 from trainwatch.usage import required
 from trial_instrumentation import names
 
@@ -145,7 +146,8 @@ def usage_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tsdb = workdir / "tsdb"
     promtool("tsdb", "create-blocks-from", "openmetrics", workdir / "raw.om", tsdb)
     n = RecordNames(load_settings().rate_window)
-    wanted = set(required(n))  # what usage reads: the rollups (and the records they sum)
+    # What usage and its page read: the rollups and the fleet's sums (and what they sum).
+    wanted = set(required(n)) | set(plotted(n))
     for i, rules in enumerate(_levels(recording_groups(load_settings()), wanted)):
         # One path for every pass: a group's evaluation offset is a hash of its name and file,
         # so a group's rules land on the same instants whichever pass wrote them, as live.

@@ -51,7 +51,8 @@ def usage_group(s: Settings, n: RecordNames) -> dict[str, Any]:
             "rules": [{"record": n.gpu_seconds_held, "expr": held},
                       {"record": n.gpu_seconds_busy, "expr": busy},
                       {"record": n.gpu_seconds_idle, "expr": idle_by_cause(n)},
-                      *mfu_rules(s, n), *rollups(s, n), *outside_trials(s, n, live)]}
+                      *mfu_rules(s, n), *rollups(s, n), *fleet(n),
+                      *outside_trials(s, n, live)]}
 
 
 def _share(n: RecordNames, phases: tuple[str, ...]) -> str:
@@ -123,6 +124,15 @@ def rollups(s: Settings, n: RecordNames) -> list[dict[str, Any]]:
                       "expr": (f"sum {by(*ROLLUP_LABELS, *extra)} (\n  {placed}\n"
                                f"  or {on(*TRIAL_LABELS)}\n  {record}\n)")})
     return rules
+
+
+def fleet(n: RecordNames) -> list[dict[str, Any]]:
+    """Held, busy and idle (by ``cause``) GPU-seconds of every live rank, summed from the
+    rollups: the plots of `trainwatch report --usage` over a week read a handful of series."""
+    return [{"record": n.fleet(record),
+             "expr": (f"sum {by('cause')} ({n.rolled(record)})" if record == n.gpu_seconds_idle
+                      else f"sum({n.rolled(record)})")}
+            for record in (n.gpu_seconds_held, n.gpu_seconds_busy, n.gpu_seconds_idle)]
 
 
 def outside_trials(s: Settings, n: RecordNames, live: str) -> list[dict[str, Any]]:

@@ -241,6 +241,16 @@ class RecordNames:
             raise ValueError(f"{record} is not a per-rank record")
         return f"{_ROLLUP_LEVEL}:{rest}"
 
+    @staticmethod
+    def fleet(record: str) -> str:
+        """A per-rank GPU-seconds record summed over the whole fleet (by ``cause``, the idle
+        one): a few series a week, what `trainwatch report --usage` plots over time.
+
+        >>> RecordNames.fleet("trial:trainwatch_trial_gpu_idle:seconds_1m")
+        'fleet:trainwatch_trial_gpu_idle:seconds_1m'
+        """
+        return f"fleet:{RecordNames.rolled(record).split(':', 1)[1]}"
+
     @property
     def cpu_utilization(self) -> str:
         return f"instance:trainwatch_cpu_utilization:ratio_rate{self.window}"

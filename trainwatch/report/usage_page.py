@@ -58,19 +58,24 @@ def step_for(since: float) -> float:
 
 
 def over_time(n: RecordNames, step: float) -> dict[str, str]:
-    """The plots' PromQL: each record's GPU-seconds (its rollup, as `usage` reads it) summed
-    over one step, over the step: the
-    GPUs held (idle, busy) on average in it (the dashboard's ``sum(record) / 60`` at a
-    one-minute step)."""
+    """The plots' PromQL: each record's fleet-wide GPU-seconds (RecordNames.fleet: a few
+    series, where the rollups are one per trial and node) summed over one step, over the
+    step: the GPUs held (idle, busy) on average in it (the dashboard's ``sum(record) / 60`` at
+    a one-minute step)."""
     s = f"[{step:.0f}s]"
 
     def gpus(record: str, *labels: str) -> str:
         return f"sum {by(*labels)} (sum_over_time({record}{s})) / {step:.0f}" if labels else \
             f"sum(sum_over_time({record}{s})) / {step:.0f}"
 
-    return {"wasted": gpus(n.rolled(n.gpu_seconds_idle), "cause"),
-            "held": gpus(n.rolled(n.gpu_seconds_held)),
-            "busy": gpus(n.rolled(n.gpu_seconds_busy))}
+    wasted, held, busy = plotted(n)
+    return {"wasted": gpus(wasted, "cause"), "held": gpus(held), "busy": gpus(busy)}
+
+
+def plotted(n: RecordNames) -> tuple[str, str, str]:
+    """The records the plots read: the fleet's idle (by cause), held and busy GPU-seconds."""
+    return (n.fleet(n.gpu_seconds_idle), n.fleet(n.gpu_seconds_held),
+            n.fleet(n.gpu_seconds_busy))
 
 
 def collect(api: PrometheusAPI, by_: str, since: float | None) -> UsageDoc:
