@@ -178,6 +178,8 @@ def test_trials_decides_an_ended_run_as_diagnose_does_over_its_life(api: Prometh
     expected = decide(Measurements(ENDED_SHARES, node_cpu), deployment.alerts)
     assert (row.state, row.cause, expected.kind) == ("ended clean", "busy_cpu", "busy_cpu")
     assert row.dataloader_share == pytest.approx(ENDED_SHARES["dataloader_next"])
+    # Its GPU busy over its life (not the idle minutes after), its steps at its final push.
+    assert (row.gpu_busy, row.steps) == (pytest.approx(ENDED_GPU_BUSY), 60)
 
 
 def test_compare_reads_an_ended_runs_gpu_busy_over_its_life(api: PrometheusAPI) -> None:

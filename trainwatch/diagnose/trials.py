@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from trainwatch.contract.alerts import TRIAL_STALE
@@ -141,34 +140,35 @@ def node_instances(api: PrometheusAPI, since: float) -> dict[str, list[str]]:
 
 
 # What an ended run's row is read from, each at its last sample (where its counters hold the
-# run's final values), every ended run's in one batch per figure (trainwatch.diagnose.batched):
-# by rank (expressions of a selector's matchers, one item for the ranks that share an instant:
-# a trial's ranks end in one scrape), then over each run's own life.
-RANK_READS: dict[str, Callable[[str], str]] = {
-    "step_sums": lambda matched: selector(STEP_SUM, matched),
-    "phase_sums": lambda matched: selector(PHASE_SUM, matched),
-    "steps": lambda matched: f"max {BY_TRIAL} ({selector(f'{names.STEPS}_total', matched)})"}
-LIFE_READS = ("gpu", "node_cpu", "mfu")
+# run's final values) and over its life, every ended run's in a few batched queries per figure
+# (trainwatch.diagnose.batched): each read a template by rank whose MATCHERS its ranks'
+# matchers replace, one item for the ranks that share it and an instant (a trial's ranks end in
+# one scrape, and their lives round to the same range).
+LIFE_READS = ("step_sums", "phase_sums", "steps", "gpu", "node_cpu", "mfu")
+MATCHERS = "\x00matchers\x00"  # no PromQL string holds it: escape() writes \u0000
 _KINDS = {"steps": COUNT}
 
 
 def _life_reads(deployment: Deployment, run: Run, instances: list[str] | None = None
                 ) -> dict[str, str]:
-    """An ended or stopped run's reads over its life (LIFE_READS; no MFU for a life shorter
-    than the rate window, where it reads low). ``instances``: its node's exporters, when known;
-    its node's CPU is then read from its one exporter's series alone (the same join, over one
-    node's series instead of every node's)."""
-    sel = dict(zip(names.GROUPING_LABELS, run.key))
+    """An ended or stopped run's reads (LIFE_READS; no MFU for a life shorter than the rate
+    window, where it reads low). ``instances``: its node's exporters, when known; its node's
+    CPU is then read from its one exporter's series alone (the same join, over one node's
+    series instead of every node's), for its trial's ranks (the join keeps them apart)."""
     n = deployment.names
     cpu = selector(n.cpu_utilization, instance=instances[0]) if instances and len(
         instances) == 1 else n.cpu_utilization
     # Over its life, start to final push (not the minutes its group stayed after it).
-    reads = {"gpu": f"max(avg_over_time({selector(n.trial_gpu_busy, **sel)}{run.life_range}))",
-             "node_cpu": "max({})".format(loader_cause.node_cpu(
-                 f"avg_over_time({cpu}{run.life_range})", **sel))}
+    reads = {"step_sums": selector(STEP_SUM, MATCHERS),
+             "phase_sums": selector(PHASE_SUM, MATCHERS),
+             "steps": f"max {BY_TRIAL} ({selector(f'{names.STEPS}_total', MATCHERS)})",
+             "gpu": (f"max {BY_TRIAL} (avg_over_time({selector(n.trial_gpu_busy, MATCHERS)}"
+                     f"{run.life_range}))"),
+             "node_cpu": loader_cause.node_cpu(f"avg_over_time({cpu}{run.life_range})",
+                                               experiment=run.experiment, trial=run.trial)}
     window = parse_duration(n.window)
     if run.seconds > window:  # MFU over its life, once the life fills a rate window
-        reads["mfu"] = (f"max(avg_over_time({selector(n.mfu, **sel)}"
+        reads["mfu"] = (f"max {BY_TRIAL} (avg_over_time({selector(n.mfu, MATCHERS)}"
                         f"{life_range(run.seconds - window, run.last - run.end)}))")
     return reads
 
@@ -177,24 +177,21 @@ def _over_lives(api: PrometheusAPI, deployment: Deployment, runs: list[Run],
                 hosts: dict[str, list[str]]) -> list[TrialRow]:
     """The ended or stopped runs' rows, each read at its last sample: a few batched queries
     per figure for all of them (``hosts``: each node's exporters, node_instances)."""
-    answers: list[dict[str, batched.Vector]] = [{} for _ in runs]
-    for name, grouped in RANK_READS.items():
-        found = batched.by_rank(api, [(run.key, run.last) for run in runs], grouped,
-                                _KINDS.get(name, ANY))
-        for answer, vector in zip(answers, found):
-            answer[name] = vector
     reads = [_life_reads(deployment, run, hosts.get(run.nodename)) for run in runs]
+    answers: list[dict[str, batched.Vector]] = [{} for _ in runs]
     for name in LIFE_READS:
         wanted = [i for i, read in enumerate(reads) if name in read]
-        found = batched.read(api, [(reads[i][name], runs[i].last) for i in wanted],
-                             _KINDS.get(name, ANY))
+        found = batched.in_groups(
+            api, [(runs[i].key, (reads[i][name], runs[i].last)) for i in wanted],
+            lambda matched, group: (group[0].replace(MATCHERS, matched), group[1]),
+            _KINDS.get(name, ANY))
         for i, vector in zip(wanted, found):
             answers[i][name] = vector
     return [_life_row(deployment, run, answer) for run, answer in zip(runs, answers)]
 
 
 def _life_row(deployment: Deployment, run: Run, answer: dict[str, batched.Vector]) -> TrialRow:
-    """An ended or stopped run's row from its reads' answers (RANK_READS, LIFE_READS)."""
+    """An ended or stopped run's row from its reads' answers (LIFE_READS)."""
     shares = shares_of(answer["step_sums"], answer["phase_sums"]).get(run.key, {})
     steps, gpu, node_cpu = (largest(answer[name]) for name in ("steps", "gpu", "node_cpu"))
     mfu = largest(answer["mfu"]) if "mfu" in answer else None
