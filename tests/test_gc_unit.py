@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import functools
 import json
 import math
@@ -586,3 +587,17 @@ def test_under_a_second_of_max_age_a_group_without_an_interval_goes_after_max_ag
     assert trials(sweep(fake, now=1001.5, max_age=1.0, dry_run=True).deleted) == ["quiet"]
     assert trials(sweep(fake, now=1000.5, max_age=0.25, dry_run=True).deleted) == ["quiet"]
     assert trials(sweep(fake, now=1000.2, max_age=0.25, dry_run=True).deleted) == []
+
+
+def test_a_group_is_immutable() -> None:
+    group = gc.Group({"job": JOB}, 1.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        group.pushed_at = 2.0  # type: ignore[misc]
+
+
+def test_a_groups_age_is_now_less_its_last_push(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A push long ago (here 1970, at 1,000 s): its age is the difference, not the remainder
+    of now by it, which equals it only for a push after half of now."""
+    monkeypatch.setattr(gc.time, "time", lambda: 5000.0)
+    assert gc._state(gc.Group({"job": JOB}, 1000.0)) == "silent, last push 4000 s ago"
+    assert gc._state(gc.Group({"job": JOB}, 3000.0, ended=True)) == "ended, last push 2000 s ago"
