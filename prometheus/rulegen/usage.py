@@ -4,7 +4,10 @@ GPU-busy rule), so ``sum_over_time(<record>[7d])`` is the week's GPU-seconds wit
 
 The group runs at its own fixed interval, whatever Prometheus's evaluation interval: each sample
 is one interval's GPU-seconds. Only live ranks count (promql.live_trials: fresh, no exit
-marker), so an ended or killed trial whose group is still scraped holds nothing.
+marker), so an ended or killed trial whose group is still scraped holds nothing. Then each
+per-rank record rolled up per trial and node with the trial's placement labels (what `usage
+--by` sums, no join), the fleet's sums (what `report --usage` plots), and the GPUs no live rank
+holds, with processes (per pod or Slurm job) or none.
 """
 
 from __future__ import annotations
