@@ -1,0 +1,38 @@
+"""mutation/survivors.py's bookkeeping (the cosmic-ray runs themselves are make mutation's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mutation.survivors import record, same
+
+
+def test_a_rerun_survivor_takes_its_new_status_and_the_others_keep_theirs() -> None:
+    def mutant(line: int, diff: str, status: str) -> dict[str, Any]:
+        return {"module": "m.py", "operator": "core/X", "line": line, "diff": diff,
+                "status": status}
+
+    last: dict[str, Any] = {"mutants": [mutant(3, "-a\n+b", "survived"), mutant(3, "-a\n+c", "survived"),
+                        mutant(9, "-a\n+b", "killed")], "reruns": ["before"]}
+    record(last, [({"module": "m.py", "operator": "core/X", "line": 3, "diff": "-a\n+c"},
+                   "killed")], "now")
+    assert [m["status"] for m in last["mutants"]] == ["survived", "killed", "killed"]
+    assert last["reruns"] == ["before", "now"]
+    fresh: dict[str, Any] = {"mutants": []}
+    record(fresh, [], "first")
+    assert fresh["reruns"] == ["first"]
+
+
+def test_a_module_is_the_same_only_byte_for_byte(tmp_path: Path) -> None:
+    ran, now = tmp_path / "ran", tmp_path / "now"
+    for root in (ran, now):
+        (root / "pkg").mkdir(parents=True)
+        (root / "pkg" / "a.py").write_text("x = 1\n")
+        (root / "one.py").write_text("y = 2\n")
+    assert same(ran / "pkg", now / "pkg") and same(ran / "one.py", now / "one.py")
+    (now / "one.py").write_text("y = 3\n")
+    assert not same(ran / "one.py", now / "one.py")
+    (now / "pkg" / "b.py").write_text("")
+    assert not same(ran / "pkg", now / "pkg")
+    assert not same(ran / "gone.py", now / "gone.py")
