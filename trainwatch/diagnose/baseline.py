@@ -101,6 +101,7 @@ class Baselines:
         self._gpus: dict[tuple[str, ...], frozenset[str]] = {}
         self._rates: dict[tuple[str, ...], tuple[float | None, float | None]] = {}
         self._pins: dict[str, str | None] = {}
+        self._every = False  # every experiment's runs read (read_runs)
 
     @property
     def since(self) -> float:
@@ -122,18 +123,24 @@ class Baselines:
 
     def runs(self, experiment: str) -> list[Run]:
         if experiment not in self._runs:
-            self._runs[experiment] = find_runs(self.api, self.since, experiment, now=self.now)
+            self._runs[experiment] = [] if self._every else find_runs(
+                self.api, self.since, experiment, now=self.now)
         return self._runs[experiment]
 
-    def read_runs(self, experiments: Collection[str]) -> None:
-        """:meth:`runs` of several experiments: every experiment's runs found at once, then
-        grouped (the same runs: find_runs finds each run from its own series)."""
-        wanted = set(experiments) - set(self._runs)
-        if len(wanted) > 1:
-            found: dict[str, list[Run]] = {e: [] for e in wanted}
-            for run in find_runs(self.api, self.since, now=self.now):
-                found.setdefault(run.experiment, []).append(run)
-            self._runs.update({e: runs for e, runs in found.items() if e not in self._runs})
+    def read_runs(self, experiments: Collection[str] | None = None) -> None:
+        """:meth:`runs` of several experiments (None: of every one): every experiment's runs
+        found at once, then grouped (the same runs: find_runs finds each run from its own
+        series)."""
+        wanted = None if experiments is None else set(experiments) - set(self._runs)
+        if self._every or wanted is not None and len(wanted) <= 1:
+            for experiment in wanted or ():
+                self.runs(experiment)
+            return
+        found: dict[str, list[Run]] = {e: [] for e in wanted or ()}
+        for run in find_runs(self.api, self.since, now=self.now):
+            found.setdefault(run.experiment, []).append(run)
+        self._runs.update({e: runs for e, runs in found.items() if e not in self._runs})
+        self._every = experiments is None  # an experiment not found has no run
 
     def trial_run(self, experiment: str, trial: str) -> Run:
         """The trial's lowest rank's latest run; UnknownTrial where there is none."""

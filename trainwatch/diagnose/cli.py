@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from trainwatch import cliutil
@@ -80,8 +81,14 @@ def run(args: argparse.Namespace) -> int:
             for api in apis:  # the shards of a sharded Prometheus: each lists its own trials
                 deployment = deployment_of(api)
                 notes += [deployment.source] if deployment.source else []
-                listed = list_trials(api, deployment, args.experiment, args.since)
-                baseline.for_rows(baseline.Baselines(api, deployment), listed)
+                judged = baseline.Baselines(api, deployment)
+                # The baselines' runs (over the retention) are found while the rows are read.
+                with ThreadPoolExecutor(1) as pool:
+                    ahead = pool.submit(judged.read_runs, None if args.experiment is None
+                                        else [args.experiment])
+                    listed = list_trials(api, deployment, args.experiment, args.since)
+                    ahead.result()
+                baseline.for_rows(judged, listed)
                 rows += listed
             if args.experiment is not None and not rows:  # a typo: say so, with close names
                 raise UnknownTrial(unknown_message(apis[0], args.since, args.experiment, None,
