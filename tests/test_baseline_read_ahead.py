@@ -96,3 +96,29 @@ def test_a_product_that_rules_runs_out_takes_another_round_for_the_next_ones() -
     assert ahead.gpu_reads == [[checked], older[2:][::-1], older[:2][::-1]]
     assert [r.trial for r in ahead.auto(checked)] == ["n1", "n2", "n3", "n6"]
     assert ahead.rate_reads == [[checked, older[0], older[1], older[2], older[5]]]
+
+
+def test_every_experiments_runs_are_found_once_and_grouped(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from trainwatch.diagnose import baseline
+
+    held = [Run(e, "t", "0", "1", "node", "1", 1.0, 2.0) for e in ("a", "b", "b")]
+    asked: list[str | None] = []
+
+    def find_runs(api: object, since: float, experiment: str | None = None,
+                  **kw: object) -> list[Run]:
+        asked.append(experiment)
+        return [r for r in held if experiment in (None, r.experiment)]
+
+    monkeypatch.setattr(baseline, "find_runs", find_runs)
+    every = Baselines(None, Stale(), now=NOW, since=86400.0)  # type: ignore[arg-type]
+    every.read_runs()
+    assert (every.runs("a"), every.runs("b"), every.runs("c")) == ([held[0]], held[1:], [])
+    assert asked == [None]  # one search; an experiment it did not find has no run
+    some = Baselines(None, Stale(), now=NOW, since=86400.0)  # type: ignore[arg-type]
+    some.read_runs(["a", "c"])  # two experiments: one search (b's runs kept too)
+    some.read_runs(["b"])
+    assert (some.runs("a"), some.runs("b"), some.runs("c")) == ([held[0]], held[1:], [])
+    assert asked == [None, None]
+    one = Baselines(None, Stale(), now=NOW, since=86400.0)  # type: ignore[arg-type]
+    one.read_runs(["b"])
+    assert (one.runs("b"), asked) == (held[1:], [None, None, "b"])  # one: its own search
