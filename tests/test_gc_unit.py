@@ -11,7 +11,6 @@ import dataclasses
 import functools
 import json
 import math
-import time
 from collections.abc import Callable, Iterator
 from http.client import RemoteDisconnected
 from typing import Any
@@ -25,6 +24,19 @@ from trial_instrumentation import names
 
 URL = "http://pgw.test:9091"
 JOB = names.JOB
+
+# The command's wall clock, held still: "last push 7300 s ago" must not read 7301 because a
+# loaded machine took a tenth of a second between the listing and the line.
+WALL = 1_700_000_000.0
+
+
+@pytest.fixture(autouse=True)
+def still_wall_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gc.time, "time", lambda: WALL)
+
+
+def ago(seconds: float) -> float:
+    return WALL - seconds
 
 
 def entry(pushed_at: float | str | None, ended: bool = False, interval: Any = None,
@@ -353,7 +365,7 @@ def test_an_ended_group_goes_after_ended_after_whatever_its_interval(
 
 
 def test_the_clock_is_the_wall_clock_without_now(http: Callable[..., FakeHTTP]) -> None:
-    fake = http([entry(time.time() - 150, trial="old"), entry(time.time() - 50, trial="young")])
+    fake = http([entry(WALL - 150, trial="old"), entry(WALL - 50, trial="young")])
     assert trials(sweep(fake).deleted) == ["old"]
 
 
@@ -433,8 +445,6 @@ def test_collect_is_the_passes_deletes(http: Callable[..., FakeHTTP]) -> None:
 # --- what the command says and its exit code -------------------------------------------------
 
 
-def ago(seconds: float) -> float:
-    return time.time() - seconds
 
 
 def test_a_clean_pass_names_each_deleted_group_and_exits_0(
