@@ -283,8 +283,7 @@ def test_the_summary_names_the_ratio_the_difference_and_the_top_phase() -> None:
 
 
 def test_a_phase_on_one_side_only_counts_as_zero_on_the_other() -> None:
-    found = compare.compare(side("a", 0.1, {"new": 0.06, "old": 0.0}),
-                            side("b", 0.05, {"old": 0.03}))
+    found = compare.compare(side("a", 0.1, {"new": 0.06}), side("b", 0.05, {"old": 0.03}))
     deltas = {c.phase: round(c.delta_seconds, 6) for c in found.changes}
     assert deltas == {"new": 0.06, "old": -0.03, compare.UNTIMED: 0.02}
 
