@@ -6,6 +6,7 @@ tests/test_after_the_run_live.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from typing import Any
@@ -178,8 +179,8 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> Known:
     def find(api: Any, since: float, experiment: str | None = None, trial: str | None = None,
              rank: str | None = None, now: float | None = None) -> list[Run]:
         known.asked.append((since, now))
-        return [r for r in known if (r.experiment, r.trial) == (experiment, trial)
-                and rank in (None, r.rank)]
+        return [dataclasses.replace(r) for r in known  # each query reads new Run objects
+                if (r.experiment, r.trial) == (experiment, trial) and rank in (None, r.rank)]
 
     monkeypatch.setattr(compare, "find_runs", find)
     monkeypatch.setattr(compare, "unknown_message",
@@ -338,7 +339,7 @@ def test_the_table_shows_both_sides_and_what_changed() -> None:
              steps_per_second=6.666, samples_per_second=213.33, gpu_busy=0.4567,
              gpu_busy_source="SM", loader_limit=2000.4, ran=150.0)
     b = side("exp/b", 0.060, {"dataloader_next": 0.010, "train_batch": 0.045}, steps=None,
-             state=RUNNING)
+             state=RUNNING, step_limit=9000.4)
     text = compare.as_text(compare.compare(a, b))
     assert text.splitlines() == [
         "                   A              B (baseline)",
@@ -351,7 +352,7 @@ def test_the_table_shows_both_sides_and_what_changed() -> None:
         "step time          150.0 ms       60.0 ms",
         "GPU busy           45.7% (SM)     -",
         "loader limit       2,000          -",
-        "step limit         -              -",
+        "step limit         -              9,000",
         "  dataloader_next  95.0 ms 63.3%  10.0 ms 16.7%",
         "  train_batch      40.0 ms 26.7%  45.0 ms 75.0%",
         "",
