@@ -259,7 +259,9 @@ def per_query(url: str, since: float) -> None:
 
 def agree(checkout: Path, url: str, since: str) -> str:
     """`usage --by namespace --format json` of ``checkout`` and of this code: each group's
-    held, busy and wasted GPU-seconds, the same to 1e-6 or the first that differs."""
+    held, busy and wasted GPU-seconds, the same to 1e-6 or the first that differs. ``since``
+    reaches back before the history's first sample: "the last 7d" asked seconds apart drops
+    a minute at its start between one query and the next, and the two would differ by it."""
     answers = []
     for env in ({**os.environ, "PYTHONPATH": str(checkout)}, dict(os.environ)):
         done = subprocess.run([*trainwatch_cli(), "usage", "--since", since, "--by", "namespace",
@@ -277,7 +279,8 @@ def agree(checkout: Path, url: str, since: str) -> str:
     for group, figures in old.items():
         if any(not math.isclose(a, b, rel_tol=1e-6) for a, b in zip(figures, new[group])):
             return f"answers differ: {group}: {figures} before, {new[group]} after"
-    return f"answers agree: {len(new)} namespaces' held, busy and wasted GPU-seconds, before and after"
+    return (f"answers agree (--since {since}): {len(new)} namespaces' held, busy and wasted "
+            "GPU-seconds, before and after")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
             drawn = page.count('data-state="plot"')
             print(f"report --usage drew {drawn} of its 2 plots", flush=True)
             if before:  # the same answer before and after, group by group
-                print(agree(args.before.resolve(), prom.url, since), flush=True)
+                print(agree(args.before.resolve(), prom.url, f"{minutes + 1440}m"), flush=True)
             per_query(prom.url, minutes * 60.0)
             if args.hold:
                 print(f"Prometheus at {prom.url} for {args.hold:g} s", flush=True)
