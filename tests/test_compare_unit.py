@@ -49,7 +49,7 @@ class FakeAPI:
         return self.table.get((self.at, expr), [])
 
 
-def figures(at: float | None, window: str, steps: float = 400, samples: float | None = 12800,
+def figures(at: float | None, window: str, steps: float = 400, samples: float | None = 12900,
             busy: list[tuple[dict[str, str], float]] | None = None,
             busy_at: float | None | str = "at") -> dict[Any, Any]:
     """A run's counters as Prometheus holds them at ``at``; its GPU busy over ``window``, read
@@ -74,12 +74,12 @@ def run(**kw: Any) -> Run:
 
 
 def test_a_running_sides_figures_are_over_its_life_up_to_now() -> None:
-    """Started 800 s ago, at 400 steps and 12,800 samples: 0.5 steps/s and 16 samples/s."""
+    """Started 800 s ago, at 400 steps and 12,900 samples: 0.5 steps/s, 16.125 samples/s."""
     api = FakeAPI(figures(None, "[800s]"))
     side = compare.run_side(api, DEPLOYMENT, run(current=True), "e/t rank 1", NOW)  # type: ignore[arg-type]
     assert (side.reference, side.state, side.steps) == ("e/t rank 1", RUNNING, 400)
     assert side.steps_per_second == pytest.approx(0.5)
-    assert side.samples_per_second == pytest.approx(16.0)
+    assert side.samples_per_second == pytest.approx(16.125)
     assert side.step_seconds == pytest.approx(0.125)
     assert side.phase_seconds == pytest.approx({"dataloader_next": 0.075, "train_batch": 0.035})
     assert (side.loader_limit, side.step_limit) == (3000.0, 9000.0)
@@ -289,6 +289,13 @@ def test_a_phase_on_one_side_only_counts_as_zero_on_the_other() -> None:
     assert deltas == {"new": 0.06, "old": -0.03, compare.UNTIMED: 0.02}
 
 
+def test_untimed_time_of_exactly_a_nanosecond_is_no_row() -> None:
+    """1e-9 s of untimed time against none (1e-9 - 0.0 is 1e-9 exactly): not above the
+    nanosecond, so no row."""
+    found = compare.compare(side("a", 1e-9, {"p": 0.0}), side("b", 0.5, {"p": 0.5}))
+    assert [c.phase for c in found.changes] == ["p"]
+
+
 def test_untimed_time_under_a_nanosecond_is_no_row() -> None:
     base = side("b", 0.1, {"p": 0.08})
     found = compare.compare(side("a", 0.1 + 1.5e-9, {"p": 0.08 + 1e-9}), base)
@@ -338,17 +345,18 @@ def test_the_table_shows_both_sides_and_what_changed() -> None:
     a = side("exp/a\x1b", 0.150, {"dataloader_next": 0.095, "train_batch": 0.040}, steps=1234,
              steps_per_second=6.666, samples_per_second=213.33, gpu_busy=0.4567,
              gpu_busy_source="SM", loader_limit=2000.4, ran=150.0)
-    b = side("exp/b", 0.060, {"dataloader_next": 0.010, "train_batch": 0.045}, steps=None,
-             state=RUNNING, step_limit=9000.4)
+    b = side("exp/b", 0.060, {"dataloader_next": 0.010, "train_batch": 0.045}, steps=4321,
+             steps_per_second=3.14159, samples_per_second=98.76, state=RUNNING,
+             step_limit=9000.4)
     text = compare.as_text(compare.compare(a, b))
     assert text.splitlines() == [
         "                   A              B (baseline)",
         "trial              exp/a\\x1b      exp/b",
         "state              ended clean    running",
         "ran                2 minutes      90 seconds",
-        "steps              1,234          -",
-        "steps/s            6.67           -",
-        "samples/s          213.3          -",
+        "steps              1,234          4,321",
+        "steps/s            6.67           3.14",
+        "samples/s          213.3          98.8",
         "step time          150.0 ms       60.0 ms",
         "GPU busy           45.7% (SM)     -",
         "loader limit       2,000          -",
