@@ -10,9 +10,9 @@ verdict's titles and remedies where one exists), busy with a low MFU, MFU where 
 trial that wasted the most; then the totals, and the GPU-hours outside any trial: uninstrumented
 (processes but no trial) per pod or Slurm job they work for, and unused. A few queries whatever
 the fleet's size: each record's rollup (a series per trial and node carrying the group labels,
-RecordNames.rolled) ``sum_over_time`` over the range and summed per group, no join. Bad input (a ``--since`` beyond Prometheus's
-retention, an unknown ``--by``, a Prometheus without the usage rules, one unreachable) is one
-line on stderr, exit 2.
+RecordNames.rolled) ``sum_over_time`` over the range and summed per group, no join. Bad input
+(a ``--since`` beyond Prometheus's retention, an unknown ``--by``, a Prometheus without the
+usage rules, one unreachable) is one line on stderr, exit 2.
 """
 
 from __future__ import annotations
@@ -180,8 +180,8 @@ class Owner:
     def group(self, by_: str) -> str | None:
         """The ``--by`` group these GPU-seconds fall under where the labels say it (a Slurm
         job, a node), else None: a pod UID names no namespace, user or experiment."""
-        value = {"job": self.slurm_job_id, "node": self.nodename}.get(by_)
-        return value or None
+        label = GROUPINGS[by_]
+        return (getattr(self, label) or None) if label in OWNER_LABELS else None
 
 
 @dataclass(frozen=True)
