@@ -220,9 +220,12 @@ def write_openmetrics(out: IO[str], trials: list[Trial], gpus: int, start: int, 
     by_node: dict[int, list[Trial]] = {}
     for tr in trials:
         by_node.setdefault(tr.node, []).append(tr)
-    for record in (N.gpu_seconds_uninstrumented, N.gpu_seconds_unused):
+    # Uninstrumented GPUs 45% busy.
+    outside = {N.gpu_seconds_uninstrumented: "60", N.gpu_seconds_uninstrumented_busy: "27",
+               N.gpu_seconds_unused: "60"}
+    for record, value in outside.items():
         for node, own in sorted(by_node.items()):
-            if (record == N.gpu_seconds_uninstrumented) != (node % 25 == 0):
+            if (record != N.gpu_seconds_unused) != (node % 25 == 0):
                 continue
             gaps, t = [], 0
             for tr in sorted(own, key=lambda x: x.first):
@@ -240,7 +243,7 @@ def write_openmetrics(out: IO[str], trials: list[Trial], gpus: int, start: int, 
                     owner = ("" if record == N.gpu_seconds_unused else
                              f',pod_uid="pod-{node}-{i}",nodename="{nodename(node)}"' if i % 2
                              else f',slurm_job_id="9{node:03d}{i:03d}",nodename="{nodename(node)}"')
-                    series(f"{head}{owner}}}", ["60"], first, last)
+                    series(f"{head}{owner}}}", [value], first, last)
     out.write("# EOF\n")
     return written
 
@@ -296,7 +299,10 @@ def main(argv: list[str] | None = None) -> int:
                    "cases timed first, against the same Prometheus")
     args = p.parse_args(argv)
     minutes = int(args.days * 1440)
-    end = int(time.time()) // 60 * 60 - 120
+    # The last sample over 5 minutes (Prometheus's lookback) old when Prometheus starts: else the
+    # loaded usage rules, evaluated live, read the newest backfilled per-rank records and
+    # append rollup and fleet samples of their own (a minute more of the last trials).
+    end = int(time.time()) // 60 * 60 - 360
     start = end - 60 * (minutes - 1)
     trials = make_trials(args.gpus, minutes, args.seed)
     print(f"fleet: {args.gpus} GPUs on {math.ceil(args.gpus / GPUS_PER_NODE)} nodes, "

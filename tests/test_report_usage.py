@@ -35,7 +35,7 @@ class Rows(HTMLParser):
         super().__init__()
         self.rows: list[dict[str, Any]] = []
         self.figures: dict[str, str] = {}
-        self.owners: dict[str, float] = {}  # uninstrumented: owner -> GPU-seconds
+        self.owners: dict[str, tuple[float, float]] = {}  # uninstrumented: held, busy
         self._cell: dict[str, Any] | None = None
         self._json: list[str] | None = None
         self.json = ""
@@ -53,7 +53,8 @@ class Rows(HTMLParser):
         elif tag == "figure":
             self.figures[a["data-panel"]] = a["data-state"]
         elif tag == "li" and "data-owner" in a:
-            self.owners[a["data-owner"]] = float(a["data-gpu-seconds"])
+            self.owners[a["data-owner"]] = (float(a["data-gpu-seconds"]),
+                                            float(a["data-busy-gpu-seconds"]))
         elif tag == "script" and a.get("id") == "usage-json":
             self._json = []
 
@@ -132,12 +133,14 @@ def test_the_page_shows_usage_figures_for_the_same_window(
     outside, embedded_outside = found["outside_trials"], embedded["outside_trials"]
     for key in ("uninstrumented_gpu_seconds", "unused_gpu_seconds"):
         assert embedded_outside[key] == pytest.approx(outside[key], rel=1e-9)
-    owners = [(o["owner"], o["node"], o["group"], pytest.approx(o["gpu_seconds"], rel=1e-9))
+    owners = [(o["owner"], o["node"], o["group"], pytest.approx(o["gpu_seconds"], rel=1e-9),
+               pytest.approx(o["busy_gpu_seconds"], rel=1e-9))
               for o in outside["uninstrumented_by_owner"]]
-    assert [(o["owner"], o["node"], o["group"], o["gpu_seconds"])
+    assert [(o["owner"], o["node"], o["group"], o["gpu_seconds"], o["busy_gpu_seconds"])
             for o in embedded_outside["uninstrumented_by_owner"]] == owners
-    # Whom the uninstrumented GPU-hours went to, on the page too.
-    assert page.owners == {o[0]: o[3] for o in owners} and len(owners) == 2
+    # Whom the uninstrumented GPU-hours went to, and how busy, on the page too.
+    assert page.owners == {o[0]: (o[3], o[4]) for o in owners} and len(owners) == 2
+    assert all(0 < busy < held for held, busy in page.owners.values())
     assert page.figures == {"usage-wasted": "plot", "usage-held": "plot"}
     text = out.read_text()
     assert IDLE_CAUSES["data"] in text and "as diagnose says it: <b>Data loader</b>" in text

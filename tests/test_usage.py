@@ -268,6 +268,10 @@ def test_usage_by_namespace_says_where_each_gpu_second_went(
     for owner in owners.values():
         assert owner["gpu_seconds"] == pytest.approx(hour, abs=60)
         assert owner["node"] == "n1" and owner["group"] is None  # a pod names no namespace
+    # Busy by its GPU's busy: GPU-ccc 70%, GPU-eee 40%.
+    for name, busy in (("pod p-7", 0.7), ("job 81", 0.4)):
+        assert owners[name]["busy_gpu_seconds"] == pytest.approx(
+            busy * owners[name]["gpu_seconds"], rel=1e-6)
     assert (owners["pod p-7"]["pod_uid"], owners["pod p-7"]["slurm_job_id"]) == ("p-7", None)
     assert (owners["job 81"]["pod_uid"], owners["job 81"]["slurm_job_id"]) == (None, "81")
     assert outside["unused_gpu_seconds"] == pytest.approx(hour + 2 * (hour - LIFE), abs=180)
@@ -307,6 +311,7 @@ def test_usage_table_and_csv_by_user(usage_prometheus: str,
     attributed = [line for line in lines if line.startswith("  uninstrumented: ")]
     assert len(attributed) == 2 and {line.split(" on n1: ")[0] for line in attributed} == {
         "  uninstrumented: pod p-7", "  uninstrumented: job 81"}
+    assert {line.split("busy ")[1] for line in attributed} == {"(70%)", "(40%)"}
     code, out, _ = _usage(capsys, "--prometheus", usage_prometheus, "--by", "experiment",
                           "--since", since, "--format", "csv")
     rows = out.splitlines()

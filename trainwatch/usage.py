@@ -132,6 +132,8 @@ def queries(n: RecordNames, label: str, since: float) -> dict[str, str]:
         # GPUs no live rank held: with processes, per pod or Slurm job and node; without.
         "uninstrumented": (f"sum {by(*OWNER_LABELS)} "
                            f"(sum_over_time({n.gpu_seconds_uninstrumented}{r}))"),
+        "uninstrumented_busy": (f"sum {by(*OWNER_LABELS)} "
+                                f"(sum_over_time({n.gpu_seconds_uninstrumented_busy}{r}))"),
         "unused": f"sum(sum_over_time({n.gpu_seconds_unused}{r}))",
     }
 
@@ -139,7 +141,7 @@ def queries(n: RecordNames, label: str, since: float) -> dict[str, str]:
 def required(n: RecordNames) -> list[str]:
     """The records `usage` reads: the rollups, the two outside trials."""
     return [*map(n.rolled, n.gpu_seconds_per_rank), n.gpu_seconds_uninstrumented,
-            n.gpu_seconds_unused]
+            n.gpu_seconds_uninstrumented_busy, n.gpu_seconds_unused]
 
 
 def check_deployed(api: PrometheusAPI, n: RecordNames) -> None:
@@ -185,16 +187,25 @@ class Owner:
 
 
 @dataclass(frozen=True)
+class Uninstrumented:
+    """One owner's GPU-seconds on GPUs no live trial held, and how many of them were busy."""
+
+    owner: Owner
+    held: float
+    busy: float = 0.0
+
+
+@dataclass(frozen=True)
 class Outside:
     """GPU-seconds of GPUs no live trial rank held: with processes on them (uninstrumented:
     the exporter's opt-in process collector), per owner, and with none (unused)."""
 
-    owners: tuple[tuple[Owner, float], ...] = ()  # most GPU-seconds first
+    owners: tuple[Uninstrumented, ...] = ()  # most GPU-seconds first
     unused: float = 0.0
 
     @property
     def uninstrumented(self) -> float:
-        return sum(seconds for _, seconds in self.owners)
+        return sum(o.held for o in self.owners)
 
 
 def over(api: PrometheusAPI, since: float | None) -> float:
@@ -242,12 +253,15 @@ def gather(api: PrometheusAPI, by_: str, since: float) -> tuple[list[Group], Out
         top = groups[name].top
         if top is None or value > top[2]:
             groups[name].top = (experiment, trial, value)
-    owners: dict[Owner, float] = {}
-    for labels, value in api.query(asked["uninstrumented"], COUNT):
-        owner = Owner(**{label: labels.get(label, "") for label in OWNER_LABELS})
-        owners[owner] = owners.get(owner, 0.0) + value
-    outside = Outside(tuple(sorted(owners.items(), key=lambda o: (-o[1], o[0].name,
-                                                                  o[0].nodename))),
+    owners: dict[str, dict[Owner, float]] = {"uninstrumented": {}, "uninstrumented_busy": {}}
+    for figure, found_ in owners.items():
+        for labels, value in api.query(asked[figure], COUNT):
+            owner = Owner(**{label: labels.get(label, "") for label in OWNER_LABELS})
+            found_[owner] = found_.get(owner, 0.0) + value
+    used = [Uninstrumented(owner, held, owners["uninstrumented_busy"].get(owner, 0.0))
+            for owner, held in owners["uninstrumented"].items()]
+    outside = Outside(tuple(sorted(used, key=lambda o: (-o.held, o.owner.name,
+                                                        o.owner.nodename))),
                       sum(value for _, value in api.query(asked["unused"], COUNT)))
     return sorted(groups.values(), key=lambda g: (-g.idle, g.name)), outside
 
@@ -296,11 +310,12 @@ def as_json(by_: str, since: float, groups: list[Group], outside: Outside) -> st
                            "uninstrumented_gpu_seconds": outside.uninstrumented,
                            "unused_gpu_seconds": outside.unused,
                            "uninstrumented_by_owner": [
-                               {"owner": owner.name, "pod_uid": owner.pod_uid or None,
-                                "slurm_job_id": owner.slurm_job_id or None,
-                                "node": owner.nodename or None, "group": owner.group(by_),
-                                "gpu_seconds": seconds}
-                               for owner, seconds in outside.owners]}}, indent=2)
+                               {"owner": o.owner.name, "pod_uid": o.owner.pod_uid or None,
+                                "slurm_job_id": o.owner.slurm_job_id or None,
+                                "node": o.owner.nodename or None,
+                                "group": o.owner.group(by_), "gpu_seconds": o.held,
+                                "busy_gpu_seconds": o.busy}
+                               for o in outside.owners]}}, indent=2)
 
 
 def as_csv(by_: str, groups: list[Group]) -> str:
@@ -349,10 +364,10 @@ def as_table(by_: str, since: float, groups: list[Group], outside: Outside) -> s
         lines.append(f"Outside any trial: {hours(outside.uninstrumented)} GPU-h on GPUs with "
                      f"processes but no trial (uninstrumented), {hours(outside.unused)} GPU-h "
                      "on GPUs with neither (unused).")
-    for owner, seconds in outside.owners[:MAX_OWNERS]:
-        node = f" on {cliutil.printable(owner.nodename)}" if owner.nodename else ""
-        lines.append(f"  uninstrumented: {cliutil.printable(owner.name)}{node}: "
-                     f"{hours(seconds)} GPU-h")
+    for o in outside.owners[:MAX_OWNERS]:
+        node = f" on {cliutil.printable(o.owner.nodename)}" if o.owner.nodename else ""
+        lines.append(f"  uninstrumented: {cliutil.printable(o.owner.name)}{node}: "
+                     f"{hours(o.held)} GPU-h, {hours(o.busy)} busy ({_percent(o.busy, o.held)})")
     if len(outside.owners) > MAX_OWNERS:
         lines.append(f"  ... and {len(outside.owners) - MAX_OWNERS} more (--format json lists "
                      "them all)")

@@ -142,7 +142,8 @@ def outside_trials(s: Settings, n: RecordNames, live: str) -> list[dict[str, Any
     """Per GPU the exporter reports (its GPU-busy rule) that no live rank holds: GPU-seconds
     with processes on it (the process collector's trainwatch_gpu_process_info, opt-in: without
     it every such GPU counts as unused), split over whom they work for (a pod, a Slurm job)
-    and placed on the GPU's node, and GPU-seconds with none."""
+    and placed on the GPU's node, and of those the busy ones (the GPU-busy rule); and
+    GPU-seconds with none."""
     gpu = ("instance", "gpu", "uuid")
     held = (f"max {by('uuid')} (\n  {select(names.GPU_INFO, s.selector('trial'))}\n"
             f"  and {on(*TRIAL_LABELS)}\n  {live}\n)")
@@ -163,6 +164,9 @@ def outside_trials(s: Settings, n: RecordNames, live: str) -> list[dict[str, Any
     return [
         {"record": n.gpu_seconds_uninstrumented,
          "expr": f"{shares}\n* {on('instance')} group_left (nodename)\n  {node}"},
+        {"record": n.gpu_seconds_uninstrumented_busy,
+         "expr": (f"{n.gpu_seconds_uninstrumented}\n* {on(*gpu)} group_left ()\n"
+                  f"max {by(*gpu)} ({n.gpu_busy})")},
         {"record": n.gpu_seconds_unused,
          "expr": (f"{USAGE_INTERVAL_SECONDS} * (\n  {gpus}\n  unless {on(*gpu)} {processes}\n"
                   f"  unless {on('uuid')}\n  {held}\n)")},

@@ -220,6 +220,8 @@ class RecordNames:
     # jobs they work for (OWNER_LABELS); 60 where none does (held by nothing).
     gpu_seconds_uninstrumented = "gpu:trainwatch_gpu_uninstrumented:seconds_1m"
     gpu_seconds_unused = "gpu:trainwatch_gpu_unused:seconds_1m"
+    # The same owners' shares of those GPU-seconds times the GPU-busy rule: busy, uninstrumented.
+    gpu_seconds_uninstrumented_busy = "gpu:trainwatch_gpu_uninstrumented_busy:seconds_1m"
 
     @property
     def gpu_seconds_per_rank(self) -> tuple[str, ...]:

@@ -176,10 +176,12 @@ def causes(doc: UsageDoc) -> str:
 def owners(outside: usage.Outside) -> str:
     """Whom the uninstrumented GPU-hours went to (a pod, a Slurm job), most first, as many as
     `usage`'s table lists."""
-    items = [f'<li data-owner="{e(owner.name)}" data-gpu-seconds="{seconds!r}">uninstrumented: '
-             f"{e(owner.name)}{e(f' on {owner.nodename}' if owner.nodename else '')}: "
-             f"{e(usage.hours(seconds))} GPU-h</li>"
-             for owner, seconds in outside.owners[:usage.MAX_OWNERS]]
+    items = [f'<li data-owner="{e(o.owner.name)}" data-gpu-seconds="{o.held!r}" '
+             f'data-busy-gpu-seconds="{o.busy!r}">uninstrumented: {e(o.owner.name)}'
+             f"{e(f' on {o.owner.nodename}' if o.owner.nodename else '')}: "
+             f"{e(usage.hours(o.held))} GPU-h, {e(usage.hours(o.busy))} busy "
+             f"({e(_pct(o.busy, o.held))})</li>"
+             for o in outside.owners[:usage.MAX_OWNERS]]
     more = len(outside.owners) - usage.MAX_OWNERS
     if more > 0:
         items.append(f"<li>... and {more} more (the page's JSON lists them all)</li>")
