@@ -21,7 +21,7 @@ APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout
 DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter prometheus-alertmanager
 ARGS ?=
 
-.PHONY: run stop status demo test tools helm-tools venv run-venv bench gpu-check lint generate rules dashboards chart-files trial-settings-doc clean \
+.PHONY: run stop status demo test test-matrix tools helm-tools venv run-venv bench gpu-check lint generate rules dashboards chart-files trial-settings-doc clean \
 	rule-mutation chart-mutation promql-tools \
 	image image-base image-tools image-test-tools image-name compose-schema browser-tools \
 	slurm-tools
@@ -42,6 +42,11 @@ demo: tools venv
 
 test: tools helm-tools promql-tools browser-tools image-test-tools compose-schema slurm-tools venv
 	$(PY) -m pytest $(ARGS)
+
+# Issue 35's live verdict matrix (tests/test_verdict_matrix_live.py): minutes, so not in `make
+# test`; wants a quiet machine for its spare-cores phase (it waits for one, bounded).
+test-matrix: tools venv
+	$(PY) -m pytest -m matrix tests/test_verdict_matrix_live.py -s $(ARGS)
 
 # Real Prometheus, promtool, Pushgateway, node_exporter and Alertmanager for `make run`, the
 # tests and the benchmarks.
