@@ -424,3 +424,44 @@ def test_a_share_needs_a_step_time() -> None:
     assert side("a", None, {"p": 0.5}).share("p") is None
     assert side("a", 0.0, {"p": 0.5}).share("p") is None
     assert side("a", 2.0, {"p": 0.5}).share("p") == 0.25
+
+
+def test_a_life_is_its_end_less_its_start_whenever_it_started() -> None:
+    """Started at 300 s (1970: small numbers tell a difference from a remainder), read at 1000
+    s while running: 700 s of life, 350 steps at 0.5 steps/s, its GPU busy over [700s]."""
+    early = run(first=0.0, started=300.0, pushed=990.0, last=999.0, current=True)
+    table = figures(None, "[700s]", steps=350, samples=1400)
+    side = compare.run_side(FakeAPI(table), DEPLOYMENT, early, "r", 1000.0)  # type: ignore[arg-type]
+    assert side.steps_per_second == 0.5 and side.samples_per_second == 2.0
+    assert side.gpu_busy == 0.625
+
+
+@pytest.mark.parametrize(("started", "pushed"), [(1000.0, 1000.5), (1000.0, 990.0)])
+def test_rates_need_a_life_above_zero_and_take_one_under_a_second(
+        started: float, pushed: float) -> None:
+    """Half a second of life is a life (800 steps/s); a final push before the start time (a
+    clock stepped back) is none."""
+    ended = run(first=started, started=started, pushed=pushed, last=pushed + 5.0,
+                exit_reason=names.EXIT_CLEAN)
+    window = ended.life_range
+    side = compare.run_side(FakeAPI(figures(pushed + 5.0, window)), DEPLOYMENT, ended, "r",  # type: ignore[arg-type]
+                            NOW)
+    if pushed > started:
+        assert side.steps_per_second == 800.0 and side.samples_per_second == 25800.0
+    else:
+        assert side.steps_per_second is None and side.samples_per_second is None
+
+
+def test_a_phase_whose_name_sorts_before_the_untimed_row_is_still_a_row() -> None:
+    text = compare.as_text(compare.compare(side("a", 0.1, {"(cast)": 0.05}),
+                                           side("b", 0.1, {"(cast)": 0.04})))
+    assert "  (cast)   50.0 ms 50.0%  40.0 ms 40.0%" in text.splitlines()
+
+
+def test_each_limit_is_a_whole_number_on_either_side() -> None:
+    text = compare.as_text(compare.compare(
+        side("a", 0.1, {}, loader_limit=1234.4, step_limit=4321.4),
+        side("b", 0.1, {}, loader_limit=5678.4, step_limit=8765.4)))
+    lines = text.splitlines()
+    assert "loader limit  1,234        5,678" in lines
+    assert "step limit    4,321        8,765" in lines
