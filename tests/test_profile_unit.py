@@ -6,6 +6,7 @@ checked in milliseconds. The live tests are tests/test_profile_cli.py."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -386,3 +387,21 @@ def test_the_defaults() -> None:
     assert (got.rank, got.steps, got.trigger, got.signal, got.wait) == (None, None, None,
                                                                          "USR2", None)
     assert args("--trigger", "x", "--steps", "3").trigger == Path("x")
+
+
+def test_a_rank_is_immutable() -> None:
+    rank = profile.Rank("0", "n1", 7)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rank.pid = 8  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("left_out", ["--experiment", "--trial"])
+def test_the_experiment_and_the_trial_are_required(left_out: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    profile.add_parser(parser.add_subparsers())
+    argv = ["profile", "--experiment", "e", "--trial", "t"]
+    at = argv.index(left_out)
+    with pytest.raises(SystemExit):
+        parser.parse_args(argv[:at] + argv[at + 2:])
+    assert f"the following arguments are required: {left_out}" in capsys.readouterr().err
