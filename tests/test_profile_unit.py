@@ -405,3 +405,14 @@ def test_the_experiment_and_the_trial_are_required(left_out: str,
     with pytest.raises(SystemExit):
         parser.parse_args(argv[:at] + argv[at + 2:])
     assert f"the following arguments are required: {left_out}" in capsys.readouterr().err
+
+
+def test_a_capture_that_started_then_was_dropped_says_both_and_exits_1(
+        tmp_path: Path, turns: Callable[[list[Callable[[], None]]], list[float]],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """'dropped' sorts before 'started': each change of state is told, whatever its order."""
+    path = tmp_path / "a.json"
+    answer(path, profile_ack.STARTED, "recording")
+    turns([lambda: answer(path, profile_ack.DROPPED, "cannot write the trace")])
+    assert profile.answers({"0": path}, 0.0, 60.0) == 1
+    assert capsys.readouterr().out == "rank 0: recording\nrank 0: cannot write the trace\n"
