@@ -416,3 +416,11 @@ def test_a_capture_that_started_then_was_dropped_says_both_and_exits_1(
     turns([lambda: answer(path, profile_ack.DROPPED, "cannot write the trace")])
     assert profile.answers({"0": path}, 0.0, 60.0) == 1
     assert capsys.readouterr().out == "rank 0: recording\nrank 0: cannot write the trace\n"
+
+
+def test_a_node_is_this_one_by_its_exact_name_whichever_way_others_sort(
+        world: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    world["api"] = api_of([info("0", "200", node=HERE + "x"), info("1", "201", node="!" + HERE)])
+    assert profile.run(args()) == 1
+    assert world["sent"] == []
+    assert capsys.readouterr().out.count("ask it with:") == 2
