@@ -24,9 +24,10 @@ step (Node CPUs saturated; each rank reports 2 workers: rank 0 counts neither ra
 nor rank 1's workers; with num_workers=0 rank 0 reports 0:
 tests/test_trial_loader_processes.py::test_lightning_ddp_rank_0_counts_no_worker_for_rank_1_its_child).
 Then, with spare cores (node CPU at most 30% first, which the test waits for, bounded, and fails
-naming the load otherwise; not silently), a healthy trial (GPU-bound on the busy fake GPU) and one
-DataLoader worker that burns 0.55 CPU-s per second (too few workers: on 2 cores an idle core for
-one more needs the node at most half busy). `compare` reads each against a light healthy twin
+naming the load otherwise; not silently), a healthy trial (GPU-bound on the busy fake GPU). Too
+few workers is left out: on 2 cores it needs the node at most half busy beside a worker that
+wants half a core, and the worker, the stack and the asks made it 57-64% (decode-bound, which
+the thresholds then say) on an otherwise quiet machine. `compare` reads each against a light healthy twin
 that runs all test long.
 
 Not in the default suite (minutes): `make test-matrix` (pytest -m matrix).
@@ -95,9 +96,10 @@ class Trial:
 COMMON = ("--batch-size", "8", "--max-seconds", str(LIFE), "--steps", "5000")
 HEALTHY = Trial("healthy", "gpu_bound", ("--workers", "0", "--cpu-share", "0.05", *COMMON),
                 env={"TRAINWATCH_GPU_UUIDS": fake_uuid(BUSY_GPU)})
-QUIET = (HEALTHY,
-         Trial("too-few-workers", "dataloader:too_few_workers",
-               ("--workers", "1", "--loader-cpu", "0.055", "--loader-delay", "0.045", *COMMON)))
+# Not here: too few workers. It needs a worker wanting at least 0.5 CPU-s/s beside a whole idle
+# core, i.e. on 2 cores a node at most half busy; the worker (0.55), the stack and the asks made
+# it 57-64% (decode-bound, as the thresholds say) on an otherwise quiet machine (load 0.9).
+QUIET = (HEALTHY,)
 SATURATED = (
     Trial("decode", "dataloader:decode_bound", ("--workers", "1", "--loader-cpu", "0.1", *COMMON)),
     Trial("cpu-train", "busy_cpu", ("--workers", "0", "--step-cpu", "0.05", *COMMON)),
@@ -350,8 +352,8 @@ def allowed(trial: Trial, ref: Ref, instant: str, surface: str) -> set[str | Non
         return {"busy_cpu"} if instant == "mid" else {None, "busy_cpu"}
     if surface == "trials":
         return {kind}
-    if surface == "compare":
-        return {None} if ref == TWIN else {kind}
+    if surface == "compare":  # the healthy row is the twin's kind: not compared
+        return {None} if trial is HEALTHY else {kind}
     return {trial.expected}
 
 
@@ -362,10 +364,10 @@ def test_ddp_ranks_each_report_their_own_two_workers(matrix: Matrix) -> None:
 
 def test_the_quiet_phase_had_spare_cores_and_the_saturated_one_none(matrix: Matrix) -> None:
     """The preconditions the expected findings rest on, as the trials' own figures show them:
-    an idle core beside the too-few-workers trial's worker, none beside the decoding one's."""
+    the healthy trial's node not saturated, the decoding and CPU-bound ones' node saturated."""
     if matrix.quiet_error:
         pytest.fail(matrix.quiet_error)
     mid = {name: facts["node_cpu"] for (name, instant), facts in matrix.facts.items()
            if instant == "mid"}
-    assert mid[f"{EXPERIMENT}/healthy/0"] < 0.9 and mid[f"{EXPERIMENT}/too-few-workers/0"] < 0.5, mid
+    assert mid[f"{EXPERIMENT}/healthy/0"] < 0.9, mid
     assert mid[f"{EXPERIMENT}/decode/0"] > 0.9 and mid[f"{EXPERIMENT}/cpu-train/0"] > 0.9, mid
