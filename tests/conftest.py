@@ -10,6 +10,10 @@ import pytest
 from benchmarks.stack import Service, start_pushgateway
 from tests.live_stack import LiveStack, two_trial_stack
 
+# SIGTERM tears the fixtures down, so a killed run stops the stacks it started (the hook,
+# imported here, is this conftest's).
+from tests.sigterm_teardown import pytest_configure  # noqa: F401
+
 
 @pytest.fixture
 def pushgateway(tmp_path: Path) -> Iterator[Service]:
