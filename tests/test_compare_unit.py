@@ -412,6 +412,21 @@ def test_two_steps_of_no_time_are_no_change_not_a_crash() -> None:
         assert [c.explained for c in found.changes] == [None] * len(phases)
 
 
+def test_a_nanosecond_from_a_step_of_no_time_is_no_change_and_just_over_it_is_one() -> None:
+    """Against a baseline of 0 s every difference is over 1% of it: one of at most RESOLUTION
+    (which no phase or untimed row holds) is none; one just over it is the untimed row's whole.
+    Before, half a nanosecond was 'significant' with no row to name (IndexError)."""
+    tiny = compare.RESOLUTION / 2
+    found = compare.compare(side("a", tiny, {}), side("b", 0.0, {}))
+    assert found.summary.startswith("No change") and found.changes == []
+    over = compare.RESOLUTION * 3
+    found = compare.compare(side("a", over, {}), side("b", 0.0, {}))
+    assert [(c.phase, c.explained) for c in found.changes] == [(compare.UNTIMED, 1.0)]
+    assert found.summary.endswith(f"{compare.UNTIMED} 0.0 ms per step: 100% of the slowdown")
+    found = compare.compare(side("a", 0.0, {}), side("b", over, {}))  # and the other way
+    assert found.summary.endswith("100% of the speed-up")
+
+
 def test_a_difference_of_exactly_one_percent_of_the_baseline_is_a_change() -> None:
     """101 s against 100 s: the difference (1.0) and 1% of the baseline (0.01 x 100) are the
     same float, so the boundary itself is compared."""

@@ -32,6 +32,9 @@ from trial_instrumentation import names
 NO_CHANGE = 0.01
 # The time in a step that no phase timed (the loop's own code between phases).
 UNTIMED = "(untimed)"
+# A difference of at most this many seconds is none: neither a change of the step nor an
+# untimed row (float noise of sums of phase seconds).
+RESOLUTION = 1e-9
 
 
 @dataclass
@@ -167,10 +170,12 @@ def compare(a: Side, b: Side) -> Comparison:
     deltas = {p: a.phase_seconds.get(p, 0.0) - b.phase_seconds.get(p, 0.0) for p in phases}
     untimed = ((a.step_seconds - sum(a.phase_seconds.values()))
                - (b.step_seconds - sum(b.phase_seconds.values())))
-    if abs(untimed) > 1e-9:
+    if abs(untimed) > RESOLUTION:
         deltas[UNTIMED] = untimed
-    # Two steps of 0 s (a step time sum of 0) differ by nothing: no change, not a division by 0.
-    significant = delta != 0 and abs(delta) >= NO_CHANGE * b.step_seconds
+    # Two steps of 0 s (a step time sum of 0), or a nanosecond apart, differ by nothing: no
+    # change, not a division by 0. A difference over it is in a phase or the untimed row, so a
+    # change always has a top row.
+    significant = abs(delta) > RESOLUTION and abs(delta) >= NO_CHANGE * b.step_seconds
     changes = [Change(p, d, d / delta if significant else None)
                for p, d in sorted(deltas.items(), key=lambda item: -abs(item[1]))]
     if not significant:
