@@ -12,11 +12,10 @@ import re
 from dataclasses import dataclass, field
 
 from prometheus.rulegen.settings import Settings
-from trainwatch.contract.figures import HOST_INFO
+from trainwatch.contract.figures import GPU_INFO, HOST_INFO
 from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS, select
 from trainwatch.contract.records import RecordNames
 
-GPU_INFO = "trainwatch_gpu_info"
 TRIAL_INFO = "trainwatch_trial_info"
 TRIAL_GPU_INFO = "trainwatch_trial_gpu_info"
 

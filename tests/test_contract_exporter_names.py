@@ -5,7 +5,7 @@ boundaries), so this is where the two meet."""
 from __future__ import annotations
 
 from exporter import metrics
-from trainwatch.contract.figures import BUSY_METRICS, HOST_INFO
+from trainwatch.contract.figures import BUSY_METRICS, GPU_INFO, HOST_INFO
 
 
 def exported() -> set[str]:
@@ -15,6 +15,6 @@ def exported() -> set[str]:
 def test_every_exporter_series_the_contract_reads_is_exported() -> None:
     names = exported()
     assert len(names) > 20  # the specs were found
-    assert HOST_INFO in names
+    assert HOST_INFO in names and GPU_INFO in names
     assert set(BUSY_METRICS.values()) <= names
     assert "trainwatch_gpu_no_such_series" not in names

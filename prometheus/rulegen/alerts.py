@@ -422,7 +422,7 @@ def exporter_alerts(s: Settings) -> list[dict[str, Any]]:
     # left alone, unless the node exported a GPU within the hour (a driver that went away).
     no_nvml = (f"{select('trainwatch_gpu_nvml_absent', exporter)} == 1\n"
                f"  unless {on('job', 'instance')}\n"
-               f"  max_over_time({select('trainwatch_gpu_info', exporter)}[1h])")
+               f"  max_over_time({select(figures.GPU_INFO, exporter)}[1h])")
     g.add(COLLECTOR_FAILING,
           f"{select('trainwatch_scrape_collector_success', exporter)} == 0\n"
           f"unless {on('job', 'instance', 'collector')}\n"

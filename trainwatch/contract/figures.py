@@ -29,6 +29,8 @@ BUSY_METRICS = {"sm_active": "trainwatch_gpu_sm_active_ratio",
 # The exporter's host identity series (instance, nodename): the join from a trial's nodename to
 # its node's series.
 HOST_INFO = "trainwatch_host_info"
+# The exporter's GPU identity series (instance, gpu, uuid, name): a GPU's product by its uuid.
+GPU_INFO = "trainwatch_gpu_info"
 
 
 def run_age(trial: str, seconds: float) -> str:

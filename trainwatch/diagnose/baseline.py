@@ -21,6 +21,7 @@ from typing import Any
 
 from trainwatch.cliutil import signed
 from trainwatch.contract.alerts import TRIAL_STALE
+from trainwatch.contract.figures import GPU_INFO
 from trainwatch.contract.promql import BY_TRIAL, by, select
 from trainwatch.diagnose import batched, compare
 from trainwatch.diagnose import pin as pins
@@ -34,7 +35,7 @@ from trainwatch.promapi import ANY, COUNT, Kind, PrometheusAPI, largest
 from trial_instrumentation import names
 
 AUTO = "auto"
-GPU_IDENTITY = "trainwatch_gpu_info"  # the exporter's: each GPU's uuid and product (name)
+GPU_IDENTITY = GPU_INFO  # the exporter's: each GPU's uuid and product (name)
 
 
 @dataclass

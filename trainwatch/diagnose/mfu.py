@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from trainwatch.contract.figures import GPU_INFO
 from trainwatch.contract.promql import select
 from trainwatch.contract.records import RecordNames
 from trial_instrumentation import names
@@ -45,7 +46,7 @@ def gather(by_rank: Callable[[str], Rows], n: RecordNames, **sel: str | None) ->
     mfu, peak = by_rank(select(n.mfu, **sel)), by_rank(select(n.trial_peak_flops, **sel))
     flops = by_rank(select(names.MODEL_FLOPS, **sel))
     gpus = by_rank(f"{select(names.GPU_INFO, **sel)} * on (uuid) group_left (name) "
-                   f"max by (uuid, name) (trainwatch_gpu_info)")
+                   f"max by (uuid, name) ({GPU_INFO})")
     found = {}
     for key in set(mfu) | set(flops) | set(gpus):
         products = tuple(sorted(labels.get("name", "?") for labels, _ in gpus.get(key, [])))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainwatch.contract.alerts import TRIAL_STALE
-from trainwatch.contract.figures import HOST_INFO
+from trainwatch.contract.figures import GPU_INFO, HOST_INFO
 from trainwatch.contract.promql import select as selector
 from trainwatch.contract.records import RecordNames
 from trainwatch.diagnose.entry import (
@@ -208,7 +208,7 @@ def draw(api: PrometheusAPI, doc: Document, deployment: Deployment, runs: list[R
     hosts = {labels.get("instance", ""): labels.get("nodename", "")
              for labels, _ in pinned.query(HOST_INFO)}
     doc.gpu_names = {labels.get("uuid", ""): labels.get("name", "") for labels, _ in
-                     pinned.query(f"trainwatch_gpu_info * on (uuid) group_left () max by (uuid) "
+                     pinned.query(f"{GPU_INFO} * on (uuid) group_left () max by (uuid) "
                                   f"({selector(names.GPU_INFO, **sel)})")}
     n = recorded_window(api, deployment, sel, window)
     doc.rate_window = n.window
