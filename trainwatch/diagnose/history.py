@@ -35,14 +35,12 @@ from trainwatch.diagnose.runs import (
     Run,
     find_runs,
     latest_per_rank,
-    life_range,
     rank_order,
     retention,
 )
 from trainwatch.diagnose.verdict import OFF_THE_AIR, Measurements, decide, profile_line
 from trainwatch.promapi import COUNT, PrometheusAPI
 from trial_instrumentation import names
-from trial_instrumentation.durations import parse_duration
 
 # How a run that ended says how: (reason in the title, how in words).
 HOW = {names.EXIT_CLEAN: "clean", names.EXIT_FAILED: "failed: an exception or a non-zero exit",
@@ -165,10 +163,8 @@ def life_gpu(api: PrometheusAPI, deployment: Deployment, run: Run
     api = api.pinned(run.last)
     n, sel = deployment.names, dict(zip(names.GROUPING_LABELS, run.key))
     gpu = api.value(f"avg_over_time({select(n.trial_gpu_busy, **sel)}{run.life_range})")
-    window = parse_duration(n.window)
-    mfu = (api.value(f"avg_over_time({select(n.mfu, **sel)}"
-                     f"{life_range(run.seconds - window, run.last - run.end)})")
-           if run.seconds > window else None)
+    filled = run.filled_life_range(n.window)
+    mfu = api.value(f"avg_over_time({select(n.mfu, **sel)}{filled})") if filled else None
     return gpu, mfu
 
 

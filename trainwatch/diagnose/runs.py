@@ -94,6 +94,20 @@ class Run:
         """
         return life_range(self.seconds, self.last - self.end)
 
+    def filled_life_range(self, window: str) -> str | None:
+        """The part of its life a rate over ``window`` reads whole: from one window after its
+        start to its final push (a rate record before then reads low), for a query read at its
+        last sample; None for a life no longer than the window. How `diagnose` and `trials`
+        read an ended run's MFU.
+
+        >>> run = Run("e", "t", "0", "1", "n", "1", first=100, last=400, started=99, pushed=359)
+        >>> run.filled_life_range("1m"), run.filled_life_range("260s")
+        ('[200s] offset 41s', None)
+        """
+        seconds = parse_duration(window)
+        return (life_range(self.seconds - seconds, self.last - self.end)
+                if self.seconds > seconds else None)
+
     def state(self, stale_after: float, now: float | None = None) -> str:
         """running, ended clean, failed, terminated or stale (stopped without a word, or its
         pushes older than ``stale_after``, the deployed TrainwatchTrialStale threshold)."""

@@ -18,7 +18,7 @@ from trainwatch.diagnose.figures import (
     selector,
 )
 from trainwatch.diagnose.lifetime import PHASE_SUM, STEP_SUM, lifetimes, shares_of, young_ranks
-from trainwatch.diagnose.runs import RUNNING, RankKey, Run, find_runs, life_range
+from trainwatch.diagnose.runs import RUNNING, RankKey, Run, find_runs
 from trainwatch.diagnose.verdict import Measurements, decide
 from trainwatch.promapi import ANY, COUNT, PrometheusAPI, largest
 from trial_instrumentation import names
@@ -166,10 +166,9 @@ def _life_reads(deployment: Deployment, run: Run, instances: list[str] | None = 
                      f"{run.life_range}))"),
              "node_cpu": loader_cause.node_cpu(f"avg_over_time({cpu}{run.life_range})",
                                                experiment=run.experiment, trial=run.trial)}
-    window = parse_duration(n.window)
-    if run.seconds > window:  # MFU over its life, once the life fills a rate window
-        reads["mfu"] = (f"max {BY_TRIAL} (avg_over_time({selector(n.mfu, MATCHERS)}"
-                        f"{life_range(run.seconds - window, run.last - run.end)}))")
+    filled = run.filled_life_range(n.window)
+    if filled:  # MFU over its life, once the life fills a rate window
+        reads["mfu"] = f"max {BY_TRIAL} (avg_over_time({selector(n.mfu, MATCHERS)}{filled}))"
     return reads
 
 
