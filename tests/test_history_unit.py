@@ -7,14 +7,21 @@ tests/test_after_the_run_live.py."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any
 
 import pytest
 
-from trainwatch.contract.alerts import TRIAL_STALE
+from trainwatch.contract import remedies
+from trainwatch.contract.alerts import (
+    CPU_SATURATED,
+    DATALOADER_BOUND,
+    GPU_UNDERUTILIZED,
+    TRIAL_STALE,
+)
 from trainwatch.contract.figures import HOST_INFO
 from trainwatch.contract.records import RecordNames
-from trainwatch.diagnose import history
+from trainwatch.diagnose import history, loader_cause
 from trainwatch.diagnose.deployed import AlertRule, Deployment
 from trainwatch.diagnose.figures import FIRED, AlertState, Gpu, RankReport, UnknownTrial
 from trainwatch.diagnose.runs import Run
@@ -351,3 +358,233 @@ def test_the_ways_a_run_ends_are_worded() -> None:
     assert history._ended(report(verdict=verdict(STALE)))
     assert not history._ended(report(verdict=dataclasses.replace(verdict(), kind="gpu_bound")))
     assert not history._ended(report(verdict=None))
+
+
+# --- more of what an unknown name is told, and the call itself ------------------------------
+
+
+def test_only_the_experiment_asked_for_lists_its_trials(known: list[Run]) -> None:
+    """Another experiment's trials are not listed, whether its name sorts after or before."""
+    known += [run("lr-0.1", "0", experiment="resnet"), run("wide", "3", experiment="vit"),
+              run("deep", "1", experiment="bert")]
+    assert history.unknown_message(None, 90.0, "resnet", "lr-0.2", None, NOW) == (  # type: ignore[arg-type]
+        "no trial resnet/lr-0.2 in Prometheus over the last 90 seconds (did you mean "
+        "resnet/lr-0.1?); trials of experiment resnet: lr-0.1 (rank 0)")
+
+
+def test_an_experiment_typed_is_matched_by_its_text_not_its_object(known: list[Run]) -> None:
+    """The name typed (argparse) is another str object than the one Prometheus answered."""
+    known += [run("lr-0.1", "0", experiment="resnet")]
+    typed = b"resnet".decode()  # a new str, as argv's is
+    assert typed == "resnet" and typed is not known[0].experiment
+    assert history.unknown_message(None, 90.0, typed, "lr-0.2", None, NOW) == (  # type: ignore[arg-type]
+        "no trial resnet/lr-0.2 in Prometheus over the last 90 seconds (did you mean "
+        "resnet/lr-0.1?); trials of experiment resnet: lr-0.1 (rank 0)")
+
+
+def test_only_the_api_the_deployment_the_names_are_positional() -> None:
+    params = inspect.signature(history.gather_runs).parameters.values()
+    assert [p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD] == [
+        "api", "deployment", "experiment", "trial", "rank"]
+    assert [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY] == [
+        "since", "at", "window", "now"]
+
+
+@pytest.mark.parametrize(("at", "since", "said"), [
+    # Over twice now away (now is any instant here): the distance is at - now, not a remainder.
+    (250_000.0, None, "--at is 41.7 hours in the future"),
+    (30_000.0, None, ("--at is 19.4 hours ago, outside the 2.8 hours looked at (Prometheus's "
+                      "retention, or --since)")),
+    (30_000.0, 50_000.0, ("--at is 19.4 hours ago, outside the 13.9 hours looked at "
+                          "(Prometheus's retention, or --since)"))])
+def test_an_instant_far_outside_says_how_far(at: float, since: float | None, said: str,
+                                             known: list[Run],
+                                             reports: list[dict[str, Any]]) -> None:
+    known += [run(current=True)]
+    with pytest.raises(ValueError) as err:
+        history.gather_runs(FakeAPI(), DEPLOYMENT, "e", now=NOW, at=at, since=since)  # type: ignore[arg-type]
+    assert str(err.value) == said and reports == []
+
+
+def test_a_life_under_a_second_still_has_rates() -> None:
+    brief = run(first=1000.0, last=1000.5, started=1000.0, pushed=1000.5)
+    done = over_life(life_api(steps=3.0, samples=96.0), DEPLOYMENT, report(), brief,  # type: ignore[arg-type]
+                     NOW)
+    assert done.lifetime_seconds == 0.5
+    assert (done.steps_per_second, done.samples_per_second) == (6.0, 192.0)
+
+
+# --- an ended run's GPU busy and MFU, and its loader's figures, over its life ---------------
+
+
+N5 = RecordNames("5m")
+# Started (its own clock) before its first scrape; its final push at 871.9, its group scraped
+# on until 2000 (waiting for gc): a life of 751.5 s, more than twice the 5m window, and a last
+# sample more than twice the final push's time, so no remainder stands in for a difference.
+LONG = run(first=130.0, last=2000.0, started=120.4, pushed=871.9, exit_reason=names.EXIT_CLEAN)
+BUSY_LIFE = f"avg_over_time({N5.trial_gpu_busy}{{{SEL}}}[752s] offset 1128s)"
+
+
+@pytest.mark.parametrize(("window", "mfu_range"), [
+    ("5m", "[452s] offset 1128s"),  # the life less its first window (751.5 - 300 s)
+    ("10m", "[152s] offset 1128s")])
+def test_an_ended_runs_gpu_busy_is_its_lifes_and_its_mfu_the_life_after_its_first_window(
+        window: str, mfu_range: str) -> None:
+    n = RecordNames(window)
+    busy = f"avg_over_time({n.trial_gpu_busy}{{{SEL}}}[752s] offset 1128s)"
+    mfu = f"avg_over_time({n.mfu}{{{SEL}}}{mfu_range})"
+    api = FakeAPI({(2000.0, busy): 0.87, (2000.0, mfu): 0.083, (None, busy): 0.11,
+                   (None, mfu): 0.61})
+    assert history.life_gpu(api, Deployment(n, {}), LONG) == (0.87, 0.083)  # type: ignore[arg-type]
+    assert api.log == [(2000.0, busy), (2000.0, mfu)]
+
+
+@pytest.mark.parametrize(("pushed", "mfu_range"), [
+    (1300.5, "[1s]"),  # half a second past the window: its MFU over that half second
+    (1300.0, None),  # a life of exactly one window: the rate of its first window reads low
+    (1299.5, None)])
+def test_an_mfu_is_read_only_for_a_life_longer_than_the_window(pushed: float,
+                                                               mfu_range: str | None) -> None:
+    ended = run(first=1000.0, last=pushed, started=1000.0, pushed=pushed)
+    busy = f"avg_over_time({N5.trial_gpu_busy}{{{SEL}}}{ended.life_range})"
+    mfu = f"avg_over_time({N5.mfu}{{{SEL}}}{mfu_range})"
+    api = FakeAPI({(pushed, busy): 0.9, (pushed, mfu): 0.3})
+    got = history.life_gpu(api, DEPLOYMENT, ended)  # type: ignore[arg-type]
+    assert got == (0.9, 0.3 if mfu_range else None)
+    assert api.log == [(pushed, busy)] + ([(pushed, mfu)] if mfu_range else [])
+
+
+@pytest.fixture
+def loader_gathered(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """loader_cause.gather replaced: its arguments logged, the loader's query run once, one
+    evidence per rank (this one's and another's) returned."""
+    calls: list[dict[str, Any]] = []
+
+    def gather(query: Any, window: str, node_cpu: dict[Any, float | None], life: Run | None,
+               /, **sel: str) -> dict[Any, Any]:
+        query("loader_query")
+        calls.append({"window": window, "node_cpu": node_cpu, "life": life, "sel": sel})
+        return {life.key: "its evidence", ("e", "t", "1"): "another's"}  # type: ignore[union-attr]
+
+    monkeypatch.setattr(loader_cause, "gather", gather)
+    return calls
+
+
+@pytest.mark.parametrize(("ended", "window"), [
+    (LONG, "1880s"),  # its first scrape to its last sample (2000 - 120.4 s), whole seconds
+    (run(first=1999.6, last=2000.0, started=1999.6), "1s"),
+    (run(first=2000.0, last=2000.0), "1s")])  # one sample: a window of at least a second
+def test_the_loaders_figures_cover_every_sample_of_the_run(
+        ended: Run, window: str, loader_gathered: list[dict[str, Any]]) -> None:
+    node = loader_cause.node_cpu(
+        f"avg_over_time({N5.cpu_utilization}{ended.life_range})", experiment="e", trial="t",
+        rank="0")
+    api = FakeAPI({(2000.0, node): 0.47, (None, node): 0.99})
+    assert history._loader_over_life(api, DEPLOYMENT, ended) == (0.47, "its evidence")  # type: ignore[arg-type]
+    assert loader_gathered == [{"window": window, "node_cpu": {("e", "t", "0"): 0.47},
+                                "life": ended,
+                                "sel": {"experiment": "e", "trial": "t", "rank": "0"}}]
+    assert api.log == [(2000.0, node), (2000.0, "loader_query")]
+
+
+# --- the finding of a life that ended cleanly or was terminated -----------------------------
+
+
+RULES = {TRIAL_STALE: AlertRule(TRIAL_STALE, 60.0, "x"),
+         DATALOADER_BOUND: AlertRule(DATALOADER_BOUND, 0.3, "fix the loader"),
+         CPU_SATURATED: AlertRule(CPU_SATURATED, 0.9, "fix the node"),
+         GPU_UNDERUTILIZED: AlertRule(GPU_UNDERUTILIZED, 0.5, "fix the GPU", mfu_low=0.2)}
+RULED = Deployment(N5, RULES)
+GPU_BOUND_LIFE = [("train_batch", 0.93), ("dataloader_next", 0.07)]
+
+
+def life_table(node_cpu: float, busy: float, mfu: float) -> dict[tuple[float | None, str], Any]:
+    """LONG's life: counters, its node's CPU, its GPUs' busy and its MFU at its last sample."""
+    node = loader_cause.node_cpu(f"avg_over_time({N5.cpu_utilization}{LONG.life_range})",
+                                 experiment="e", trial="t", rank="0")
+    return life_api().table | {
+        (2000.0, node): node_cpu, (2000.0, BUSY_LIFE): busy,
+        (2000.0, f"avg_over_time({N5.mfu}{{{SEL}}}[452s] offset 1128s)"): mfu}
+
+
+@pytest.mark.parametrize(("reason", "how"), [(names.EXIT_CLEAN, "clean"),
+                                             (names.EXIT_TERMINATED, "terminated: SIGTERM")])
+def test_a_busy_gpu_at_a_low_mfu_over_its_life_is_the_finding(reason: str, how: str) -> None:
+    ended = dataclasses.replace(LONG, exit_reason=reason)
+    done = over_life(FakeAPI(life_table(0.41, 0.87, 0.083)), RULED,  # type: ignore[arg-type]
+                     report(verdict=verdict(ENDED, last_profile="No GPU metrics"),
+                            phases=GPU_BOUND_LIFE, push_age_seconds=3.0), ended, NOW)
+    v = done.verdict
+    assert v is not None and done.loader_cause is None
+    assert v.title == (f"Ended 27.5 hours ago ({how}, 1,800 steps in 13 minutes): over its "
+                       "life, GPU busy, MFU low: 8.3% < threshold 20.0%")
+    assert (v.kind, v.life_kind, v.bottleneck, v.measured, v.comparison, v.threshold) == (
+        ENDED, "low_mfu", True, 0.083, "<", 0.2)
+    assert (v.alert, v.remedy, v.runbook_url) == (None, remedies.LOW_MFU, None)
+    assert v.metric is not None and "GPU busy 87.0%" in v.metric
+
+
+def test_a_life_on_a_saturated_node_is_cpu_bound_whatever_its_gpu() -> None:
+    done = over_life(FakeAPI(life_table(0.95, 0.87, 0.083)), RULED,  # type: ignore[arg-type]
+                     report(verdict=verdict(ENDED), phases=GPU_BOUND_LIFE), LONG, NOW)
+    v = done.verdict
+    assert v is not None
+    assert v.title.endswith("over its life, Node CPUs saturated: 95.0% > threshold 90.0%")
+    assert (v.life_kind, v.alert, v.remedy, v.measured, v.threshold) == (
+        "busy_cpu", CPU_SATURATED, "fix the node", 0.95, 0.9)
+
+
+def test_a_life_with_a_busy_gpu_and_a_good_mfu_is_gpu_bound() -> None:
+    done = over_life(FakeAPI(life_table(0.41, 0.87, 0.35)), RULED,  # type: ignore[arg-type]
+                     report(verdict=verdict(ENDED), phases=GPU_BOUND_LIFE), LONG, NOW)
+    v = done.verdict
+    assert v is not None
+    assert v.title.endswith("over its life, GPU-bound: 87.0% >= threshold 50.0%")
+    assert (v.life_kind, v.bottleneck, v.measured) == ("gpu_bound", False, 0.87)
+
+
+@pytest.mark.parametrize(("reason", "phases"), [
+    (names.EXIT_FAILED, GPU_BOUND_LIFE),  # a failed run keeps its log as what to read first
+    (None, GPU_BOUND_LIFE),  # stopped without a word: likewise
+    ("oom", GPU_BOUND_LIFE),
+    (names.EXIT_CLEAN, []),  # no timings: nothing to decide on
+    (names.EXIT_TERMINATED, [])])
+def test_only_a_timed_life_that_ended_cleanly_or_terminated_is_decided(
+        reason: str | None, phases: list[tuple[str, float]]) -> None:
+    ended = dataclasses.replace(LONG, exit_reason=reason)
+    api = FakeAPI(life_table(0.95, 0.87, 0.083))
+    done = over_life(api, RULED, report(verdict=verdict(ENDED), phases=phases), ended, NOW)  # type: ignore[arg-type]
+    v = done.verdict
+    assert v is not None
+    assert v.title.endswith("): over its life, dataloader_next 60%")
+    assert (v.life_kind, v.alert, v.remedy, v.bottleneck) == (None, TRIAL_STALE, "r", False)
+    assert not [expr for _, expr in api.log if "avg_over_time" in expr]
+
+
+def test_a_loader_bound_life_gets_its_loaders_cause_over_that_life(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader's figures over its life (as _loader_over_life reads them) name the cause."""
+    one_busy_worker = loader_cause.LoaderEvidence(workers=1, workers_cpu=0.97, main_cpu=0.3,
+                                                  node_cpu=0.5, cpu_count=2)
+    lives: list[Run | None] = []
+
+    def gather(query: Any, window: str, node_cpu: Any, life: Run | None, /,
+               **sel: str) -> dict[Any, Any]:
+        lives.append(life)
+        return {LONG.key: one_busy_worker}
+
+    monkeypatch.setattr(loader_cause, "gather", gather)
+    causes = {"worker_busy": 0.5, "disk_busy": 0.6, "network_busy": 0.6, "rchar_over_read": 4}
+    rules = RULES | {DATALOADER_BOUND: AlertRule(DATALOADER_BOUND, 0.3, "fix the loader",
+                                                 causes=causes)}
+    done = over_life(FakeAPI(life_table(0.5, 0.87, 0.35)), Deployment(N5, rules),  # type: ignore[arg-type]
+                     report(verdict=verdict(ENDED),
+                            phases=[("dataloader_next", 0.62), ("train_batch", 0.38)]),
+                     LONG, NOW)
+    v, cause = done.verdict, done.loader_cause
+    assert lives == [LONG] and v is not None and cause is not None
+    assert cause.kind == "too_few_workers" and v.remedy == cause.remedy
+    assert v.remedy.startswith("Raise DataLoader num_workers from 1 to ~2")
+    assert (v.life_kind, v.alert, v.measured, v.threshold) == (
+        "dataloader", DATALOADER_BOUND, 0.62, 0.3)
+    assert v.title.endswith("over its life, Data loader: 62.0% > threshold 30.0%")
