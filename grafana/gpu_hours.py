@@ -11,8 +11,8 @@ from grafana.board import dashboard, query_variable
 from grafana.layout import Layout
 from grafana.panels import Column, Query, stat, table, timeseries
 from grafana.promql import TRIAL_INFO, Promql
-from trainwatch.contract.promql import by, select
-from trainwatch.contract.records import IDLE_CAUSES, USAGE_INTERVAL_SECONDS
+from trainwatch.contract.promql import by, number, select
+from trainwatch.contract.records import IDLE_CAUSES
 
 UID = "trainwatch-gpu-hours"
 EXPERIMENT = f'experiment=~"${trial_profile.EXPERIMENT}"'
@@ -31,8 +31,9 @@ def build(q: Promql) -> db.Dashboard:
     # usage` reads them: no join, a series per trial and node rather than one per rank.
     held, busy, idle, low_mfu = (select(n.rolled(record), EXPERIMENT) for record in (
         n.gpu_seconds_held, n.gpu_seconds_busy, n.gpu_seconds_idle, n.gpu_seconds_low_mfu))
-    # A record's samples are one minute's GPU-seconds: over 60, the GPUs held (idle, ...) then.
-    gpus = USAGE_INTERVAL_SECONDS
+    # A record's samples are one usage interval's GPU-seconds (a minute): over its seconds, the
+    # GPUs held (idle, ...) then.
+    gpus = number(q.settings.usage_seconds)
     layout = Layout()
     layout.row("Over the dashboard's time range")
     layout.add(stat("GPU-hours", "none", [

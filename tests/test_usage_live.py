@@ -1,9 +1,10 @@
 """`trainwatch usage` on a live stack (issue 40): the real exporter over the fake NVML, a real
 Pushgateway and Prometheus with the shipped rules, and two real PyTorch trials in two Kubernetes
 namespaces (TRAINWATCH_K8S_NAMESPACE, as the chart's downward API sets it): a loader-bound one on
-the idle fake GPU in team-a, a healthy one on the busy GPU in team-b. The usage group records
-once a minute, so this waits for its first evaluation with both trials timed (at most about a
-minute); tests/test_usage.py covers longer histories on backfilled series."""
+the idle fake GPU in team-a, a healthy one on the busy GPU in team-b. Rendered with a 10 s rate
+window, the usage group records every 10 s (Settings.usage_interval follows a window shorter
+than its shipped minute), so this waits for an evaluation with both trials timed, not for a
+minute; tests/test_usage.py covers longer histories on backfilled series."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.fake_nvml import fake_uuid
+from prometheus.rulegen.settings import load_settings
 from tests.live_stack import BUSY_GPU, IDLE_GPU, live_stack
 from trainwatch import cli
 from trainwatch.cliutil import EXIT_OK
@@ -20,13 +22,15 @@ from trainwatch.contract.records import RecordNames
 from trial_instrumentation import names
 
 EXPERIMENT = "usage-live"
-IDLE = RecordNames("10s").gpu_seconds_idle
+WINDOW = "10s"
+IDLE = RecordNames(WINDOW).gpu_seconds_idle
+INTERVAL = load_settings().with_overrides(rate_window=WINDOW).usage_seconds  # 10 s
 
 
 def test_usage_by_namespace_on_a_live_stack(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torch")
-    with live_stack(tmp_path, rate_window="10s", for_="3s") as live:
+    with live_stack(tmp_path, rate_window=WINDOW, for_="3s") as live:
         common = ("--workers", "0", "--batch-size", "8", "--steps", "100000",
                   "--max-seconds", "150")
         for trial, gpu, namespace, extra in (("slow", IDLE_GPU, "team-a", ("--loader-delay",
@@ -54,7 +58,9 @@ def test_usage_by_namespace_on_a_live_stack(tmp_path: Path,
     groups = {g["group"]: g for g in found["groups"]}
     assert set(groups) == {"team-a", "team-b"}, groups
     a, b = groups["team-a"], groups["team-b"]
-    assert a["held_gpu_seconds"] >= 60 and b["held_gpu_seconds"] >= 60  # one GPU, a minute each
+    # One GPU each, held for at least one usage interval (10 s, not the shipped minute).
+    assert INTERVAL == 10
+    assert a["held_gpu_seconds"] >= INTERVAL and b["held_gpu_seconds"] >= INTERVAL
     # The idle fake GPU (5% busy) leaves nearly all of the slow trial's minute idle, and the
     # loader-bound trial's idle GPU-seconds go to waiting on data as its timings say.
     idle = a["held_gpu_seconds"] - a["busy_gpu_seconds"]

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from trainwatch.contract.alerts import TRIAL_STALE
+from trainwatch.contract.records import USAGE_INTERVAL
 from trial_instrumentation import names
 from trial_instrumentation.durations import is_prometheus_duration, parse_duration
 
@@ -84,6 +85,14 @@ class Settings:
     # How often the duration-quantile group runs (no alert reads it); None: Prometheus's
     # evaluation_interval, as every other group.
     quantile_interval: str | None = None
+    # How often the usage group records its GPU-seconds (each sample is one interval's): the
+    # contract's minute, or a shorter rate window's (with_overrides).
+    usage_interval: str = USAGE_INTERVAL
+
+    @property
+    def usage_seconds(self) -> float:
+        """One usage interval in seconds: the GPU-seconds of a GPU held for one interval."""
+        return parse_duration(self.usage_interval)
 
     def selector(self, name: str) -> str:
         try:
@@ -150,8 +159,13 @@ class Settings:
         quantiles = self.quantile_interval
         if window and quantiles and parse_duration(quantiles) > parse_duration(window):
             quantiles = None
+        # The usage group likewise records at a rate window shorter than its minute, so a
+        # short-lived stack's first GPU-seconds come within a window.
+        usage = self.usage_interval
+        if window and parse_duration(usage) > parse_duration(window):
+            usage = window
         return dataclasses.replace(self, alerts=alerts, rate_window=window or self.rate_window,
-                                   quantile_interval=quantiles,
+                                   quantile_interval=quantiles, usage_interval=usage,
                                    runbook_url=runbook or self.runbook_url,
                                    source=f"{self.source} (with overrides)")
 

@@ -1,6 +1,6 @@
 """GPU-seconds per trial rank (issue 40, "Where the GPU-hours went"): how many GPU-seconds a live
-rank held in each step of ``USAGE_INTERVAL`` and how many of them its GPUs were busy (the one
-GPU-busy rule), so ``sum_over_time(<record>[7d])`` is the week's GPU-seconds with no multiplier.
+rank held in each usage interval (``Settings.usage_interval``: a minute as shipped) and how many
+of them its GPUs were busy (the one GPU-busy rule), so ``sum_over_time(<record>[7d])`` is the week's GPU-seconds with no multiplier.
 
 The group runs at its own fixed interval, whatever Prometheus's evaluation interval: each sample
 is one interval's GPU-seconds. Only live ranks count (promql.live_trials: fresh, no exit
@@ -24,8 +24,6 @@ from trainwatch.contract.records import (
     IDLE_CAUSES,
     OWNER_LABELS,
     ROLLUP_LABELS,
-    USAGE_INTERVAL,
-    USAGE_INTERVAL_SECONDS,
     RecordNames,
 )
 from trial_instrumentation import names
@@ -44,13 +42,13 @@ def usage_group(s: Settings, n: RecordNames) -> dict[str, Any]:
     """The ``trainwatch.usage.rules`` group: GPU-seconds held, then busy, per live rank."""
     live = live_trials(s.selector("trial"), s.threshold(TRIAL_STALE))
     gpus = f"max {by(*TRIAL_LABELS, 'uuid')} ({select(names.GPU_INFO, s.selector('trial'))})"
-    held = (f"{USAGE_INTERVAL_SECONDS} * count {by(*TRIAL_LABELS)} (\n  {gpus}\n"
+    held = (f"{number(s.usage_seconds)} * count {by(*TRIAL_LABELS)} (\n  {gpus}\n"
             f"  and {on(*TRIAL_LABELS)}\n  {live}\n)")
     # Each GPU once per rank (its busy record may carry two sources while GPM comes and goes).
-    busy = (f"{USAGE_INTERVAL_SECONDS} * sum {by(*TRIAL_LABELS)} (\n"
+    busy = (f"{number(s.usage_seconds)} * sum {by(*TRIAL_LABELS)} (\n"
             f"  max {by(*TRIAL_LABELS, 'uuid')} ({n.trial_gpu_busy})\n"
             f"  and {on(*TRIAL_LABELS)}\n  {live}\n)")
-    return {"name": "trainwatch.usage.rules", "interval": USAGE_INTERVAL,
+    return {"name": "trainwatch.usage.rules", "interval": s.usage_interval,
             "rules": [{"record": n.gpu_seconds_held, "expr": held},
                       {"record": n.gpu_seconds_busy, "expr": busy},
                       {"record": n.gpu_seconds_idle, "expr": idle_by_cause(n)},
@@ -154,7 +152,7 @@ def outside_trials(s: Settings, n: RecordNames, live: str) -> list[dict[str, Any
     # interval, the shares adding up to it; then the GPU's node, where its exporter says it.
     owner = tuple(label for label in OWNER_LABELS if label != "nodename")
     owners = f"max {by(*gpu, *owner)} ({process_info})"
-    shares = (f"{USAGE_INTERVAL_SECONDS} * (\n    {owners}\n    / {on(*gpu)} group_left ()\n"
+    shares = (f"{number(s.usage_seconds)} * (\n    {owners}\n    / {on(*gpu)} group_left ()\n"
               f"    count {by(*gpu)} ({owners})\n    and {on(*gpu)} ({gpus})\n"
               f"    unless {on('uuid')}\n    {held}\n  )")
     # One per instance: its nodename, or none where it says no trainwatch_host_info.
@@ -168,6 +166,6 @@ def outside_trials(s: Settings, n: RecordNames, live: str) -> list[dict[str, Any
          "expr": (f"{n.gpu_seconds_uninstrumented}\n* {on(*gpu)} group_left ()\n"
                   f"max {by(*gpu)} ({n.gpu_busy})")},
         {"record": n.gpu_seconds_unused,
-         "expr": (f"{USAGE_INTERVAL_SECONDS} * (\n  {gpus}\n  unless {on(*gpu)} {processes}\n"
+         "expr": (f"{number(s.usage_seconds)} * (\n  {gpus}\n  unless {on(*gpu)} {processes}\n"
                   f"  unless {on('uuid')}\n  {held}\n)")},
     ]

@@ -16,10 +16,11 @@ QUANTILES = ("0.5", "0.95")
 BUSY_SOURCES = {"sm_active": "SM activity (NVML GPM)",
                 "utilization": "NVML utilization (any kernel running)"}
 _SHARE_PREFIX = "trial_phase:trainwatch_trial_phase_seconds:share_rate"
-# The GPU-seconds records' fixed evaluation interval: each of their samples is the GPU-seconds
-# of one interval, so sum_over_time over any range is that range's GPU-seconds.
+# The GPU-seconds records' fixed evaluation interval as shipped: each of their samples is the
+# GPU-seconds of one interval, so sum_over_time over any range is that range's GPU-seconds.
+# Rules rendered with a shorter rate window (a live test, `trainwatch stack up --rate-window
+# 30s`) record them at that window instead (rulegen Settings.usage_interval).
 USAGE_INTERVAL = "1m"
-USAGE_INTERVAL_SECONDS = 60
 # The ``cause`` label of trial:trainwatch_trial_gpu_idle:seconds_1m (a live rank's idle
 # GPU-seconds, held less busy, split by the phase shares of that minute) -> the phases it is
 # their share of, and the words `trainwatch usage` says it with (the verdict's own, where one
