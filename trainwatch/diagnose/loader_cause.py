@@ -102,7 +102,8 @@ def decide(e: LoaderEvidence, causes: Mapping[str, float],
     per_worker = e.per_worker_cpu
     if per_worker is None or e.workers is None or set(LOADER_CAUSE_THRESHOLDS) - set(causes):
         return None
-    kind = table.decide(table.LOADER, figures(e), {
+    values = figures(e)
+    kind = table.decide(table.LOADER, values, {
         **{t.name: causes.get(t.key) for t in table.LOADER.thresholds if t.key is not None},
         table.CPU_SATURATED_AT.name: cpu_saturated})
     if kind is None:  # a worker CPU that compares with nothing (NaN): the rule records none
@@ -118,7 +119,7 @@ def decide(e: LoaderEvidence, causes: Mapping[str, float],
     cores = "?" if e.cpu_count is None else f"{e.cpu_count:g}"
     node = f"node CPU {_pct(e.node_cpu)} busy of {cores} cores"
     if kind == TOO_FEW_WORKERS:
-        idle = table.evaluate(table.IDLE_CORES, figures(e)) or 0.0
+        idle = table.evaluate(table.IDLE_CORES, values) or 0.0
         spare = math.floor(idle)
         remedy = remedies.LOADER_TOO_FEW_WORKERS.format(
             workers=workers, suggested=workers + spare, idle=spare)
