@@ -49,11 +49,20 @@ class StandInEvent:
 
 
 class StandInResolver(torch_timing.EventResolver):
+    def __init__(self, poll_seconds: float = torch_timing.POLL_SECONDS) -> None:
+        super().__init__(poll_seconds, record=by_event)
+
     def event(self) -> Any:
         try:
             return self._free.pop()
         except IndexError:
             return StandInEvent()
+
+
+def by_event(event: Any) -> None:
+    """Record through the event's own ``record()``: torch's ``Event.record()`` on a GPU, the
+    stand-in's no-op here."""
+    event.record()
 
 
 def rotated(loops: dict[str, Callable[[], None]], rounds: int) -> dict[str, list[float]]:
@@ -191,18 +200,43 @@ def gpu_loop(work: Callable[[], Any], trial: ti.Trial | None, steps: int) -> Cal
     return run
 
 
+# cuda_events recording through torch's Event.record() (a Stream made per call), beside the
+# mode as shipped (torch_timing.recorder), in the same rounds.
+TORCH_RECORD = f"{ti.CUDA_EVENTS} via Event.record()"
+
+
+def record_ns(number: int = 20_000, repeat: int = 7) -> dict[str, float]:
+    """ns per event record on the current stream, best of ``repeat`` rounds: torch's
+    ``Event.record()`` and trainwatch's recorder, interleaved, the queue drained between."""
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
+    cases = {"Event.record()": by_event, "trainwatch recorder": torch_timing.recorder()}
+    best = dict.fromkeys(cases, float("inf"))
+    for _ in range(repeat):
+        for name, record in cases.items():
+            started = time.perf_counter()
+            for i in range(number):
+                record(events[i & 1])
+            best[name] = min(best[name], (time.perf_counter() - started) / number * 1e9)
+            torch.cuda.synchronize()
+    return best
+
+
 def gpu_loops(rounds: int, steps: int) -> dict[str, dict[str, float]]:
-    """Per loop kind, the slowdown of each timing mode against the bare loop."""
+    """Per loop kind, the slowdown of each timing mode against the bare loop (and of
+    cuda_events recording through torch's ``Event.record()``)."""
     results = {}
     for kind, make in (("launch-bound (small MLP)", launch_bound),
                        ("GPU-bound (4096^2 matmuls)", gpu_bound)):
         work = make()
         trials = {mode: ti.Trial(experiment="bench", trial=mode, pull_port=0, timing_mode=mode)
                   for mode in ti.TIMING_MODES}
+        trials[TORCH_RECORD] = ti.Trial(experiment="bench", trial="torch-record", pull_port=0,
+                                        timing_mode=ti.CUDA_EVENTS)
         loops = {"bare": gpu_loop(work, None, steps),
                  **{mode: gpu_loop(work, t, steps) for mode, t in trials.items()}}
         for run in loops.values():
             run()  # warm-up: cuBLAS, the allocator, the phases
+        trials[TORCH_RECORD]._resolver.record = by_event  # made by the warm-up's first phase
         times = rotated(loops, rounds)
         for t in trials.values():
             t.close()
@@ -223,8 +257,10 @@ def report(rounds: int = 7, steps: int = 200) -> None:
         return
     print(f"cuda_events on {torch.cuda.get_device_name()}: {rounds} rotated rounds of {steps} "
           "steps (targets: launch-bound <= +1%, GPU-bound <= +0.3%)")
+    for name, ns in record_ns().items():
+        print(f"  one event recorded on the current stream, {name:<20} {ns:7.0f} ns")
     for (kind, row), target in zip(gpu_loops(rounds, steps).items(), TARGETS, strict=True):
-        modes = ", ".join(f"{mode} {row[mode]:+.2%}" for mode in ti.TIMING_MODES)
+        modes = ", ".join(f"{mode} {row[mode]:+.2%}" for mode in (*ti.TIMING_MODES, TORCH_RECORD))
         print(f"  {kind}: bare {row['bare step ms']:.2f} ms/step; {modes}")
         figure(f"cuda_events slowdown, {kind}", f"{row['cuda_events']:+.2%}",
                f"<= +{target:.1%}", row["cuda_events"] <= target)

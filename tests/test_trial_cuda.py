@@ -93,6 +93,33 @@ def test_cuda_events_adjacent_phases_tile_the_gpu_time() -> None:
                                                             rel=0.2), observed
 
 
+def test_cuda_events_are_recorded_on_the_stream_current_at_each_phase() -> None:
+    """The recorder keeps one Stream while the current stream stays the same: a phase under
+    ``torch.cuda.stream(side)``, after one on the default stream, times the side stream's
+    kernels (recorded on the idle default stream, it would read about 0), and the next phase,
+    back on the default stream, does not wait for work still running on the side stream."""
+    trial = ti.Trial(experiment="e", trial="t", pull_port=0, timing_mode=ti.CUDA_EVENTS).start()
+    x = torch.randn(4096, 4096, device="cuda")
+    gpu_work(x)
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with trial.phase(ti.TO_DEVICE):  # the default stream's Stream is made here
+        pass
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        with trial.phase(ti.TRAIN_BATCH):
+            gpu_work(x)
+        gpu_work(x)  # still running on the side stream while the next phase opens
+    with trial.phase(ti.REDUCE_METRICS):
+        pass
+    torch.cuda.synchronize()
+    trial.close()
+    seconds = {phase: trial.registry.get_sample_value(SUM, {**LABELS, "phase": phase})
+               for phase in (ti.TO_DEVICE, ti.TRAIN_BATCH, ti.REDUCE_METRICS)}
+    assert seconds[ti.TRAIN_BATCH] > 0.02, seconds
+    assert seconds[ti.REDUCE_METRICS] is not None and seconds[ti.REDUCE_METRICS] < 0.005, seconds
+
+
 def test_a_profile_splits_gpu_time_launch_bound_mostly_idle_gpu_bound_mostly_compute(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The on-demand trace's idle/compute/communication split on the GPU's streams

@@ -97,7 +97,7 @@ class StandInResolver(EventResolver):
     def __init__(self) -> None:
         self.created: list[RecordingEvent] = []
         self.stamps: list[float] = []  # every record(), in order
-        super().__init__(poll_seconds=0.001)
+        super().__init__(poll_seconds=0.001, record=lambda event: event.record())
 
     def event(self) -> RecordingEvent:  # type: ignore[override]
         try:
@@ -191,3 +191,62 @@ def test_every_event_returns_to_the_pool(stand_in: StandInResolver) -> None:
     # that may share it) are back in the pool.
     assert len(stand_in.created) <= 7 * 10
     assert len(stand_in._free) == len(stand_in.created) - 1
+
+
+class StreamCalls:
+    """torch's private CUDA calls the recorder uses, over a current (device, stream) the test
+    sets; counts the Streams made."""
+
+    def __init__(self) -> None:
+        self.device, self.stream_id, self.made = 0, 7, 0
+        self.recorded: list[tuple[object, object]] = []
+
+    def get_device(self) -> int:
+        return self.device
+
+    def get_stream(self, device: int) -> tuple[int, int, int]:
+        assert device == self.device
+        return (self.stream_id, device, 1)
+
+    def current_stream(self) -> tuple[str, int, int]:
+        self.made += 1
+        return ("stream", self.device, self.stream_id)
+
+
+def test_the_recorder_records_on_the_current_stream_making_a_stream_only_when_it_changes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    calls = StreamCalls()
+
+    class Base:
+        @staticmethod
+        def record(event: object, stream: object) -> None:
+            calls.recorded.append((event, stream))
+
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentStream", calls.get_stream, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", calls.get_device, raising=False)
+    monkeypatch.setattr(torch._C, "_CudaEventBase", Base)
+    monkeypatch.setattr(torch.cuda, "current_stream", calls.current_stream)
+    record = torch_timing.recorder()
+    assert calls.made == 0  # nothing touches CUDA before the first phase records
+    for event in "ab":
+        record(event)
+    assert calls.made == 1 and calls.recorded == [("a", ("stream", 0, 7)), ("b", ("stream", 0, 7))]
+    calls.stream_id = 9  # `with torch.cuda.stream(side):`
+    record("c")
+    calls.device = 1  # torch.cuda.set_device(1): same stream id, another device
+    record("d")
+    record("e")
+    assert calls.made == 3
+    assert calls.recorded[2:] == [("c", ("stream", 0, 9)), ("d", ("stream", 1, 9)),
+                                  ("e", ("stream", 1, 9))]
+
+
+def test_without_torchs_private_calls_the_recorder_is_the_events_own_record(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    monkeypatch.delattr(torch._C, "_cuda_getCurrentStream", raising=False)
+    stamps: list[float] = []
+    event = RecordingEvent(stamps)
+    torch_timing.recorder()(event)
+    assert stamps == [event.ms] and event.ms > 0

@@ -15,6 +15,10 @@ Kept cheap enough to leave on (docs/instrumentation.md has the trade-offs):
   time) of the previous phase's close starts at that close's event instead of recording its
   own. Five back-to-back phases record six events, not ten. GPU work launched in that gap is
   counted in the phase that opens.
+* An event is recorded on the current stream through a stream object made once per stream
+  (:func:`recorder`), not through ``Event.record()``, whose ``torch.cuda.current_stream()``
+  builds a new ``Stream`` on every call (CUDA's lazy init check, the device index, the
+  constructor: several microseconds of Python, six times a step).
 * The resolver wakes every ``POLL_SECONDS`` (not every few milliseconds) and resolves all
   finished pairs at once: each wake-up takes the GIL from the training thread, which needs it
   for every kernel launch.
@@ -31,6 +35,7 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +54,31 @@ SHARE_GAP = 20e-6  # host seconds between a close and the next open that still s
 
 def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
+
+
+def recorder() -> Callable[[Any], None]:
+    """``record(event)``: record ``event`` on the calling thread's current stream, as
+    ``event.record()`` does, at the cost of two C calls and a comparison while the current
+    stream stays the same. Its ``Stream`` is made by ``torch.cuda.current_stream()`` (which
+    also initializes CUDA, on the device the script chose, at the first phase) and made again
+    when the current device or stream changes (``torch.cuda.stream(s)``, ``set_device``).
+    Without the private calls it needs (another torch), ``event.record()`` itself."""
+    current = getattr(torch._C, "_cuda_getCurrentStream", None)
+    device = getattr(torch._C, "_cuda_getDevice", None)
+    base = getattr(torch._C, "_CudaEventBase", None)
+    if current is None or device is None or base is None:
+        return lambda event: event.record()
+    record_on = base.record
+    cached: tuple[Any, Any] = (None, None)  # (the stream's key, the Stream); one assignment
+
+    def record(event: Any) -> None:
+        nonlocal cached
+        stream = cached[1]
+        if stream is None or current(device()) != cached[0]:
+            stream = torch.cuda.current_stream()  # CUDA initialized from here on
+            cached = (current(device()), stream)
+        record_on(event, stream)
+    return record
 
 
 class SyncPhase(Phase):
@@ -72,7 +102,10 @@ class EventResolver:
     ``pending`` holds ``(start, end, histogram)`` pairs and ``(event, None, None)`` release
     entries, in the order the training thread made them (see the module docstring)."""
 
-    def __init__(self, poll_seconds: float = POLL_SECONDS) -> None:
+    def __init__(self, poll_seconds: float = POLL_SECONDS,
+                 record: Callable[[Any], None] | None = None) -> None:
+        #: Records an event on the current stream (training thread): :func:`recorder`'s.
+        self.record = recorder() if record is None else record
         self._pending: collections.deque[tuple[Any, Any, Histogram | None]] = collections.deque()
         self._free: collections.deque[torch.cuda.Event] = collections.deque()
         self._poll = poll_seconds
@@ -102,13 +135,13 @@ class EventResolver:
                 return shared
             self.release(shared)
         start = self.event()
-        start.record()
+        self.record(start)
         return start
 
     def end_event(self) -> Any:
         """A new event recorded now, for a phase that closes (training thread)."""
         end = self.event()
-        end.record()
+        self.record(end)
         if self.last_end is not None:  # a nested phase's close that nobody claimed
             self.release(self.last_end)
         self.last_end, self.last_end_at = end, perf_counter()
