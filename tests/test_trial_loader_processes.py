@@ -241,6 +241,59 @@ def test_the_cpu_a_worker_waited_for_is_counted_and_kept_after_it_exits() -> Non
     assert after >= during > before, (before, during, after)
 
 
+LIVED = "trainwatch_trial_loader_worker_seconds_total"
+TICK = 0.02  # a process's start time is read in clock ticks (10 ms)
+
+
+def worker_lifetimes() -> dict[str, float]:
+    """A trial that starts, waits 1 s, forks two workers, reads them 1 s later, stops one and
+    reads twice more, 1 s apart: its worker-seconds at each read and the monotonic instants
+    that bound each read and each fork (run in a fresh process: no other children)."""
+    registry = registry_of(collector_of())
+    out: dict[str, float] = {}
+
+    def read(name: str) -> None:
+        out[f"{name}_from"] = time.monotonic()
+        generate_latest(registry)
+        out[f"{name}_to"] = time.monotonic()
+        out[name] = registry.get_sample_value(LIVED)
+
+    read("start")
+    time.sleep(1.0)  # the trial's start, well before its workers'
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=time.sleep, args=(30,)) for _ in range(2)]
+    out["fork_from"] = time.monotonic()
+    for worker in workers:
+        worker.start()
+    out["fork_to"] = time.monotonic()
+    time.sleep(1.0)
+    read("two")
+    workers[0].terminate()
+    workers[0].join()
+    read("one")
+    time.sleep(1.0)
+    read("later")
+    workers[1].terminate()
+    workers[1].join()
+    return out
+
+
+def test_worker_seconds_count_from_each_fork_double_for_two_and_stop_at_an_exit() -> None:
+    """What the per-worker CPU figure divides by: the workers' own lifetimes, not their count
+    times the trial's age (a worker forked late read a third of its CPU)."""
+    got = in_fresh_process("worker_lifetimes")
+    assert got["start"] == 0  # no worker yet: counted from the first push, at 0
+    # Two workers alive from their fork to the read: twice that, not twice the trial's age.
+    assert 2 * (got["two_from"] - got["fork_to"]) - TICK <= got["two"], got
+    assert got["two"] <= 2 * (got["two_to"] - got["fork_from"]) + TICK, got
+    assert got["two"] < 2 * (got["two_from"] - got["start_to"]) - 1.5, got
+    # One stopped: the other alone counts on, 1 s a second; the gone one keeps what it had.
+    assert got["one"] >= got["two"]
+    lived = got["later"] - got["one"]
+    assert got["later_from"] - got["one_to"] - TICK <= lived, got
+    assert lived <= got["later_to"] - got["one_from"] + TICK, got
+
+
 def test_the_tree_is_read_at_most_once_a_second_however_often_the_trial_pushes() -> None:
     reads: list[float] = []
 

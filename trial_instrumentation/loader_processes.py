@@ -43,9 +43,14 @@ RANK_VARIABLES = ("LOCAL_RANK", "RANK")
 WORKER, TREE, APART = "worker", "tree", "apart"
 # The process tree is read at most this often, however often the trial pushes.
 MIN_SAMPLE_SECONDS = 1.0
+# Clock ticks per second: the unit of a process's start time in /proc/<pid>/stat.
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 READ_BYTES_DOC = "Bytes the trial's process tree read from block devices (/proc/<pid>/io read_bytes)."
 WAIT_DOC = ("Seconds the DataLoader workers were ready to run but waited for a CPU "
             "(run-queue delay, /proc/<pid>/schedstat): CPU they wanted and did not get.")
+WORKER_SECONDS_DOC = ("Wall seconds the DataLoader workers have been alive, summed over the "
+                      "workers (from each one's fork): their CPU seconds over these are the "
+                      "CPU one worker used, however late they started or often they restart.")
 RCHAR_DOC = ("Bytes the trial's process tree read through any read call: page cache and network "
              "file systems too (/proc/<pid>/io rchar).")
 
@@ -60,6 +65,9 @@ class TreeSample:
     read_bytes: float | None
     rchar: float | None
     workers_wait: float | None = None  # seconds the workers were runnable, waiting for a CPU
+    # Worker-seconds: the wall seconds each DataLoader worker has been alive, summed over the
+    # workers, live ones (from their fork to this read) and gone ones (to their last read).
+    worker_seconds: float = 0.0
 
 
 # CPU seconds, read_bytes and rchar of a process or subtree.
@@ -86,6 +94,12 @@ class ProcessTree:
         self._schedstat = os.path.exists(f"/proc/{pid}/schedstat")
         self._waits: dict[int, float] = {}
         self._waits_gone = 0.0
+        # Each live worker's age at the last read, and the ages of those gone at theirs: a
+        # worker's lifetime counts from its fork, never from the trial's start.
+        self._lived: dict[int, float] = {}
+        self._lived_gone = 0.0
+        self._boot_clock = (os.path.exists(f"/proc/{pid}/stat")
+                            and hasattr(time, "CLOCK_BOOTTIME"))
         # What is python, and the trial's rank as it was exec'd: forked workers show that
         # environment in /proc, not the os.environ the trial has now.
         self._exe = self._own(self._root.exe, "")
@@ -104,7 +118,8 @@ class ProcessTree:
         """Raises psutil's errors or OSError only where the trial process itself is unreadable."""
         root = self._root.cpu_times()
         io = self._read_io(self._root)
-        workers_cpu, workers, waits = _cpu(root, own=False), 0, {}
+        workers_cpu, workers, waits, lived = _cpu(root, own=False), 0, {}, {}
+        now = self._now()
         children = self._children()
         if len(self._helpers) > 4 * len(children) + 16:  # forget processes long gone
             self._helpers = {}
@@ -127,6 +142,7 @@ class ProcessTree:
                     io = self._add_io(io, child)
                 if kind == WORKER:
                     waits[child.pid] = self._wait(child.pid)
+                    lived[child.pid] = self._age(child, now)
                     workers += 1
             except (self._ps.NoSuchProcess, self._ps.AccessDenied, FileNotFoundError):
                 continue  # gone since listed (its figures are in its parent's now), or not ours
@@ -134,12 +150,41 @@ class ProcessTree:
         self._waits_gone += sum(v for pid, v in self._waits.items() if pid not in waits)
         self._waits = waits
         wait = self._waits_gone + sum(waits.values()) if self._schedstat else None
+        worker_seconds = self._worker_seconds(lived)
         gone = self._reaped_apart(apart, {child.pid for child, _ in children})
         workers_cpu -= gone[0]
         if io is not None:
             io = (io[0] - gone[1], io[1] - gone[2])
         return TreeSample(root.user + root.system, workers_cpu, workers,
-                          None if io is None else io[0], None if io is None else io[1], wait)
+                          None if io is None else io[0], None if io is None else io[1], wait,
+                          worker_seconds)
+
+    def _worker_seconds(self, lived: dict[int, float]) -> float:
+        """The workers' lifetimes so far: each live one's age, plus each gone one's age at its
+        last read (what it lived after that read, at most one read interval, is not seen; nor
+        is a worker that starts and ends between two reads). A pid read younger than before
+        is a new process under a reused pid: the old one is gone."""
+        for pid, age in self._lived.items():
+            if lived.get(pid, -1.0) < age:
+                self._lived_gone += age
+        self._lived = lived
+        return self._lived_gone + sum(lived.values())
+
+    def _now(self) -> float:
+        """Now on the clock :meth:`_age` reads start times on."""
+        return time.clock_gettime(time.CLOCK_BOOTTIME) if self._boot_clock else time.time()
+
+    def _age(self, child: Any, now: float) -> float:
+        """Wall seconds since ``child`` was forked: its start in clock ticks since boot
+        (/proc/<pid>/stat's 22nd field) against the boot clock where the kernel has both
+        (psutil's create_time adds a boot time rounded to the second), else psutil's."""
+        if self._boot_clock:
+            with open(f"/proc/{child.pid}/stat") as file:  # the name may hold spaces, ")"
+                fields = file.read().rsplit(")", 1)[1].split()
+            started = int(fields[19]) / CLOCK_TICKS  # field 22; fields[0] is field 3
+        else:
+            started = child.create_time()
+        return max(0.0, now - started)
 
     def _reaped_apart(self, apart: dict[int, Figures], listed: set[int]) -> Figures:
         """The figures of every subtree apart that has been reaped, its top no longer listed:
@@ -339,6 +384,10 @@ class LoaderProcessCollector(Collector):
                                     "rank started as one).", labels=self._keys)
         workers.add_metric(self._values, sample.workers)
         yield workers
+        lived = CounterMetricFamily(names.LOADER_WORKER_SECONDS, WORKER_SECONDS_DOC,
+                                    labels=self._keys)
+        lived.add_metric(self._values, self._up("lived", sample.worker_seconds))
+        yield lived
         if sample.workers_wait is not None:
             wait = CounterMetricFamily(names.LOADER_CPU_WAIT_SECONDS, WAIT_DOC, labels=self._keys)
             wait.add_metric(self._values, self._up("wait", sample.workers_wait))

@@ -42,6 +42,9 @@ STEP_LIMIT = "trainwatch_trial_step_limit_samples_per_second"
 # and the process tree's reads (/proc/<pid>/io read_bytes: block devices; rchar: any read).
 LOADER_CPU_SECONDS = "trainwatch_trial_loader_cpu_seconds"
 LOADER_WORKERS = "trainwatch_trial_loader_workers"
+# The workers' lifetimes, summed (wall seconds each was alive, from its fork): the CPU one worker
+# used is the workers' CPU seconds (and wait) over these, not over their count times a window.
+LOADER_WORKER_SECONDS = "trainwatch_trial_loader_worker_seconds"
 # Run-queue delay of the workers: CPU they wanted and waited for (a saturated node).
 LOADER_CPU_WAIT_SECONDS = "trainwatch_trial_loader_cpu_wait_seconds"
 LOADER_READ_BYTES = "trainwatch_trial_loader_read_bytes"
