@@ -203,6 +203,11 @@ def gpu_loop(work: Callable[[], Any], trial: ti.Trial | None, steps: int) -> Cal
 # cuda_events recording through torch's Event.record() (a Stream made per call), beside the
 # mode as shipped (torch_timing.recorder), in the same rounds.
 TORCH_RECORD = f"{ti.CUDA_EVENTS} via Event.record()"
+# cuda_events resolved on the training thread every INLINE_BATCH pairs (no resolver thread),
+# and with the resolver thread asleep (resolved once, at the round's end).
+INLINE = f"{ti.CUDA_EVENTS} resolved inline"
+PAUSED = f"{ti.CUDA_EVENTS}, resolver asleep"
+VARIANTS = (TORCH_RECORD, INLINE, PAUSED)
 
 
 def record_ns(number: int = 20_000, repeat: int = 7) -> dict[str, float]:
@@ -221,6 +226,14 @@ def record_ns(number: int = 20_000, repeat: int = 7) -> dict[str, float]:
     return best
 
 
+def resolved_after(run: Callable[[], None], resolver: Any) -> Callable[[], None]:
+    """``run``, then every pair it left resolved, on this thread (timed with the round)."""
+    def both() -> None:
+        run()
+        resolver.resolve_safely()
+    return both
+
+
 def gpu_loops(rounds: int, steps: int) -> dict[str, dict[str, float]]:
     """Per loop kind, the slowdown of each timing mode against the bare loop (and of
     cuda_events recording through torch's ``Event.record()``)."""
@@ -230,13 +243,20 @@ def gpu_loops(rounds: int, steps: int) -> dict[str, dict[str, float]]:
         work = make()
         trials = {mode: ti.Trial(experiment="bench", trial=mode, pull_port=0, timing_mode=mode)
                   for mode in ti.TIMING_MODES}
-        trials[TORCH_RECORD] = ti.Trial(experiment="bench", trial="torch-record", pull_port=0,
-                                        timing_mode=ti.CUDA_EVENTS)
+        for variant in VARIANTS:
+            trials[variant] = ti.Trial(experiment="bench", trial=variant, pull_port=0,
+                                       timing_mode=ti.CUDA_EVENTS)
         loops = {"bare": gpu_loop(work, None, steps),
                  **{mode: gpu_loop(work, t, steps) for mode, t in trials.items()}}
         for run in loops.values():
             run()  # warm-up: cuBLAS, the allocator, the phases
-        trials[TORCH_RECORD]._resolver.record = by_event  # made by the warm-up's first phase
+        # The trials' resolvers are made by the warm-up's first phase.
+        trials[TORCH_RECORD]._resolver.record = by_event
+        for variant in (INLINE, PAUSED):
+            resolver = trials[variant]._resolver
+            resolver._poll = 3600.0  # the thread sleeps from its next wake-up on
+            resolver.inline = variant == INLINE
+        loops[PAUSED] = resolved_after(loops[PAUSED], trials[PAUSED]._resolver)
         times = rotated(loops, rounds)
         for t in trials.values():
             t.close()
@@ -260,7 +280,7 @@ def report(rounds: int = 7, steps: int = 200) -> None:
     for name, ns in record_ns().items():
         print(f"  one event recorded on the current stream, {name:<20} {ns:7.0f} ns")
     for (kind, row), target in zip(gpu_loops(rounds, steps).items(), TARGETS, strict=True):
-        modes = ", ".join(f"{mode} {row[mode]:+.2%}" for mode in (*ti.TIMING_MODES, TORCH_RECORD))
+        modes = ", ".join(f"{mode} {row[mode]:+.2%}" for mode in (*ti.TIMING_MODES, *VARIANTS))
         print(f"  {kind}: bare {row['bare step ms']:.2f} ms/step; {modes}")
         figure(f"cuda_events slowdown, {kind}", f"{row['cuda_events']:+.2%}",
                f"<= +{target:.1%}", row["cuda_events"] <= target)

@@ -250,3 +250,40 @@ def test_without_torchs_private_calls_the_recorder_is_the_events_own_record(
     event = RecordingEvent(stamps)
     torch_timing.recorder()(event)
     assert stamps == [event.ms] and event.ms > 0
+
+
+def test_inline_resolution_observes_every_batch_and_at_drain_with_no_thread() -> None:
+    r = EventResolver(inline=True)
+    assert not r._thread.is_alive()
+    histogram, batch = Histogram(DEFAULT_BUCKETS), torch_timing.INLINE_BATCH
+    for _ in range(batch - 1):
+        r.submit(FakeEvent(), FakeEvent(1.0), histogram)  # type: ignore[arg-type]
+    assert sum(histogram.counts) == 0  # not yet a batch: nothing resolved on the hot path
+    r.submit(FakeEvent(), FakeEvent(1.0), histogram)  # type: ignore[arg-type]
+    assert sum(histogram.counts) == batch
+    r.submit(FakeEvent(), FakeEvent(2.0), histogram)  # type: ignore[arg-type]
+    assert sum(histogram.counts) == batch
+    assert r.drain(timeout=1)
+    assert sum(histogram.counts) == batch + 1
+    assert histogram.sum == pytest.approx(batch * 0.001 + 0.002)
+
+
+def test_inline_resolution_waits_behind_an_unfinished_pair_and_a_cuda_error_never_raises(
+        caplog: pytest.LogCaptureFixture) -> None:
+    r = EventResolver(inline=True)
+    histogram, batch = Histogram(DEFAULT_BUCKETS), torch_timing.INLINE_BATCH
+    running = FakeEvent(5.0, done=False)
+    r.submit(FakeEvent(), running, histogram)  # type: ignore[arg-type]
+    for _ in range(batch - 1):
+        r.submit(FakeEvent(), FakeEvent(1.0), histogram)  # type: ignore[arg-type]
+    assert sum(histogram.counts) == 0  # streams complete in order: nothing after it yet
+    assert not r.drain(timeout=0.02)
+    running.done = True
+    assert r.drain(timeout=1) and sum(histogram.counts) == batch
+    broken = FakeEvent(error=RuntimeError("CUDA error: an illegal memory access"))
+    with caplog.at_level(logging.ERROR, logger="trial_instrumentation.torch_timing"):
+        r.submit(FakeEvent(), broken, histogram)  # type: ignore[arg-type]
+        for _ in range(2 * batch):  # the batch that meets the error, and after it
+            r.submit(FakeEvent(), FakeEvent(1.0), histogram)  # type: ignore[arg-type]
+    assert sum(histogram.counts) == batch and len(caplog.records) == 1
+    assert "no longer timed" in caplog.text and r.drain(timeout=0.01)

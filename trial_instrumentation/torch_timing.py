@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 MAX_PENDING = 10_000  # unresolved phases; beyond it, phases go untimed rather than grow memory
 POLL_SECONDS = 0.05  # resolver wake-ups: 20 a second; observations land at most this late
+INLINE_BATCH = 64  # pairs submitted between two inline resolutions
 SHARE_GAP = 20e-6  # host seconds between a close and the next open that still share an event
 
 
@@ -103,9 +104,13 @@ class EventResolver:
     entries, in the order the training thread made them (see the module docstring)."""
 
     def __init__(self, poll_seconds: float = POLL_SECONDS,
-                 record: Callable[[Any], None] | None = None) -> None:
+                 record: Callable[[Any], None] | None = None, inline: bool = False) -> None:
         #: Records an event on the current stream (training thread): :func:`recorder`'s.
         self.record = recorder() if record is None else record
+        #: Resolve on the training thread, every ``INLINE_BATCH`` submitted pairs, instead of
+        #: on the resolver thread (read at each submit).
+        self.inline = inline
+        self._resolve_at = INLINE_BATCH
         self._pending: collections.deque[tuple[Any, Any, Histogram | None]] = collections.deque()
         self._free: collections.deque[torch.cuda.Event] = collections.deque()
         self._poll = poll_seconds
@@ -116,9 +121,11 @@ class EventResolver:
         self.last_end: Any = None
         self.last_end_at = 0.0
         self._stopped = threading.Event()
+        self._resolving = threading.Lock()  # inline: the training thread and close()'s drain
         self._thread = threading.Thread(target=self._run, name="trainwatch-cuda-events",
                                         daemon=True)
-        self._thread.start()
+        if not inline:
+            self._thread.start()
 
     def event(self) -> torch.cuda.Event:
         try:
@@ -161,12 +168,18 @@ class EventResolver:
                 log.warning("trainwatch: %d CUDA timings unresolved; dropping new ones",
                             MAX_PENDING)
             return
-        self._pending.append((start, end, histogram))
+        pending = self._pending
+        pending.append((start, end, histogram))
+        if self.inline and len(pending) >= self._resolve_at:
+            self.resolve_safely()
+            self._resolve_at = len(pending) + INLINE_BATCH
 
     def drain(self, timeout: float) -> bool:
         """Wait until every submitted pair is resolved (at exit); False after ``timeout``."""
         deadline = time.monotonic() + timeout
         while self._pending and time.monotonic() < deadline:
+            if self.inline:
+                self.resolve_safely()
             time.sleep(min(self._poll, 0.005))
         return not self._pending
 
@@ -189,17 +202,22 @@ class EventResolver:
             histogram.observe(start.elapsed_time(end) / 1000.0)  # ms -> s
             free.append(start)  # the end lives on: shared as a start, or released
 
-    def _run(self) -> None:
+    def resolve_safely(self) -> bool:
+        """``resolve()``; a CUDA error stops timing (logged once) and never raises: False."""
         try:
-            while not self._stopped.is_set():
+            with self._resolving:
                 self.resolve()
-                self._stopped.wait(self._poll)  # stop() ends the wait at once
+            return True
         except Exception:  # a CUDA error is sticky: every later query would fail the same way
             self._failed = True
             self._pending.clear()
             log.exception("trainwatch: resolving CUDA event timings failed; cuda_events phases "
                           "are no longer timed (training goes on)")
+            return False
 
+    def _run(self) -> None:
+        while not self._stopped.is_set() and self.resolve_safely():
+            self._stopped.wait(self._poll)  # stop() ends the wait at once
 
 class EventPhase(Phase):
     """A phase timed by CUDA events on the current stream (``cuda_events`` mode)."""
