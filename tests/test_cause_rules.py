@@ -43,11 +43,19 @@ class LoaderCase:
 
 
 def _evidence(**figures: float | None) -> LoaderEvidence:
+    """A rank's figures, its workers alive the whole window: the CPU one wants is theirs over
+    their count (the recorded figure is over their worker-seconds, here count x window)."""
     base: dict[str, Any] = {"workers": 8.0, "workers_cpu": 0.4, "workers_wait": 0.0,
                             "main_cpu": 0.9, "cpu_count": 16.0, "node_cpu": 0.2,
                             "disk_busy": 0.01, "read_bytes": 0.0, "rchar": 2 * MB,
                             "network_busy": 0.01}
-    return LoaderEvidence(**{**base, **figures})
+    return _steady(LoaderEvidence(**{**base, **figures}))
+
+
+def _steady(e: LoaderEvidence) -> LoaderEvidence:
+    workers = e.workers or 0
+    wanted = ((e.workers_cpu or 0) + (e.workers_wait or 0)) / workers if workers else e.main_cpu
+    return replace(e, per_worker_cpu=wanted)
 
 
 # Waiting workers on a node whose disk or NIC is near its threshold, from each side.
@@ -108,7 +116,8 @@ def _set(e: LoaderEvidence, figure: table.Figure | table.Derived, value: float
          ) -> LoaderEvidence:
     """``e`` with ``figure`` at ``value``, through the raw figures that make it."""
     if figure == table.WORKER_CPU:
-        return replace(e, workers=2.0, workers_cpu=2 * value, workers_wait=0.0)
+        return replace(e, workers=2.0, workers_cpu=2 * value, workers_wait=0.0,
+                       per_worker_cpu=value)
     if figure == table.IDLE_CORES:
         return replace(e, cpu_count=4.0, node_cpu=1 - value / 4)  # 4 cores: not saturated
     if figure == table.RCHAR_OVER_READ:
@@ -261,6 +270,9 @@ def _loader_series(name: str, case: LoaderCase) -> list[tuple[str, str]]:
     key = f'{TRIAL}, experiment="x", trial="{name}", rank="0"'
     series = _rank(name, 0, node, 1.0, {"dataloader_next": case.share})
     series += [(f"trainwatch_trial_loader_workers{{{key}}}", _gauge(e.workers or 0)),
+               # its workers alive all along: worker-seconds grow by their count each second
+               (f"trainwatch_trial_loader_worker_seconds_total{{{key}}}",
+                _counter(e.workers or 0)),
                (f'trainwatch_trial_loader_cpu_seconds_total{{{key}, process="workers"}}',
                 _counter(e.workers_cpu or 0)),
                (f'trainwatch_trial_loader_cpu_seconds_total{{{key}, process="main"}}',

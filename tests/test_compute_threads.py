@@ -92,7 +92,8 @@ def judged(shares: dict[str, float], node_cpu: float, threads: float | None,
                    phases=sorted(shares.items(), key=lambda item: -item[1]))
     facts = RankFacts(shares, (None, None, None, None, None), compute_threads=threads,
                       loader_evidence=LoaderEvidence(workers=0, main_cpu=trial_cpu,
-                                                     cpu_count=cpu_count))
+                                                     cpu_count=cpu_count,
+                                                     per_worker_cpu=trial_cpu))
     decision.judge(r, facts, DEPLOYED)
     return r
 

@@ -565,7 +565,8 @@ def test_a_loader_bound_life_gets_its_loaders_cause_over_that_life(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The loader's figures over its life (as _loader_over_life reads them) name the cause."""
     one_busy_worker = loader_cause.LoaderEvidence(workers=1, workers_cpu=0.97, main_cpu=0.3,
-                                                  node_cpu=0.5, cpu_count=2)
+                                                  node_cpu=0.5, cpu_count=2,
+                                                  per_worker_cpu=0.97)
     lives: list[Run | None] = []
 
     def gather(query: Any, window: str, node_cpu: Any, life: Run | None, /,

@@ -20,7 +20,7 @@ from trainwatch.diagnose.compare import side_of
 from trainwatch.diagnose.deployed import AlertRule, Deployment
 from trainwatch.diagnose.figures import FIRED, RankReport, _young_loader_evidence, by_rank
 from trainwatch.diagnose.history import _fired_in_life, _loader_over_life, gather_runs
-from trainwatch.diagnose.runs import find_runs
+from trainwatch.diagnose.runs import Run, find_runs
 from trainwatch.diagnose.trials import list_trials
 from trainwatch.diagnose.verdict import Measurements, decide
 from trainwatch.promapi import PrometheusAPI
@@ -44,6 +44,11 @@ GPU_ENDED = "gpu-ended"
 # The young run: 75 s old, its worker at 0.65 CPU-seconds/s.
 YOUNG_WORKER_CPU, YOUNG_START, YOUNG_AGE = 0.65, BASE + 600, 75
 YOUNG_SHARES, YOUNG_PHASES_FROM = {"dataloader_next": 0.9, "train_batch": 0.1}, 30
+# Experiment "w": runs 30 s old whose one worker forked 20 s in (issue 35), burning a core
+# ("forked") or idle at 0.05 CPU-seconds/s ("forked-idle"), pushed every 5 s with the
+# workers' own lifetimes (trainwatch_trial_loader_worker_seconds_total).
+FORKED_START, FORKED_AGE, FORKED_AT = BASE + 1200, 30, 20
+FORKED = {"forked": 1.0, "forked-idle": 0.05}
 
 
 def _samples() -> list[tuple[str, float, int]]:
@@ -103,6 +108,22 @@ def _samples() -> list[tuple[str, float, int]]:
                             for phase, share in YOUNG_SHARES.items()]
             if final is not None and t >= final:
                 out.append((f'{names.EXIT}{{{key},reason="clean"}}', 1, t))
+    for trial, cpu in FORKED.items():
+        key = f'experiment="w",trial="{trial}",rank="0"'
+        for t in range(FORKED_START, FORKED_START + FORKED_AGE + 1, 5):
+            lived = max(0, t - FORKED_START - FORKED_AT)
+            out += [
+                (f'{names.TRIAL_INFO}{{{key},pid="1",nodename="n1",world_size="1"}}', 1, t),
+                (f"{names.START_TIME}{{{key}}}", FORKED_START, t),
+                (f"push_time_seconds{{{key}}}", t, t),
+                (f"{names.LOADER_WORKERS}{{{key}}}", 1 if lived or t == FORKED_START +
+                 FORKED_AT else 0, t),
+                (f"{names.LOADER_WORKER_SECONDS}_total{{{key}}}", lived, t),
+                (f'{WORKERS_CPU}{{{key},process="{names.PROCESS_WORKERS}"}}', cpu * lived, t),
+                (f"{names.LOADER_CPU_WAIT_SECONDS}_total{{{key}}}", 0, t),
+                (f'{WORKERS_CPU}{{{key},process="{names.PROCESS_MAIN}"}}',
+                 5 + 0.1 * (t - FORKED_START), t),
+            ]
     return out
 
 
@@ -206,3 +227,24 @@ def test_diagnose_and_trials_give_an_ended_run_one_finding_and_its_title_names_i
     assert (report.verdict.finding, row.cause) == (finding, finding), report.verdict
     assert f": over its life, {title}" in report.verdict.title, report.verdict.title
     assert "No GPU metrics" not in report.verdict.title
+
+
+@pytest.mark.parametrize(("trial", "truth"), list(FORKED.items()))
+def test_a_worker_forked_late_reads_its_own_cpu_however_diagnose_reads_the_run(
+        api: PrometheusAPI, trial: str, truth: float) -> None:
+    """Its CPU over the seconds it lived, whatever the span (the rate window, the run's age,
+    its life as an ended run's): not over the run's age, where a core read a third (a
+    decode-bound trial called latency-bound), nor low where it idles."""
+    now, key, sel = FORKED_START + FORKED_AGE, ("w", trial, "0"), {"experiment": "w",
+                                                                  "trial": trial}
+    pinned = api.pinned(now)
+    window = loader_cause.gather(lambda expr: by_rank(pinned, expr), WINDOW, {}, **sel)[key]
+    young = _young_loader_evidence(pinned, {key}, {key: FORKED_START}, {}, now, {}, sel)[key]
+    life = Run("w", trial, "0", "1", "n1", "1", first=FORKED_START, last=now,
+               started=FORKED_START, pushed=now)
+    ended = loader_cause.gather(lambda expr: by_rank(pinned, expr), f"{FORKED_AGE}s", {},
+                                life, **sel)[key]
+    for evidence in (window, young, ended):
+        assert evidence.per_worker_cpu == pytest.approx(truth, rel=0.05), evidence
+        assert evidence.workers == 1
+    assert ended.main_cpu == pytest.approx(0.1, rel=0.05)  # the life's rates, as before

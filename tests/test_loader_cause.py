@@ -42,14 +42,16 @@ LOADER_REMEDIES = {TOO_FEW_WORKERS: remedies.LOADER_TOO_FEW_WORKERS,
 MB = 1e6
 # Recorded figures, as a 16-core node records them over the rate window.
 WAITING = {"workers": 8.0, "workers_cpu": 0.4, "workers_wait": 0.0, "main_cpu": 0.9,
-           "cpu_count": 16.0}
+           "cpu_count": 16.0, "per_worker_cpu": 0.05}
 CASES = {
     # 2 workers each computing a full core, 12 of 16 cores idle.
     TOO_FEW_WORKERS: LoaderEvidence(workers=2, workers_cpu=1.96, workers_wait=0.02, main_cpu=1.0,
-                                    node_cpu=0.25, cpu_count=16, disk_busy=0.02),
+                                    node_cpu=0.25, cpu_count=16, disk_busy=0.02,
+                                    per_worker_cpu=0.99),
     # 16 workers on 16 saturated cores: each runs 0.55 s/s and waits 0.4 s/s for a CPU.
     DECODE_BOUND: LoaderEvidence(workers=16, workers_cpu=8.8, workers_wait=6.4, main_cpu=1.0,
-                                 node_cpu=0.97, cpu_count=16, disk_busy=0.05),
+                                 node_cpu=0.97, cpu_count=16, disk_busy=0.05,
+                                 per_worker_cpu=0.95),
     # Workers wait; the NVMe the data sits on is busy 95% with the trial's own reads.
     STORAGE_BOUND: LoaderEvidence(**WAITING, node_cpu=0.2, disk_busy=0.95,
                                   read_bytes=900 * MB, rchar=910 * MB, network_busy=0.01),
@@ -103,7 +105,7 @@ def test_a_busy_disk_that_the_trial_does_not_read_is_not_its_cause() -> None:
 
 def test_no_workers_the_trial_process_is_judged() -> None:
     computing = LoaderEvidence(workers=0, workers_cpu=0.0, main_cpu=0.99, node_cpu=0.3,
-                               cpu_count=8)
+                               cpu_count=8, per_worker_cpu=0.99)
     cause = decide(computing, CAUSES, SATURATED)
     assert cause is not None and cause.kind == TOO_FEW_WORKERS
     assert "from 0 to ~5" in cause.remedy

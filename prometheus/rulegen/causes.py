@@ -62,26 +62,10 @@ def _on_node(s: Settings, per_instance: str, ranks: str) -> str:
 
 
 def loader_worker_cpu(s: Settings) -> str:
-    """Per rank: the CPU one DataLoader worker wants, s/s (what the workers ran plus what they
-    waited for on a run queue, over their count); with no workers, the trial process's own CPU
-    (loader_cause.LoaderEvidence.per_worker_cpu)."""
-    trial, w = s.selector("trial"), s.rate_window
-
-    def rate(metric: str, *matchers: str) -> str:
-        return f"sum {by(*TRIAL_LABELS)} (rate({select(metric, trial, *matchers)}[{w}]))"
-
-    cpu = f"{names.LOADER_CPU_SECONDS}_total"
-    workers = (f"max {by(*TRIAL_LABELS)} "
-               f"(max_over_time({select(names.LOADER_WORKERS, trial)}[{w}]))")
-    # The workers' CPU and run-queue wait summed in one pass (the two series differ in their
-    # labels, so `or` keeps both; a trial without the wait counter sums its CPU alone).
-    workers_cpu = select(cpu, trial, f'process="{names.PROCESS_WORKERS}"')
-    waited = select(f"{names.LOADER_CPU_WAIT_SECONDS}_total", trial)
-    wanted = (f"sum {by(*TRIAL_LABELS)} (\n  rate({workers_cpu}[{w}])\n"
-              f"  or rate({waited}[{w}])\n)")
-    main_cpu = rate(cpu, f'process="{names.PROCESS_MAIN}"')
-    return over_window(s, f"{wanted}\n/ ({workers} > 0)\nor\n"
-                          f"{main_cpu}\nand {on(*TRIAL_LABELS)} ({workers} == 0)")
+    """Per rank: the CPU one DataLoader worker wants (figures.loader_worker_cpu, which
+    `trainwatch diagnose` reads too), a young rank's CPU rates over its own age."""
+    return figures.loader_worker_cpu(s.selector("trial"), s.rate_window,
+                                     lambda rate: over_window(s, rate))
 
 
 def render(decision: Decision, figures: Mapping[str, str], thresholds: Mapping[str, float],

@@ -81,6 +81,51 @@ def over_window(rate: str, seconds: float, age: str) -> str:
                                           f"{matched}", age)
 
 
+def over_life(window_seconds: float, life_seconds: float) -> Callable[[str], str]:
+    """A ``span`` for :func:`loader_worker_cpu`: rates over a window that holds all of an
+    ended run's samples, as the increase over its life (from its start to its final push)
+    per second of that life."""
+    return lambda rate: (f"(\n{indent(rate)}\n)\n* {number(window_seconds)}\n"
+                         f"/ {float(max(life_seconds, 1e-3))!r}")
+
+
+def loader_worker_cpu(trial: str, window: str,
+                      span: Callable[[str], str] | None = None) -> str:
+    """Per rank: the CPU one DataLoader worker wants, seconds per second, **defined once** (the
+    recording rule and ``trainwatch diagnose`` both read this): the workers' CPU seconds
+    (``process="workers"``) plus their run-queue wait, over the seconds they lived
+    (``trainwatch_trial_loader_worker_seconds_total``), both increases over ``window``. A
+    worker forked late in the window, a young run's, or workers that restart each epoch are
+    not diluted by the time no worker lived, and no age or life scaling applies: the two
+    increases share every sample. With no worker in the window, the trial process's own CPU;
+    a trial pushed by a library without the worker-seconds counter, the workers' CPU over the
+    most workers seen in the window (diluted where they lived less than the window). ``span``:
+    how those two rates over the window become the run's (a young run's age, an ended run's
+    life: :func:`over_window`, :func:`over_life`); by default the window's rates as they are.
+    """
+    over = span or (lambda rate: rate)
+    on_rank, per_rank = on(*TRIAL_LABELS), by(*TRIAL_LABELS)
+
+    def rate(metric: str, *matchers: str) -> str:
+        return f"sum {per_rank} (rate({select(metric, trial, *matchers)}[{window}]))"
+
+    cpu = f"{names.LOADER_CPU_SECONDS}_total"
+    workers = (f"max {per_rank} "
+               f"(max_over_time({select(names.LOADER_WORKERS, trial)}[{window}]))")
+    # The workers' CPU and run-queue wait summed in one pass (the two series differ in their
+    # labels, so `or` keeps both; a trial without the wait counter sums its CPU alone).
+    workers_cpu = select(cpu, trial, f'process="{names.PROCESS_WORKERS}"')
+    waited = select(f"{names.LOADER_CPU_WAIT_SECONDS}_total", trial)
+    wanted = (f"sum {per_rank} (\n  rate({workers_cpu}[{window}])\n"
+              f"  or rate({waited}[{window}])\n)")
+    lived = rate(f"{names.LOADER_WORKER_SECONDS}_total")
+    main_cpu = rate(cpu, f'process="{names.PROCESS_MAIN}"')
+    older = f"{wanted}\n/ ({workers} > 0)\nunless {on_rank}\n{lived}"
+    return (f"(\n{indent(wanted)}\n  / {on_rank}\n  ({lived} > 0)\n)\nor\n"
+            f"(\n{indent(over(older))}\n)\nor\n"
+            f"(\n{indent(over(main_cpu))}\n)\nand {on_rank} ({workers} == 0)")
+
+
 def phase_share(phase_rate: str, step_rate: str) -> str:
     """Each phase's share of the rank's step time, from the two per-rank rates."""
     return f"{phase_rate}\n/ {on(*TRIAL_LABELS)} group_left ()\n{step_rate}"

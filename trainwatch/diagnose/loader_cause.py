@@ -29,14 +29,16 @@ from trainwatch.contract import causes as table
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import CPU_SATURATED, DATALOADER_BOUND
 from trainwatch.contract.checks import LOADER_CAUSE_THRESHOLDS, LOADER_CAUSES
+from trainwatch.contract import figures as shared
 from trainwatch.contract.figures import HOST_INFO
-from trainwatch.contract.promql import BY_TRIAL
+from trainwatch.contract.promql import BY_TRIAL, matchers
 from trainwatch.contract.promql import select as selector
 from trainwatch.diagnose.deployed import AlertRule
 from trainwatch.diagnose.runs import Run
 from trainwatch.diagnose.verdict import Verdict
 from trainwatch.promapi import Labels
 from trial_instrumentation import names
+from trial_instrumentation.durations import parse_duration
 
 # One host_info series per node: a global view of a sharded Prometheus holds a node's series
 # once per shard that scraped it (its `prometheus_shard` label), and a join on `instance`
@@ -62,18 +64,11 @@ class LoaderEvidence:
     network_busy: float | None = None  # the node's busiest NIC: received bytes/s over speed
     workers_wait: float | None = None  # seconds per second the workers waited for a CPU
 
-    @property
-    def per_worker_cpu(self) -> float | None:
-        """CPU one worker wanted, in seconds per second: what it ran plus what it waited for
-        on a run queue (a worker that computes on a saturated node runs little, waits much);
-        with no workers, the trial process loads and its CPU is the figure."""
-        if self.workers is None:
-            return None
-        if self.workers == 0:
-            return self.main_cpu
-        if self.workers_cpu is None:
-            return None
-        return (self.workers_cpu + (self.workers_wait or 0.0)) / self.workers
+    # CPU one worker wanted, in seconds per second: what it ran plus what it waited for on a
+    # run queue (a worker that computes on a saturated node runs little, waits much), over the
+    # seconds the workers lived; with no workers, the trial process loads and its CPU is the
+    # figure. The one expression the recorded figure is too (contract.figures.loader_worker_cpu).
+    per_worker_cpu: float | None = None
 
 
 @dataclass(frozen=True)
@@ -94,9 +89,11 @@ def decide(e: LoaderEvidence, causes: Mapping[str, float],
     older library, no /proc) or the thresholds are not deployed.
 
     >>> t = {"worker_busy": 0.5, "disk_busy": 0.6, "network_busy": 0.6, "rchar_over_read": 4}
-    >>> decide(LoaderEvidence(1, 0.97, 0.3, 0.5, 2), t, 0.9).remedy.split(" (")[0]
+    >>> one = LoaderEvidence(1, 0.97, 0.3, 0.5, 2, per_worker_cpu=0.97)
+    >>> decide(one, t, 0.9).remedy.split(" (")[0]
     'Raise DataLoader num_workers from 1 to ~2'
-    >>> decide(LoaderEvidence(2, 0.02, 0.1, 0.2, 2, 0.01, 0, 1e4), t, 0.9).kind
+    >>> decide(LoaderEvidence(2, 0.02, 0.1, 0.2, 2, 0.01, 0, 1e4, per_worker_cpu=0.01), t,
+    ...        0.9).kind
     'latency_bound'
     """
     per_worker = e.per_worker_cpu
@@ -109,9 +106,11 @@ def decide(e: LoaderEvidence, causes: Mapping[str, float],
     if kind is None:  # a worker CPU that compares with nothing (NaN): the rule records none
         return None
     workers = int(e.workers)
-    wanted = ("" if e.workers_wait is None or not workers else
-              f" ({(e.workers_cpu or 0) / workers:.2f} run, {e.workers_wait / workers:.2f} "
-              "waited for a CPU)")
+    wanted = ""
+    ran, waited = e.workers_cpu or 0.0, e.workers_wait
+    if waited is not None and workers and ran + waited > 0:  # the figure split as its parts
+        run = per_worker * ran / (ran + waited)
+        wanted = f" ({run:.2f} run, {per_worker - run:.2f} waited for a CPU)"
     who = (f"{workers} worker{'s' if workers != 1 else ''}" if workers
            else "the trial process (no DataLoader workers)")
     busy = (f"{who} wanting {per_worker:.2f} CPU-seconds/s{' each' if workers > 1 else ''}"
@@ -194,6 +193,8 @@ def gather(query: Callable[[str], Mapping[Key, list[tuple[Labels, float]]]], win
     second of that life, and its node's figures over that life alone.
     """
     per = f" / {float(max(life.seconds, 1e-3))!r}" if life is not None else ""
+    span = (shared.over_life(parse_duration(window), life.seconds)
+            if life is not None else None)
     node_range = life.life_range if life is not None else f"[{window}]"
 
     def rate(metric: str, **labels: str) -> str:
@@ -217,6 +218,8 @@ def gather(query: Callable[[str], Mapping[Key, list[tuple[Labels, float]]]], win
                              f"{node_range}))"),
         "network_busy": on_node(f"max by (instance) (rate(trainwatch_network_receive_bytes_total"
                                 f"{node_range}) / trainwatch_network_speed_bytes)"),
+        # The figure the decision reads, as the recording rule records it.
+        "per_worker_cpu": shared.loader_worker_cpu(matchers(**sel), window, span),
     }
     found = {name: query(expr) for name, expr in queries.items()}
     keys = {key for rows in found.values() for key, got in rows.items() if got}
