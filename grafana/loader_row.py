@@ -7,32 +7,30 @@ from __future__ import annotations
 from grafana.layout import Layout
 from grafana.panels import Query, timeseries
 from grafana.promql import TRIAL_LEGEND, Promql, parens
+from trainwatch.contract import figures
 from trainwatch.contract.alerts import DATALOADER_BOUND
-from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS, number, on
-from trial_instrumentation import names
+from trainwatch.contract.promql import matchers as written
+from trainwatch.contract.promql import number
 
 NODE_LEGEND = "{{instance}} ({{nodename}}) {{device}}"
-WORKERS_PROCESS = f'process="{names.PROCESS_WORKERS}"'
 
 
 def add_loader_row(layout: Layout, q: Promql, *matchers: str) -> None:
     causes, window = q.settings.alert(DATALOADER_BOUND).causes, q.settings.rate_window
 
-    def rate(metric: str, *extra: str) -> str:
-        return f"sum {BY_TRIAL} (rate({q.trial(metric + '_total', *matchers, *extra)}[{window}]))"
-
     def on_trial_nodes(expr: str) -> str:
         return (f"{parens(expr)} * on(instance) group_left(nodename) "
                 f"({q.trial_nodes(*matchers)})")
 
-    workers = f"sum {BY_TRIAL} ({q.trial(names.LOADER_WORKERS, *matchers)} > 0)"
-    ran = rate(names.LOADER_CPU_SECONDS, WORKERS_PROCESS)
-    wanted = f"({ran} + {rate(names.LOADER_CPU_WAIT_SECONDS)}) / {on(*TRIAL_LABELS)} {workers}"
+    # The figure the loader's cause is decided on, as recorded and as diagnose reads it
+    # (contract.figures.loader_worker_cpu): over the seconds the workers lived.
+    wanted = figures.loader_worker_cpu(written(q.settings.selector("trial"), *matchers), window)
     layout.row("Why is the loader slow")
     layout.add(timeseries("CPU wanted per loader worker", "suffix: CPU-s/s", [
         Query(q.with_nodename(wanted), TRIAL_LEGEND),
     ], description="CPU seconds per second one DataLoader worker ran plus waited for on a run "
-                   "queue, over the rate window. At or above the line the workers compute: "
+                   "queue, over the seconds the workers lived in the rate window (with no "
+                   "workers, the trial process's own CPU). At or above the line the workers compute: "
                    "too few workers where the node has idle cores, decode-bound where it has "
                    f"none; below it they wait (threshold {number(causes['worker_busy'])}, "
                    "thresholds.yaml)."), 8, 8)

@@ -26,10 +26,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from trainwatch.contract import causes as table
+from trainwatch.contract import figures as shared
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import CPU_SATURATED, DATALOADER_BOUND
 from trainwatch.contract.checks import LOADER_CAUSE_THRESHOLDS, LOADER_CAUSES
-from trainwatch.contract import figures as shared
 from trainwatch.contract.figures import HOST_INFO
 from trainwatch.contract.promql import BY_TRIAL, matchers
 from trainwatch.contract.promql import select as selector
