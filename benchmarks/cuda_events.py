@@ -49,8 +49,9 @@ class StandInEvent:
 
 
 class StandInResolver(torch_timing.EventResolver):
-    def __init__(self, poll_seconds: float = torch_timing.POLL_SECONDS) -> None:
-        super().__init__(poll_seconds, record=by_event)
+    def __init__(self, poll_seconds: float = torch_timing.POLL_SECONDS,
+                 inline: bool = True) -> None:
+        super().__init__(poll_seconds, record=by_event, inline=inline)
 
     def event(self) -> Any:
         try:
@@ -133,9 +134,10 @@ def resolver_toll(rounds: int, steps: int) -> dict[str, float]:
         for _ in range(steps):
             spin(0.002)
 
-    resolvers = {"cuda_events, resolver every 2 ms (before)": StandInResolver(0.002),
-                 f"cuda_events, resolver every {torch_timing.POLL_SECONDS * 1e3:.0f} ms (now)":
-                     StandInResolver()}
+    poll = f"{torch_timing.POLL_SECONDS * 1e3:.0f} ms"
+    resolvers = {"cuda_events, resolver thread every 2 ms": StandInResolver(0.002, False),
+                 f"cuda_events, resolver thread every {poll}": StandInResolver(inline=False),
+                 "cuda_events, resolved inline (now)": StandInResolver()}
     loops: dict[str, Callable[[], None]] = {"bare": bare, "wall": loop(
         [Phase(n, Histogram(ti.DEFAULT_BUCKETS)) for n in PHASES])}
     for name, resolver in resolvers.items():
@@ -203,11 +205,12 @@ def gpu_loop(work: Callable[[], Any], trial: ti.Trial | None, steps: int) -> Cal
 # cuda_events recording through torch's Event.record() (a Stream made per call), beside the
 # mode as shipped (torch_timing.recorder), in the same rounds.
 TORCH_RECORD = f"{ti.CUDA_EVENTS} via Event.record()"
-# cuda_events resolved on the training thread every INLINE_BATCH pairs (no resolver thread),
-# and with the resolver thread asleep (resolved once, at the round's end).
-INLINE = f"{ti.CUDA_EVENTS} resolved inline"
-PAUSED = f"{ti.CUDA_EVENTS}, resolver asleep"
-VARIANTS = (TORCH_RECORD, INLINE, PAUSED)
+# cuda_events resolved by a thread waking every POLL_SECONDS (before: its query() and
+# elapsed_time() calls took the GIL back from the training thread), and resolved once, at
+# the round's end (what the pairs cost with no resolution during the steps).
+THREAD = f"{ti.CUDA_EVENTS}, resolver thread"
+PAUSED = f"{ti.CUDA_EVENTS}, resolved after"
+VARIANTS = (TORCH_RECORD, THREAD, PAUSED)
 
 
 def record_ns(number: int = 20_000, repeat: int = 7) -> dict[str, float]:
@@ -252,10 +255,10 @@ def gpu_loops(rounds: int, steps: int) -> dict[str, dict[str, float]]:
             run()  # warm-up: cuBLAS, the allocator, the phases
         # The trials' resolvers are made by the warm-up's first phase.
         trials[TORCH_RECORD]._resolver.record = by_event
-        for variant in (INLINE, PAUSED):
+        for variant in (THREAD, PAUSED):
             resolver = trials[variant]._resolver
-            resolver._poll = 3600.0  # the thread sleeps from its next wake-up on
-            resolver.inline = variant == INLINE
+            resolver.inline = False
+        trials[THREAD]._resolver._thread.start()
         loops[PAUSED] = resolved_after(loops[PAUSED], trials[PAUSED]._resolver)
         times = rotated(loops, rounds)
         for t in trials.values():

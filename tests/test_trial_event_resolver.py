@@ -41,7 +41,8 @@ class FakeEvent:
 
 @pytest.fixture
 def resolver() -> Iterator[EventResolver]:
-    r = EventResolver(poll_seconds=0.001)
+    """The resolver on a thread of its own (the benchmark's comparison; errors alike)."""
+    r = EventResolver(poll_seconds=0.001, inline=False)
     yield r
     r.stop()
 
@@ -156,9 +157,9 @@ def test_a_gap_between_phases_gets_its_own_events_and_is_in_neither(
         with EventPhase("a", a, stand_in):
             spin(0.0002)
         spin(SHARE_GAP * 50)  # host work between the phases: not shared
-        # As on a loaded machine, the resolver gets to a's pair before b opens: b reuses its
-        # freed start event, which must still count as an event of its own.
-        wait_until(lambda: sum(a.counts) == 1, timeout=5, what="a resolved", interval=0.001)
+        # As when a push's collection resolves a's pair before b opens: b reuses its freed
+        # start event, which must still count as an event of its own.
+        assert stand_in.resolve_safely() and sum(a.counts) == 1
         with EventPhase("b", b, stand_in):
             spin(0.0002)
 
@@ -183,7 +184,7 @@ def test_every_event_returns_to_the_pool(stand_in: StandInResolver) -> None:
                 pass
             with inner:
                 pass
-        time.sleep(0.002)  # between steps the resolver gets the GIL and frees the events
+        time.sleep(0.002)  # the next close is past poll_seconds: it resolves and frees events
     assert stand_in.drain(timeout=5)
     assert sum(histogram.counts) == 50 * 4
     # Reused, not leaked: a step records 7 events, yet a few steps' worth served all 50 (the
@@ -287,3 +288,32 @@ def test_inline_resolution_waits_behind_an_unfinished_pair_and_a_cuda_error_neve
             r.submit(FakeEvent(), FakeEvent(1.0), histogram)  # type: ignore[arg-type]
     assert sum(histogram.counts) == batch and len(caplog.records) == 1
     assert "no longer timed" in caplog.text and r.drain(timeout=0.01)
+
+
+def test_inline_resolution_also_follows_the_clock_so_a_slow_loop_is_not_held_back() -> None:
+    r = EventResolver(poll_seconds=0.05)  # inline, as a Trial makes it
+    histogram = Histogram(DEFAULT_BUCKETS)
+    r.submit(FakeEvent(), FakeEvent(3.0), histogram)  # type: ignore[arg-type]
+    assert sum(histogram.counts) == 0  # one pair, and no close 50 ms later yet
+    r.last_end_at = time.perf_counter() + 0.06  # what end_event() notes at a close 60 ms on
+    r.submit(FakeEvent(), FakeEvent(4.0), histogram)  # type: ignore[arg-type]
+    assert sum(histogram.counts) == 2 and histogram.sum == pytest.approx(0.007)
+    r.submit(FakeEvent(), FakeEvent(5.0), histogram)  # type: ignore[arg-type]
+    assert sum(histogram.counts) == 2  # the next one is 50 ms after that close
+
+
+def test_a_push_or_scrape_resolves_the_pairs_a_slow_loop_left() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from trial_instrumentation.collector import TrialCollector, TrialState
+    state = TrialState(DEFAULT_BUCKETS, {"nodename": "n", "pid": "1", "world_size": "1"})
+    r = EventResolver(poll_seconds=3600.0)
+    r.submit(FakeEvent(), FakeEvent(2.0), state.phase_histogram("train_batch"))  # type: ignore[arg-type]
+    registry = CollectorRegistry()
+    registry.register(TrialCollector(state))
+    count = ("trainwatch_trial_phase_seconds_count", {"phase": "train_batch"})
+    assert registry.get_sample_value(*count) == 0  # no resolver attached: still pending
+    state.resolve_pending = r.resolve_safely
+    assert registry.get_sample_value(*count) == 1
+    assert registry.get_sample_value("trainwatch_trial_phase_seconds_sum",
+                                     {"phase": "train_batch"}) == pytest.approx(0.002)

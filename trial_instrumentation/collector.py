@@ -77,6 +77,9 @@ class TrialState:
     announced: set[str] = field(default_factory=set)
     steps_delivered: float = 0.0
     dropped_phase: str | None = None  # the first phase name past names.MAX_PHASES, if any
+    # cuda_events: resolves the finished event pairs into the phase histograms, called at
+    # each collection (push or scrape) so a slow loop's last steps are never held back.
+    resolve_pending: Callable[[], object] | None = None
 
     def __post_init__(self) -> None:
         self.step = Histogram(self.buckets)
@@ -141,6 +144,8 @@ class TrialCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         state, values = self._state, self._values
+        if state.resolve_pending is not None:
+            state.resolve_pending()
         phase = self._family(HistogramMetricFamily, names.PHASE_SECONDS,
                              "Time spent in one phase of a training step.", "phase")
         late = state.steps_delivered > 0 and state.exit_reason is None

@@ -11,7 +11,8 @@ can land between the copy and the read, so a push may show ``sum`` one observati
 of ``count``. The next push corrects it, and rates over minutes do not notice.
 
 Each histogram has a single writer: the training thread (or, in ``cuda_events`` mode, the
-resolver thread). Time a phase from one thread only.
+thread holding the event resolver's lock: the training thread at a phase's close, or the one
+collecting for a push or a scrape). Time a phase from one thread only.
 """
 
 from __future__ import annotations

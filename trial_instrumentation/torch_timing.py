@@ -19,9 +19,13 @@ Kept cheap enough to leave on (docs/instrumentation.md has the trade-offs):
   (:func:`recorder`), not through ``Event.record()``, whose ``torch.cuda.current_stream()``
   builds a new ``Stream`` on every call (CUDA's lazy init check, the device index, the
   constructor: several microseconds of Python, six times a step).
-* The resolver wakes every ``POLL_SECONDS`` (not every few milliseconds) and resolves all
-  finished pairs at once: each wake-up takes the GIL from the training thread, which needs it
-  for every kernel launch.
+* Finished pairs are resolved on the training thread, every ``INLINE_BATCH`` pairs or
+  ``POLL_SECONDS`` (the phase's close already read the clock), and at each push or scrape
+  (``TrialState.resolve_pending``), not by a thread of their own: a resolver thread's
+  ``query()`` and ``elapsed_time()`` calls take the GIL back from a training thread that
+  hands it over at every kernel launch. On an H200, a launch-bound step (1.4 ms) ran +15.7%
+  (another run +9.7%) slower with a resolver thread waking every 50 ms, +3.7% resolved
+  inline (``benchmarks/cuda_events.py``).
 
 Event lifetimes are decided on the training thread alone and reach the resolver in order
 through the one FIFO: a resolved pair frees its start (a shared start's first pair was
@@ -48,7 +52,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MAX_PENDING = 10_000  # unresolved phases; beyond it, phases go untimed rather than grow memory
-POLL_SECONDS = 0.05  # resolver wake-ups: 20 a second; observations land at most this late
+POLL_SECONDS = 0.05  # the longest a finished pair waits for a later close to resolve it
 INLINE_BATCH = 64  # pairs submitted between two inline resolutions
 SHARE_GAP = 20e-6  # host seconds between a close and the next open that still share an event
 
@@ -98,19 +102,21 @@ class SyncPhase(Phase):
 
 
 class EventResolver:
-    """Turns recorded (start, end) event pairs into observations, off the training thread.
+    """Turns recorded (start, end) event pairs into observations, without waiting for the GPU.
 
     ``pending`` holds ``(start, end, histogram)`` pairs and ``(event, None, None)`` release
     entries, in the order the training thread made them (see the module docstring)."""
 
     def __init__(self, poll_seconds: float = POLL_SECONDS,
-                 record: Callable[[Any], None] | None = None, inline: bool = False) -> None:
+                 record: Callable[[Any], None] | None = None, inline: bool = True) -> None:
         #: Records an event on the current stream (training thread): :func:`recorder`'s.
         self.record = recorder() if record is None else record
-        #: Resolve on the training thread, every ``INLINE_BATCH`` submitted pairs, instead of
-        #: on the resolver thread (read at each submit).
+        #: Resolve on the training thread at a phase's close, every ``INLINE_BATCH`` pairs or
+        #: ``poll_seconds`` (read at each submit); False: on a thread waking every
+        #: ``poll_seconds`` (the benchmark's comparison).
         self.inline = inline
         self._resolve_at = INLINE_BATCH
+        self._resolve_by = perf_counter() + poll_seconds  # host time of the next timed one
         self._pending: collections.deque[tuple[Any, Any, Histogram | None]] = collections.deque()
         self._free: collections.deque[torch.cuda.Event] = collections.deque()
         self._poll = poll_seconds
@@ -170,9 +176,12 @@ class EventResolver:
             return
         pending = self._pending
         pending.append((start, end, histogram))
-        if self.inline and len(pending) >= self._resolve_at:
+        # end_event() read the clock just before: last_end_at is now.
+        if self.inline and (len(pending) >= self._resolve_at
+                            or self.last_end_at >= self._resolve_by):
             self.resolve_safely()
             self._resolve_at = len(pending) + INLINE_BATCH
+            self._resolve_by = self.last_end_at + self._poll
 
     def drain(self, timeout: float) -> bool:
         """Wait until every submitted pair is resolved (at exit); False after ``timeout``."""

@@ -329,6 +329,7 @@ class Trial:
         if mode == names.CUDA_SYNC:
             return torch_timing.SyncPhase
         self._resolver = resolver = torch_timing.EventResolver()
+        self._state.resolve_pending = resolver.resolve_safely
         return lambda name, histogram: torch_timing.EventPhase(name, histogram, resolver)
 
     def _bad_phase(self, name: object, why: str) -> NoopPhase:
