@@ -240,3 +240,74 @@ def test_a_prometheus_without_the_at_modifier_is_asked_item_by_item() -> None:
 
     with pytest.raises(PrometheusError, match="out of memory"):
         batched.read(Broken(), [("a", 1.0), ("b", 2.0)])  # type: ignore[arg-type]
+
+
+# --- issue 36: what the mutation run of batched.py showed untested ------------------------
+
+def test_a_split_series_keeps_every_label_but_the_tag_whatever_it_sorts_after() -> None:
+    labels = {"__name__": "x", "rank": "0", "uuid": "GPU-1", "zone": "a", batched.ITEM: "1"}
+    found = batched.split([(labels, 2.0)], range(3))
+    assert found == {0: [], 1: [({"__name__": "x", "rank": "0", "uuid": "GPU-1", "zone": "a"},
+                                 2.0)], 2: []}
+
+
+def test_without_the_at_modifier_an_item_read_now_is_asked_now_not_pinned() -> None:
+    """The fallback item by item: an item with an instant is asked pinned at it, one without
+    (read at the query's instant) of the API itself, never pinned."""
+    class Old(Echo):
+        def query(self, expr: str, kind: str = "any") -> list[tuple[dict[str, str], float]]:
+            if "@" in expr:
+                raise PrometheusError("Prometheus at http://echo: query failed: 1:20: parse "
+                                      "error: @ modifier is disabled")
+            self.queries.append(f"now {expr}")
+            return [({"job": "now"}, -1.0)]
+
+    api = Old()
+    found = batched.read(api, [("a", 1.0), ("b", None), ("c", 3.0)])  # type: ignore[arg-type]
+    assert found == [[({"job": "x"}, 1.0)], [({"job": "now"}, -1.0)], [({"job": "x"}, 3.0)]]
+    assert [q for q in api.queries if not q.startswith("(")] == [
+        "alone at 1.0", "now b", "alone at 3.0"]
+
+
+def test_a_batch_of_one_item_is_asked_as_its_own_query_at_its_instant() -> None:
+    api = Echo()
+    assert batched.read(api, [("a", 5.0)]) == [[({"job": "x"}, 5.0)]]  # type: ignore[arg-type]
+    assert api.queries == ["alone at 5.0"]  # not a tagged `@` subquery
+
+
+@pytest.mark.parametrize(("texts", "limit", "expected"), [
+    # "(aaaa or bbbb)" is 14 characters: exactly the limit, one batch.
+    (["aaaa", "bbbb", "cccc"], 14, [range(0, 2), range(2, 3)]),
+    # One character over: two batches.
+    (["aaaa", "bbbbb"], 14, [range(0, 1), range(1, 2)]),
+    # A batch begun after a cut counts from nothing too: its exact fit is kept whole.
+    (["a" * 10, "aaaa", "bbbb"], 14, [range(0, 1), range(1, 3)]),
+    (["a" * 10, "aaaa", "bbbbb"], 14, [range(0, 1), range(1, 2), range(2, 3)]),
+    # An item longer than the limit goes alone, and its neighbours are not held back by it.
+    (["ab", "a" * 30, "ab", "cd"], 10, [range(0, 1), range(1, 2), range(2, 4)]),
+    ([], 14, []),
+])
+def test_batches_are_cut_exactly_at_the_limit(texts: list[str], limit: int,
+                                              expected: list[range]) -> None:
+    assert batched.chunks(texts, limit) == expected
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 3])
+def test_every_batch_is_asked_whatever_their_number(monkeypatch: pytest.MonkeyPatch,
+                                                    count: int) -> None:
+    """No item, one batch, two, three (each item alone under a tiny limit): every item answered,
+    each once, and nothing asked for no item."""
+    monkeypatch.setattr(batched, "MAX_QUERY_CHARS", 1)
+    api = Echo()
+    items = [(f"x{i}", 10.0 + i) for i in range(count)]
+    assert batched.read(api, items) == [[({"job": "x"}, 10.0 + i)]  # type: ignore[arg-type]
+                                        for i in range(count)]
+    assert sorted(api.queries) == [f"alone at {10.0 + i}" for i in range(count)]
+
+
+def test_a_query_holds_up_to_twenty_thousand_characters_and_not_one_more() -> None:
+    """The default cut (MAX_QUERY_CHARS): two items joined into exactly 20,000 characters are
+    one query; one character more, two."""
+    assert len(batched.either(["a" * 9997, "b" * 9997])) == 20_000
+    assert batched.chunks(["a" * 9997, "b" * 9997]) == [range(0, 2)]
+    assert batched.chunks(["a" * 9997, "b" * 9998]) == [range(0, 1), range(1, 2)]
