@@ -480,3 +480,18 @@ def test_each_limit_is_a_whole_number_on_either_side() -> None:
     lines = text.splitlines()
     assert "loader limit  1,234        5,678" in lines
     assert "step limit    4,321        8,765" in lines
+
+
+def test_a_phase_a_user_named_untimed_keeps_its_row_beside_the_untimed_time() -> None:
+    """A phase named like the untimed row is a phase: its change and the step time in no
+    phase are two rows, and the phase table lists the phase (not the untimed time)."""
+    base = side("b", 0.30, {compare.UNTIMED: 0.10, "p": 0.10})
+    found = compare.compare(side("a", 0.45, {compare.UNTIMED: 0.20, "p": 0.10}), base)
+    rows = [(c.phase, round(c.delta_seconds, 9), c.untimed) for c in found.changes]
+    assert rows == [(compare.UNTIMED, 0.1, False), (compare.UNTIMED, 0.05, True), ("p", 0.0, False)]
+    assert sum(c.explained or 0 for c in found.changes) == pytest.approx(1.0)
+    text = compare.as_text(found)
+    assert f"\n  {compare.UNTIMED}  200.0 ms 44.4%  100.0 ms 33.3%\n" in text  # the phase's row
+    assert f"  {compare.UNTIMED} +100.0 ms per step: 67% of the difference" in text
+    assert f"  {compare.UNTIMED} +50.0 ms per step: 33% of the difference" in text
+    assert json.loads(compare.as_json(found))["comparison"]["changes"][1]["untimed"] is True

@@ -61,9 +61,10 @@ class Side:
 
 @dataclass
 class Change:
-    phase: str
+    phase: str  # UNTIMED for the step time in no phase (``untimed`` says which it is)
     delta_seconds: float  # A's mean time per step minus B's
     explained: float | None  # of the step-time difference; None when there is none
+    untimed: bool = False  # the step time in no phase, not a phase a user named UNTIMED
 
 
 @dataclass
@@ -167,17 +168,19 @@ def compare(a: Side, b: Side) -> Comparison:
                           "Prometheus")
     delta = a.step_seconds - b.step_seconds
     phases = sorted(set(a.phase_seconds) | set(b.phase_seconds))
-    deltas = {p: a.phase_seconds.get(p, 0.0) - b.phase_seconds.get(p, 0.0) for p in phases}
+    # (name, seconds, untimed): a phase a user named UNTIMED stays a row of its own.
+    deltas = [(p, a.phase_seconds.get(p, 0.0) - b.phase_seconds.get(p, 0.0), False)
+              for p in phases]
     untimed = ((a.step_seconds - sum(a.phase_seconds.values()))
                - (b.step_seconds - sum(b.phase_seconds.values())))
     if abs(untimed) > RESOLUTION:
-        deltas[UNTIMED] = untimed
+        deltas.append((UNTIMED, untimed, True))
     # Two steps of 0 s (a step time sum of 0), or a nanosecond apart, differ by nothing: no
     # change, not a division by 0. A difference over it is in a phase or the untimed row, so a
     # change always has a top row.
     significant = abs(delta) > RESOLUTION and abs(delta) >= NO_CHANGE * b.step_seconds
-    changes = [Change(p, d, d / delta if significant else None)
-               for p, d in sorted(deltas.items(), key=lambda item: -abs(item[1]))]
+    changes = [Change(p, d, d / delta if significant else None, rest)
+               for p, d, rest in sorted(deltas, key=lambda item: -abs(item[1]))]
     if not significant:
         summary = (f"No change: mean step time {ms(a.step_seconds)} against "
                    f"{ms(b.step_seconds)} (within {NO_CHANGE:.0%})")
@@ -220,7 +223,7 @@ def as_text(c: Comparison) -> str:
                  ("step limit", _num(a.step_limit, 0), _num(b.step_limit, 0))]
     for change in c.changes:
         p = change.phase
-        if p == UNTIMED:
+        if change.untimed:
             continue
         rows.append((f"  {p}", f"{ms(a.phase_seconds.get(p))} {_pct(a.share(p))}",
                      f"{ms(b.phase_seconds.get(p))} {_pct(b.share(p))}"))

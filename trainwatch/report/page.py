@@ -238,7 +238,7 @@ def baseline(doc: Document) -> str:
             ("step time", render.ms(a.step_seconds), render.ms(b.step_seconds)),
             ("GPU busy", _busy(a), _busy(b))]
     rows += [(p.phase, _per_step(a, p.phase), _per_step(b, p.phase))
-             for p in c.changes if p.phase != compare.UNTIMED]
+             for p in c.changes if not p.untimed]
     table = "".join(f"<tr><th>{e(k)}</th><td>{e(x)}</td><td>{e(y)}</td></tr>"
                     for k, x, y in rows)
     changes = "".join(
