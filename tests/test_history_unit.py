@@ -543,17 +543,27 @@ def test_a_life_with_a_busy_gpu_and_a_good_mfu_is_gpu_bound() -> None:
     assert (v.life_kind, v.bottleneck, v.measured) == ("gpu_bound", False, 0.87)
 
 
-@pytest.mark.parametrize(("reason", "phases"), [
-    (names.EXIT_FAILED, GPU_BOUND_LIFE),  # a failed run keeps its log as what to read first
-    (None, GPU_BOUND_LIFE),  # stopped without a word: likewise
-    ("oom", GPU_BOUND_LIFE),
-    (names.EXIT_CLEAN, []),  # no timings: nothing to decide on
-    (names.EXIT_TERMINATED, [])])
-def test_only_a_timed_life_that_ended_cleanly_or_terminated_is_decided(
-        reason: str | None, phases: list[tuple[str, float]]) -> None:
+@pytest.mark.parametrize("reason", [names.EXIT_FAILED, None, "oom"])
+def test_a_failed_or_killed_life_keeps_its_verdict_with_its_lifes_finding_and_title(
+        reason: str | None) -> None:
+    """What to do first stays its log (the stale verdict's alert and remedy); what its life
+    was is decided as `trials` decides it, on the same figures over that life, not the
+    shares-only profile its last push had (which read "dataloader_next 60%")."""
+    ended = dataclasses.replace(LONG, exit_reason=reason)
+    done = over_life(FakeAPI(life_table(0.95, 0.87, 0.083)), RULED,  # type: ignore[arg-type]
+                     report(verdict=verdict(ENDED), phases=GPU_BOUND_LIFE), ended, NOW)
+    v = done.verdict
+    assert v is not None
+    assert v.title.endswith("): over its life, Node CPUs saturated: 95.0% > threshold 90.0%")
+    assert (v.finding, v.alert, v.remedy, v.bottleneck) == ("busy_cpu", TRIAL_STALE, "r", False)
+    assert v.kind == ENDED and v.measured != 0.95  # its own figure, not the life's CPU
+
+
+@pytest.mark.parametrize("reason", [names.EXIT_CLEAN, names.EXIT_TERMINATED, None])
+def test_a_life_with_no_timings_is_not_decided(reason: str | None) -> None:
     ended = dataclasses.replace(LONG, exit_reason=reason)
     api = FakeAPI(life_table(0.95, 0.87, 0.083))
-    done = over_life(api, RULED, report(verdict=verdict(ENDED), phases=phases), ended, NOW)  # type: ignore[arg-type]
+    done = over_life(api, RULED, report(verdict=verdict(ENDED), phases=[]), ended, NOW)  # type: ignore[arg-type]
     v = done.verdict
     assert v is not None
     assert v.title.endswith("): over its life, dataloader_next 60%")

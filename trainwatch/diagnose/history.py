@@ -122,10 +122,11 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
     verdict = dataclasses.replace(verdict, steps=count, cleanup=cleanup,
                                   measured=age if run.exit_reason is None else None)
     cause = None
-    if run.exit_reason in (names.EXIT_CLEAN, names.EXIT_TERMINATED) and report.phases:
+    if report.phases:
         # The same decision as a running rank's, on the same kinds of figure over its life:
         # its shares, its node's CPU (a CPU-bound run on a saturated host stays one), its GPUs'
-        # busy and its MFU, as `trials` reads them (a GPU-bound run stays GPU-bound).
+        # busy and its MFU, as `trials` reads them (a GPU-bound run stays GPU-bound). A failed
+        # or killed run keeps its verdict (its log first) with that finding and title.
         node_cpu, evidence = _loader_over_life(api, deployment, run)
         gpu, mfu = life_gpu(api, deployment, run)
         m = Measurements(dict(report.phases), node_cpu, gpu_busy_recorded=gpu, mfu=mfu)
@@ -134,12 +135,14 @@ def _over_life(api: PrometheusAPI, deployment: Deployment, report: RankReport, r
                                 deployment.alerts)
         # A data-loader-bound life gets its loader's cause, over that life, as a running one.
         profile, cause = loader_cause.explain(profile, evidence, deployment.alerts)
-        verdict = dataclasses.replace(verdict, bottleneck=profile.bottleneck,
-                                      alert=profile.alert, remedy=profile.remedy,
-                                      runbook_url=profile.runbook_url, metric=profile.metric,
-                                      measured=profile.measured, threshold=profile.threshold,
-                                      comparison=profile.comparison, life_kind=profile.kind,
-                                      notes=profile.notes)
+        if run.exit_reason in (names.EXIT_CLEAN, names.EXIT_TERMINATED):
+            verdict = dataclasses.replace(verdict, bottleneck=profile.bottleneck,
+                                          alert=profile.alert, remedy=profile.remedy,
+                                          runbook_url=profile.runbook_url,
+                                          metric=profile.metric, measured=profile.measured,
+                                          threshold=profile.threshold,
+                                          comparison=profile.comparison, notes=profile.notes)
+        verdict = dataclasses.replace(verdict, life_kind=profile.kind)
         # The title names the finding it carries, not the shares-only profile taken when the
         # rank was found off the air (that read "No GPU metrics" for a CPU-bound life).
         said = profile_line(profile)

@@ -77,7 +77,7 @@ class Verdict:
     cleanup: str | None = None  # stale: the command that deletes its Pushgateway group
     metric: str | None = None  # what ``measured`` is, in words (which GPU metric was used)
     exit_reason: str | None = None  # stale: what its final push said (names.EXIT_*), if any
-    life_kind: str | None = None  # ended clean or terminated: the kind its life's profile had
+    life_kind: str | None = None  # ended or stopped: the kind its life's profile had
     # What else the same figures say that the finding alone would hide (see :func:`context`).
     notes: tuple[str, ...] = ()
 
