@@ -34,6 +34,8 @@ WORKERS_CPU = f"{names.LOADER_CPU_SECONDS}_total"
 # The ended run: 60 s of life at 0.8 CPU-seconds/s in its one worker on a busy node (0.9),
 # then its group kept 116 s more, flat, on an idle node (0.05), as until gc retires it.
 ENDED_WORKER_CPU, ENDED_NODE_CPU, IDLE_NODE_CPU = 0.8, 0.95, 0.05
+# Its node: 16 CPUs, a disk busy 70% and a 1 GB/s NIC receiving at 60% while it lived.
+CPU_COUNT, ENDED_DISK_BUSY, ENDED_NIC_BUSY, LINK = 16, 0.7, 0.6, 1e9
 # Its phases: under the loader's threshold (0.3), so its node's saturated CPUs decide.
 ENDED_GPU_BUSY = 0.8
 ENDED_SHARES = {"dataloader_next": 0.2, "train_batch": 0.8}
@@ -55,6 +57,16 @@ def _samples() -> list[tuple[str, float, int]]:
     out: list[tuple[str, float, int]] = []
     for t in range(BASE - 300, YOUNG_START + YOUNG_AGE + 1, 5):
         out.append(('trainwatch_host_info{instance="i1",nodename="n1"}', 1, t))
+        # Its node's disk and NIC busy while the run lived, idle after (a second NIC at 10%).
+        lived = max(0, min(t, BASE + 60) - BASE)
+        out += [('trainwatch_cpu_count{instance="i1"}', CPU_COUNT, t),
+                ('trainwatch_disk_io_time_seconds_total{instance="i1",device="sda"}',
+                 ENDED_DISK_BUSY * lived, t)]
+        for device, received in (("eth0", ENDED_NIC_BUSY * LINK * lived),
+                                 ("eth1", 0.1 * LINK * (t - BASE + 300))):
+            out += [(f'trainwatch_network_receive_bytes_total{{instance="i1",device="{device}"}}',
+                     received, t),
+                    (f'trainwatch_network_speed_bytes{{instance="i1",device="{device}"}}', LINK, t)]
         busy = ENDED_NODE_CPU if t <= BASE + 60 else IDLE_NODE_CPU
         out.append((f'{CPU_RECORD}{{instance="i1"}}', busy, t))
         # Another node, idle while the run's was saturated: never the run's node CPU.
@@ -151,6 +163,11 @@ def test_an_ended_runs_loader_figures_end_at_its_final_push(api: PrometheusAPI) 
     assert evidence.per_worker_cpu == pytest.approx(ENDED_WORKER_CPU, rel=0.05)
     assert evidence.main_cpu == pytest.approx(0.1, rel=0.05)  # not its 5 s of import
     assert evidence.node_cpu == pytest.approx(ENDED_NODE_CPU, abs=0.05)
+    # Its node's disk and busiest NIC over its life (the cause rule's definitions), not the
+    # idle minutes after it nor the quieter NIC.
+    assert evidence.cpu_count == CPU_COUNT
+    assert evidence.disk_busy == pytest.approx(ENDED_DISK_BUSY, rel=0.05)
+    assert evidence.network_busy == pytest.approx(ENDED_NIC_BUSY, rel=0.05)
 
 
 def test_a_young_runs_loader_figures_are_over_its_own_life(api: PrometheusAPI) -> None:

@@ -125,22 +125,17 @@ def loader_cause(s: Settings, n: RecordNames) -> str:
     # (most ranks of a fleet are not: the node joins then cost next to nothing).
     bound = (f"{select(n.phase_share, s.selector('dataloader_phase'))} > "
              f"{number(s.threshold(DATALOADER_BOUND))}")
-    figures = {
+    read = {
         table.WORKER_CPU.name: f"({n.loader_worker_cpu} and {on_rank} {bound})",
         table.NODE_CPU.name: _on_node(s, n.cpu_utilization, bound),
-        table.CPU_COUNT.name: _on_node(
-            s, f"max {by('instance')} ({select('trainwatch_cpu_count', exporter)})", bound),
-        table.DISK_BUSY.name: _on_node(
-            s, f"max {by('instance')} (rate("
-               f"{select('trainwatch_disk_io_time_seconds_total', exporter)}[{w}]))", bound),
+        table.CPU_COUNT.name: _on_node(s, figures.node_cpu_count(exporter), bound),
+        table.DISK_BUSY.name: _on_node(s, figures.node_disk_busy(exporter, f"[{w}]"), bound),
         table.NODE_NIC_BUSY.name: _on_node(
-            s, f"max {by('instance')} (\n  {n.device_rate('network_receive_bytes')}\n"
-               f"  / {on('instance', 'device')} max {by('instance', 'device')} "
-               f"({select('trainwatch_network_speed_bytes', exporter)})\n)", bound),
+            s, figures.node_nic_busy(n.device_rate("network_receive_bytes"), exporter), bound),
         table.READ_BYTES.name: n.loader_read_bytes,
         table.RCHAR.name: n.loader_rchar_bytes,
     }
-    return render(table.LOADER, figures, _thresholds(s, table.LOADER), TRIAL_LABELS)
+    return render(table.LOADER, read, _thresholds(s, table.LOADER), TRIAL_LABELS)
 
 
 def exchange_cause(s: Settings, n: RecordNames) -> str:
@@ -157,7 +152,7 @@ def exchange_cause(s: Settings, n: RecordNames) -> str:
         f'"direction", "{direction}", "", "")'
         for direction, stem in (("receive", "network_receive_bytes"),
                                 ("transmit", "network_transmit_bytes")))
-    figures = {
+    read = {
         table.STRAGGLER_RATIO.name: (
             f"max {by(*per_trial)} (\n  ({n.rank_step_mean} and {on_trial} {under})\n"
             f"  / {on_trial} group_left\n"
@@ -174,7 +169,7 @@ def exchange_cause(s: Settings, n: RecordNames) -> str:
     }
     slow = (f"{under}\nand {on_trial}\ncount {by(*per_trial)} "
             f"({select(names.TRIAL_INFO, trial)}) > 1")
-    labelled = render(table.EXCHANGE, figures, _thresholds(s, table.EXCHANGE), per_trial, under)
+    labelled = render(table.EXCHANGE, read, _thresholds(s, table.EXCHANGE), per_trial, under)
     return f"(\n{_indent(labelled)}\n)\nand {on_trial}\n{slow}"
 
 

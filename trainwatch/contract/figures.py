@@ -138,9 +138,32 @@ def cpu_utilization(exporter: str, window: str) -> str:
             f"/ max {by('instance')} ({select('trainwatch_cpu_count', exporter)})")
 
 
+def node_cpu_count(exporter: str) -> str:
+    """Per node: its logical CPUs."""
+    return f"max {by('instance')} ({select('trainwatch_cpu_count', exporter)})"
+
+
+def node_disk_busy(exporter: str, range_: str) -> str:
+    """Per node: its busiest disk's share of time busy over ``range_`` (``[5m]``, or a run's
+    life: ``[60s] offset 116s``)."""
+    return (f"max {by('instance')} (rate("
+            f"{select('trainwatch_disk_io_time_seconds_total', exporter)}{range_}))")
+
+
+def node_nic_busy(receive_rate: str, exporter: str) -> str:
+    """Per node: its busiest NIC's receive rate over its link speed, from ``receive_rate``
+    (per node and device: the recorded :func:`device_rate`, or that expression over a run's
+    life)."""
+    speed = select("trainwatch_network_speed_bytes", exporter)
+    return (f"max {by('instance')} (\n  {receive_rate}\n"
+            f"  / {on('instance', 'device')} max {by('instance', 'device')} ({speed})\n)")
+
+
 def device_rate(counter: str, exporter: str, window: str) -> str:
-    """An exporter byte or operation counter's rate, per node and device."""
-    return f"sum {by('instance', 'device')} (rate({select(counter, exporter)}[{window}]))"
+    """An exporter byte or operation counter's rate, per node and device (``window`` a
+    duration, or a range with its brackets: ``[60s] offset 116s``)."""
+    range_ = window if window.startswith("[") else f"[{window}]"
+    return f"sum {by('instance', 'device')} (rate({select(counter, exporter)}{range_}))"
 
 
 def gpu_busy(exporter: str) -> str:

@@ -213,11 +213,11 @@ def gather(query: Callable[[str], Mapping[Key, list[tuple[Labels, float]]]], win
         "main_cpu": rate(cpu, process=names.PROCESS_MAIN),
         "read_bytes": rate(f"{names.LOADER_READ_BYTES}_total"),
         "rchar": rate(f"{names.LOADER_RCHAR_BYTES}_total"),
-        "cpu_count": on_node("max by (instance) (trainwatch_cpu_count)"),
-        "disk_busy": on_node(f"max by (instance) (rate(trainwatch_disk_io_time_seconds_total"
-                             f"{node_range}))"),
-        "network_busy": on_node(f"max by (instance) (rate(trainwatch_network_receive_bytes_total"
-                                f"{node_range}) / trainwatch_network_speed_bytes)"),
+        # The node's figures as the cause rule reads them, over this window or life.
+        "cpu_count": on_node(shared.node_cpu_count("")),
+        "disk_busy": on_node(shared.node_disk_busy("", node_range)),
+        "network_busy": on_node(shared.node_nic_busy(shared.device_rate(
+            "trainwatch_network_receive_bytes_total", "", node_range), "")),
         # The figure the decision reads, as the recording rule records it.
         "per_worker_cpu": shared.loader_worker_cpu(matchers(**sel), window, span),
     }
