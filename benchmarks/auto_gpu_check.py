@@ -15,6 +15,7 @@ from prometheus_client import generate_latest
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from benchmarks.gpu_check import figure
 from trial_instrumentation import auto
 
 
@@ -38,11 +39,14 @@ def loop(steps: int = 50) -> int:
 def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA: nothing checked")
+        figure("automatic instrumentation on a GPU", "skipped (no CUDA)", "every step", None)
         return 0
     steps = loop()
     trial = auto.AUTO.trial
     if trial is None:
-        print("FAIL: automatic instrumentation made no trial")
+        print("FAIL: automatic instrumentation made no trial (TRAINWATCH_AUTO=1 and "
+              "trial_instrumentation/auto/site on PYTHONPATH?)")
+        figure("automatic instrumentation: a trial", "none", "one", False)
         return 1
     text = generate_latest(trial.registry).decode()
     wanted = [line for line in text.splitlines() if line.startswith((
@@ -50,9 +54,14 @@ def main() -> int:
         "trainwatch_trial_gpu_info", "trainwatch_trial_phase_seconds_count"))]
     print(f"script's optimizer steps {steps}; {torch.cuda.get_device_name()}")
     print("\n".join(wanted))
-    ok = any(line.startswith("trainwatch_trial_steps_total") and line.endswith(f" {steps}.0")
-             for line in wanted) and any("gpu_info" in line for line in wanted)
+    counted = next((line.rsplit(" ", 1)[1] for line in wanted
+                    if line.startswith("trainwatch_trial_steps_total")), "none")
+    gpu = any("gpu_info" in line for line in wanted)
+    ok = counted == f"{steps}.0" and gpu
     print("AUTO_GPU_CHECK", "ok" if ok else "FAIL")
+    figure("automatic instrumentation: steps counted", f"{counted} of {steps}", "every step",
+           counted == f"{steps}.0")
+    figure("automatic instrumentation: the GPU noted", "yes" if gpu else "no", "yes", gpu)
     return 0 if ok else 1
 
 

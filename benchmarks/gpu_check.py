@@ -13,6 +13,8 @@ Steps, each a process of its own under a 9-minute limit (one device command may 
   ``nvidia-smi --query-gpu``.
 - ``cuda_events``: the timing modes' cost on a launch-bound and a GPU-bound loop.
 - ``profile``: what an on-demand profiler trace says of the same two loops.
+- ``auto``: an unmodified CUDA loop under ``TRAINWATCH_AUTO`` (``auto_gpu_check.py``): its
+  steps, samples and GPU counted with no line of trainwatch in it.
 
 Without an NVIDIA driver the CPU-side parts still run (``cuda_events``' hot path, the
 profile of a CPU MLP) and every GPU step or test is a row that says why it was skipped. A
@@ -106,6 +108,7 @@ class Step:
     name: str
     args: list[str]
     needs: str | None = None  # a program the step cannot run without
+    env: dict[str, str] | None = None  # set for the step; "PYTHONPATH" goes before the repo
 
 
 def steps(out: Path) -> list[Step]:
@@ -119,6 +122,12 @@ def steps(out: Path) -> list[Step]:
         Step("cuda_events", [py, "-m", "benchmarks.cuda_events", "--rounds", "15",
                              "--steps", "200"]),
         Step("profile", [py, "-m", "benchmarks.profile_summary"]),
+        # An unmodified CUDA loop under automatic instrumentation, as `trainwatch run` starts
+        # it (benchmarks/auto_gpu_check.py).
+        Step("auto", [py, "-m", "benchmarks.auto_gpu_check"], env={
+            "TRAINWATCH_AUTO": "1", "TRAINWATCH_PULL_PORT": "0",
+            "TRAINWATCH_EXPERIMENT": "gpu-check", "TRAINWATCH_TRIAL": "auto",
+            "PYTHONPATH": str(REPO / "trial_instrumentation" / "auto" / "site")}),
     ]
 
 
@@ -126,8 +135,10 @@ def run_step(step: Step, out: Path) -> list[Row]:
     if step.needs and shutil.which(step.needs) is None:
         return [Row(step.name, "-", "-", "-", f"skipped: no {step.needs} on PATH (no NVIDIA "
                     "driver)")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p), "PYTHONUNBUFFERED": "1"}
+    own = dict(step.env or {})
+    env = {**os.environ, **own, "PYTHONPATH": os.pathsep.join(
+        p for p in (own.get("PYTHONPATH"), str(REPO), os.environ.get("PYTHONPATH")) if p),
+        "PYTHONUNBUFFERED": "1"}
     start = time.monotonic()
     try:
         done = subprocess.run(step.args, check=False, cwd=REPO, env=env, capture_output=True,

@@ -4,6 +4,8 @@ test is a row that says why it was skipped."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +84,16 @@ def test_the_tests_step_runs_here_and_skips_each_gpu_test_with_a_reason(tmp_path
     if not Path("/dev/nvidia0").exists():
         assert all(r.verdict.startswith("skipped: ") and len(r.verdict) > 12 for r in tests)
     assert rows[-1] == Row("tests", "step", rows[-1].value, "exit 0", "ok")
+
+
+def test_a_steps_own_variables_reach_it_and_its_pythonpath_comes_before_the_repo(
+        tmp_path: Path) -> None:
+    code = ("import os, sys; from benchmarks.gpu_check import figure; "
+            "figure('x', os.environ['TW_X'], '-', None); "
+            "figure('path', sys.path.index(os.environ['TW_FIRST']), '-', None)")
+    step = gpu_check.Step("env", [sys.executable, "-c", code],
+                          env={"TW_X": "42", "TW_FIRST": str(tmp_path),
+                               "PYTHONPATH": str(tmp_path)})
+    rows = gpu_check.run_step(step, tmp_path)
+    assert [(r.name, r.value) for r in rows] == [("x", "42"), ("path", "1"), ("step", rows[-1].value)]
+    assert rows[-1].verdict == "ok" and "TW_X" not in os.environ
