@@ -177,3 +177,93 @@ def test_diagnose_tells_straggler_network_and_neither_apart_over_recorded_series
                                    "MB/s link (threshold 60%)")
     assert "8% of its 1,250 MB/s link (under the 60% threshold)" in (found["neither"][1] or "")
     assert "link speed unknown" in (found["unknown"][1] or ""), found["unknown"]
+
+
+# --- issue 36: what the mutation run of exchange.py showed untested ------------------------
+
+def test_a_links_speed_is_rounded_to_the_nearest_mb_per_second_not_down() -> None:
+    nic = NicUse("node-a", "ib0", "receive", 0.5e9, 1.9996e9)
+    assert nic.said() == "node node-a ib0 receives 500.0 MB/s, 25% of its 2,000 MB/s link"
+    with pytest.raises(AttributeError):  # frozen: hashable, one NIC's figures never edited
+        nic.speed = 1.0  # type: ignore[misc]
+    assert len({nic, NicUse("node-a", "ib0", "receive", 0.5e9, 1.9996e9)}) == 1
+
+
+def test_a_link_of_speed_zero_is_a_link_of_unknown_speed() -> None:
+    nic = NicUse("node-a", "eth1", "transmit", 2.3e6, 0.0)
+    assert nic.busy is None
+    assert nic.said() == "node node-a eth1 transmits 2.3 MB/s, link speed unknown"
+
+
+def test_a_stragglers_phase_and_median_are_said_in_whole_milliseconds() -> None:
+    found = decide([SLOW_RANK], PhaseExcess("train_batch", 1.2, 0.9), 0.1, [], at(0.3, 0.6), "g")
+    assert found.evidence == ("rank 1: its extra time is in train_batch: 1200 ms a step against "
+                              "the other ranks' median 900 ms")
+    excess = PhaseExcess("train_batch", 1.2, 0.9)
+    with pytest.raises(AttributeError):
+        excess.median = 0.0  # type: ignore[misc]
+
+
+class PerStep:
+    """A Prometheus answering phase_excess's one query: seconds per step by rank and phase."""
+
+    def __init__(self, rows: list[tuple[str, str, float]]) -> None:
+        self.rows = rows
+
+    def query(self, expr: str) -> list[tuple[dict[str, str], float]]:
+        assert 'experiment="x"' in expr and 'trial="t"' in expr
+        return [({"experiment": "x", "trial": "t", "rank": rank, "phase": phase}, value)
+                for rank, phase, value in self.rows]
+
+
+def _excess(rows: list[tuple[str, str, float]], rank: str = "1") -> PhaseExcess | None:
+    from trainwatch.diagnose.exchange import phase_excess
+
+    return phase_excess(PerStep(rows), "5m", ("x", "t", rank))  # type: ignore[arg-type]
+
+
+def test_the_phase_a_straggler_loses_most_in_is_the_largest_difference_not_ratio() -> None:
+    rows = [(rank, phase, value) for rank in ("0", "2", "3") for phase, value in
+            (("train_batch", 0.25), ("to_device", 0.005))]
+    rows += [("1", "train_batch", 0.30), ("1", "to_device", 0.02)]
+    assert _excess(rows) == PhaseExcess("train_batch", 0.30, 0.25)
+    # Nor the largest sum or product: 0.12 s against 0.02 loses more than 0.30 against 0.25.
+    rows = [(rank, phase, value) for rank in ("0", "2") for phase, value in
+            (("train_batch", 0.25), ("dataloader_next", 0.02))]
+    rows += [("1", "train_batch", 0.30), ("1", "dataloader_next", 0.12)]
+    assert _excess(rows) == PhaseExcess("dataloader_next", 0.12, 0.02)
+    # The other ranks' median, whichever of them sorts above or below the straggler.
+    rows = [("0", "train_batch", 0.2), ("2", "train_batch", 0.4), ("3", "train_batch", 0.5),
+            ("1", "train_batch", 0.45)]
+    assert _excess(rows) == PhaseExcess("train_batch", 0.45, 0.4)
+    # A phase none of the others timed counts against nothing; a step-less NaN is no figure.
+    rows = [("2", "checkpoint", float("nan")), ("0", "train_batch", 0.3),
+            ("1", "train_batch", 0.2), ("1", "checkpoint", 0.5)]
+    assert _excess(rows) == PhaseExcess("checkpoint", 0.5, 0.0)
+
+
+def test_a_rank_is_found_by_its_value_whatever_string_object_holds_it() -> None:
+    """Ranks past 9 as Prometheus's JSON hands them over: equal strings, other objects than
+    the rank key's."""
+    rows = [(str(rank), "train_batch", seconds) for rank, seconds in
+            ((10, 0.2), (11, 0.5), (12, 0.25))]
+    assert _excess(rows, rank="".join(["1", "1"])) == PhaseExcess("train_batch", 0.5, 0.225)
+
+
+def test_a_rank_slower_in_no_phase_has_no_excess() -> None:
+    rows = [("0", "train_batch", 0.3), ("2", "train_batch", 0.3), ("1", "train_batch", 0.2),
+            ("0", "to_device", 0.01), ("1", "to_device", 0.01)]
+    assert _excess(rows) is None
+    assert _excess([]) is None
+
+
+def test_the_slowest_straggler_is_named_and_an_idle_link_is_never_the_busiest() -> None:
+    # Only the slowest is compared: the next, under the threshold, changes nothing.
+    found = decide([SLOW_RANK, ("2", "node-c", 1.1)], None, 0.1, [], at(0.3, 0.6), "g")
+    assert found.cause == STRAGGLER
+    assert "rank 1 on node node-b takes 1.80x" in found.why and "rank 2" not in found.why
+    with pytest.raises(AttributeError):  # frozen: a decided cause is never edited
+        found.remedy = "edited"  # type: ignore[misc]
+    silent = NicUse("node-a", "eth1", "receive", 0.0, GBE10)
+    found = decide([], None, 0.1, [silent, IDLE_LINK], at(0.3, 0.6), "g")
+    assert found.evidence.startswith("busiest link: node node-a eth0 receives 100.0 MB/s")
