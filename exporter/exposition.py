@@ -37,14 +37,13 @@ MAX_SERIES_MEMO = 20_000
 _headers: dict[MetricSpec, str] = {}
 _series: dict[MetricSpec, dict[tuple[str, ...], str]] = {}  # spec -> label values -> text
 _kept = 0  # texts in _series
+_NON_FINITE = {math.inf: "+Inf", -math.inf: "-Inf"}
 
 
 def _value(value: float) -> str:
     if math.isfinite(value):
         return repr(float(value))
-    if math.isnan(value):
-        return "NaN"
-    return "+Inf" if value > 0 else "-Inf"
+    return _NON_FINITE.get(value, "NaN")  # NaN equals no key, not even itself
 
 
 def _label_value(value: str) -> str:
