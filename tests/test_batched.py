@@ -277,14 +277,14 @@ def test_a_batch_of_one_item_is_asked_as_its_own_query_at_its_instant() -> None:
 
 @pytest.mark.parametrize(("texts", "limit", "expected"), [
     # "(aaaa or bbbb)" is 14 characters: exactly the limit, one batch.
-    (["aaaa", "bbbb", "cccc"], 14, [range(0, 2), range(2, 3)]),
+    (["aaaa", "bbbb", "cccc"], 14, [range(2), range(2, 3)]),
     # One character over: two batches.
-    (["aaaa", "bbbbb"], 14, [range(0, 1), range(1, 2)]),
+    (["aaaa", "bbbbb"], 14, [range(1), range(1, 2)]),
     # A batch begun after a cut counts from nothing too: its exact fit is kept whole.
-    (["a" * 10, "aaaa", "bbbb"], 14, [range(0, 1), range(1, 3)]),
-    (["a" * 10, "aaaa", "bbbbb"], 14, [range(0, 1), range(1, 2), range(2, 3)]),
+    (["a" * 10, "aaaa", "bbbb"], 14, [range(1), range(1, 3)]),
+    (["a" * 10, "aaaa", "bbbbb"], 14, [range(1), range(1, 2), range(2, 3)]),
     # An item longer than the limit goes alone, and its neighbours are not held back by it.
-    (["ab", "a" * 30, "ab", "cd"], 10, [range(0, 1), range(1, 2), range(2, 4)]),
+    (["ab", "a" * 30, "ab", "cd"], 10, [range(1), range(1, 2), range(2, 4)]),
     ([], 14, []),
 ])
 def test_batches_are_cut_exactly_at_the_limit(texts: list[str], limit: int,
@@ -309,5 +309,5 @@ def test_a_query_holds_up_to_twenty_thousand_characters_and_not_one_more() -> No
     """The default cut (MAX_QUERY_CHARS): two items joined into exactly 20,000 characters are
     one query; one character more, two."""
     assert len(batched.either(["a" * 9997, "b" * 9997])) == 20_000
-    assert batched.chunks(["a" * 9997, "b" * 9997]) == [range(0, 2)]
-    assert batched.chunks(["a" * 9997, "b" * 9998]) == [range(0, 1), range(1, 2)]
+    assert batched.chunks(["a" * 9997, "b" * 9997]) == [range(2)]
+    assert batched.chunks(["a" * 9997, "b" * 9998]) == [range(1), range(1, 2)]

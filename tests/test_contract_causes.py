@@ -102,7 +102,7 @@ def test_a_decision_names_its_causes_and_each_alerts_cause_keys() -> None:
     assert DECISION.names == ("first", "second", "third")
     assert DECISION.cause_keys("AlertA") == ("k",)  # its own threshold has no key
     # An alert's name read from elsewhere (rules, settings): equal, not the same object.
-    assert DECISION.cause_keys("".join(["Alert", "A"])) == ("k",)
+    assert DECISION.cause_keys("".join(["Alert", "A"])) == ("k",)  # noqa: FLY002
     assert DECISION.cause_keys("AlertB") == ("l",)
     assert DECISION.cause_keys("AlertC") == ()
 

@@ -247,7 +247,8 @@ def test_a_rank_is_found_by_its_value_whatever_string_object_holds_it() -> None:
     the rank key's."""
     rows = [(str(rank), "train_batch", seconds) for rank, seconds in
             ((10, 0.2), (11, 0.5), (12, 0.25))]
-    assert _excess(rows, rank="".join(["1", "1"])) == PhaseExcess("train_batch", 0.5, 0.225)
+    assert _excess(rows, rank="".join(["1", "1"])) == PhaseExcess(  # noqa: FLY002
+        "train_batch", 0.5, 0.225)
 
 
 def test_a_rank_slower_in_no_phase_has_no_excess() -> None:

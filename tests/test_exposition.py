@@ -15,7 +15,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import exposition
-from exporter.family import Family
 from exporter.exposition import render
 from exporter.metrics import MetricSpec
 
