@@ -22,6 +22,19 @@ def pushgateway(tmp_path: Path) -> Iterator[Service]:
         yield pgw
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules on the shared two_trials stack run last, one after the other. A session
+    fixture stops only when the session ends: run where their files fall in the suite, its
+    healthy trial (a loop flat out on one core) and its Prometheus took a core of this 2-core
+    machine from every test after the first of them, most of the suite."""
+    shared = {item.module for item in items
+              if "two_trials" in getattr(item, "fixturenames", ())
+              and getattr(item, "module", None) is not None}
+    if shared:
+        items[:] = ([i for i in items if getattr(i, "module", None) not in shared]
+                    + [i for i in items if getattr(i, "module", None) in shared])
+
+
 @pytest.fixture(scope="session")
 def two_trials(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
     """One live stack with a slow and a healthy PyTorch trial, shared by the diagnose and report

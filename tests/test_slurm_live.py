@@ -32,7 +32,7 @@ NOT_INHERITED = ("TRAINWATCH_", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_", "
                  "TORCHELASTIC_")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def slurm() -> Iterator[Slurm]:
     try:
         with start_slurm() as cluster:

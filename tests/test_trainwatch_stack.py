@@ -111,7 +111,7 @@ def post_alert(alertmanager: str, labels: dict[str, str], started: datetime) -> 
     urllib.request.urlopen(request, timeout=5).close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     for binary in ("prometheus", "prometheus-pushgateway", "prometheus-alertmanager"):
         require_binary(binary)
