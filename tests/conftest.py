@@ -27,12 +27,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     fixture stops only when the session ends: run where their files fall in the suite, its
     healthy trial (a loop flat out on one core) and its Prometheus took a core of this 2-core
     machine from every test after the first of them, most of the suite."""
-    shared = {item.module for item in items
-              if "two_trials" in getattr(item, "fixturenames", ())
-              and getattr(item, "module", None) is not None}
+    def module(item: pytest.Item) -> object:
+        return getattr(item, "module", None)
+
+    shared = {module(i) for i in items if "two_trials" in getattr(i, "fixturenames", ())}
+    shared.discard(None)
     if shared:
-        items[:] = ([i for i in items if getattr(i, "module", None) not in shared]
-                    + [i for i in items if getattr(i, "module", None) in shared])
+        items[:] = ([i for i in items if module(i) not in shared]
+                    + [i for i in items if module(i) in shared])
 
 
 @pytest.fixture(scope="session")
