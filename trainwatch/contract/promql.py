@@ -63,7 +63,7 @@ def escape(value: str) -> str:
     if value.isprintable():
         return value
     return "".join(c if c.isprintable() else
-                   f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
+                   f"\\u{ord(c):04x}" if c <= "\uffff" else f"\\U{ord(c):08x}"  # BMP: \u
                    for c in value)
 
 
