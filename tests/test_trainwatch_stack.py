@@ -227,6 +227,36 @@ def test_up_twice_starts_nothing_new(stack: Stack) -> None:
     assert sorted(marked(stack.state)) == processes
 
 
+RELOADED = {"alertmanager": "alertmanager_config_last_reload_success_timestamp_seconds",
+            "prometheus": "prometheus_config_last_reload_success_timestamp_seconds"}
+
+
+def metric(url: str, name: str) -> float:
+    """One unlabelled sample of a service's own /metrics."""
+    status, body = http_get(url + "/metrics")
+    assert status == 200, body
+    values = [float(line.split()[1]) for line in body.decode().splitlines()
+              if line.split(" ", 1)[0] == name]
+    assert len(values) == 1, f"{name} in {url}/metrics: {values}"
+    return values[0]
+
+
+def last_reloads(stack: Stack) -> dict[str, float]:
+    """When Alertmanager and Prometheus last (re)loaded their configuration."""
+    return {service: metric(stack.url(service), name) for service, name in RELOADED.items()}
+
+
+def test_up_again_with_the_same_settings_reloads_nothing(stack: Stack) -> None:
+    # A reload restarts Alertmanager's group_wait for every pending notification: an `up` run
+    # to see the URLs again must not delay the notifications of alerts that are firing.
+    before, pids = last_reloads(stack), stack.pids()
+    again = trainwatch("stack", "up", "--scrape-interval=1s", state=stack.state)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "reloaded" not in again.stdout and "restarting" not in again.stdout
+    assert last_reloads(stack) == before
+    assert stack.pids() == pids
+
+
 def push(pushgateway: str, trial: str, text: str) -> None:
     group = f"/metrics/job/trainwatch_trial/experiment/gc/trial/{trial}/rank/0"
     request = urllib.request.Request(pushgateway + group, data=text.encode(), method="PUT")
@@ -299,15 +329,51 @@ def test_up_with_short_windows_reloads_rendered_rules_then_goes_back(stack: Stac
                        state=stack.state)
     assert short.returncode == 0, short.stdout + short.stderr
     assert "prometheus: configuration or rules changed; reloaded" in short.stdout
+    assert "alertmanager: configuration changed" not in short.stdout  # its file is the same
     rules = [r for g in stack.api("rules")["groups"] for r in g["rules"] if r["type"] == "alerting"]
     assert rules and {r["duration"] for r in rules} == {20}
     assert {g["file"] for g in stack.api("rules")["groups"]} <= {
         str(p) for p in (stack.state / "prometheus" / "rules").glob("*.yml")}
+    reloaded = last_reloads(stack)["prometheus"]
     back = trainwatch("stack", "up", "--scrape-interval=1s", state=stack.state)
     assert back.returncode == 0, back.stdout + back.stderr
+    assert "prometheus: configuration or rules changed; reloaded" in back.stdout
+    assert last_reloads(stack)["prometheus"] > reloaded
     rules = [r for g in stack.api("rules")["groups"] for r in g["rules"] if r["type"] == "alerting"]
     assert {r["duration"] for r in rules} != {20}
     assert stack.pids() == before
+
+
+def test_an_up_that_changes_alertmanagers_configuration_reloads_it_and_only_it(
+        stack: Stack, tmp_path: Path) -> None:
+    am = stack.url("alertmanager")
+    config = tmp_path / "alertmanager.yml"
+    shipped = yaml.safe_load((stack.state / "alertmanager" / "alertmanager.yml").read_text())
+    config.write_text(yaml.safe_dump(shipped))
+    own = trainwatch("stack", "up", "--scrape-interval=1s", f"--alertmanager-config={config}",
+                     state=stack.state)
+    assert own.returncode == 0, own.stdout + own.stderr
+    assert "alertmanager: its command line changed; restarting it" in own.stdout
+    before, pids, hashed = last_reloads(stack), stack.pids(), metric(am, "alertmanager_config_hash")
+    # The same file, a new receiver in it: Alertmanager reloads; Prometheus's is unchanged.
+    config.write_text(yaml.safe_dump({**shipped,
+                                      "receivers": [*shipped["receivers"], {"name": "extra"}]}))
+    changed = trainwatch("stack", "up", "--scrape-interval=1s",
+                         f"--alertmanager-config={config}", state=stack.state)
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    assert "alertmanager: configuration changed; reloaded" in changed.stdout
+    assert "prometheus: configuration or rules changed" not in changed.stdout
+    after = last_reloads(stack)
+    assert after["alertmanager"] > before["alertmanager"]
+    assert after["prometheus"] == before["prometheus"]
+    assert metric(am, "alertmanager_config_hash") != hashed
+    _, body = http_get(am + "/api/v2/status")
+    assert "extra" in json.loads(body)["config"]["original"]
+    assert stack.pids() == pids
+    # Back to the shipped configuration (another file: a restart), as the later tests expect.
+    back = trainwatch("stack", "up", "--scrape-interval=1s", state=stack.state)
+    assert back.returncode == 0, back.stdout + back.stderr
+    assert "alertmanager: its command line changed; restarting it" in back.stdout
 
 
 def test_a_corrupt_pid_file_is_replaced_by_the_process_found_by_its_marker(stack: Stack) -> None:
@@ -506,7 +572,7 @@ def test_a_notification_reaches_the_stacks_receiver_on_its_moved_port(stack: Sta
             for hook in receiver["webhook_configs"]} == {stack.url("webhook") + "/alerts"}
     # An alert that started longer ago than the shipped 30 s group_wait, as one Prometheus has
     # sent for a while: Alertmanager notifies its new group at once instead of after the wait
-    # (which every `stack up` restarts, as it reloads Alertmanager).
+    # (which a `stack up` that reloads Alertmanager restarts).
     post_alert(stack.url("alertmanager"), DELIVERED,
                datetime.now(UTC) - timedelta(minutes=10))
 

@@ -11,6 +11,8 @@ webhooks sent to the stack's own receiver.
 from __future__ import annotations
 
 import copy
+import glob
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -40,11 +42,38 @@ def write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
-def rule_files(state: StateDir, settings: StackSettings) -> tuple[str, bool]:
-    """The rule_files glob for Prometheus, and whether the rendered rules changed. Always
-    rendered: their runbook links point at the stack's own runbook (or ``--runbook-url``)."""
+def loaded_digest(config: Path) -> str:
+    """What a reload of ``config`` would read, as one digest: the file and every file its
+    ``rule_files`` (Prometheus) or ``templates`` (Alertmanager) globs match, a relative glob
+    taken from the file's folder as both do. `up` reloads a running service only when this
+    differs from the digest of what it started or last reloaded with: a reload restarts
+    Alertmanager's group_wait for every pending notification."""
+    text = config.read_bytes()
+    digest = hashlib.sha256(str(config).encode() + b"\0" + text)
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        doc = None  # the reload says what is wrong with it
+    patterns = [p for key in ("rule_files", "templates")
+                for p in (doc.get(key) or [] if isinstance(doc, dict) else [])
+                if isinstance(p, str)]
+    for pattern in patterns:
+        for name in sorted(glob.glob(str(config.parent / pattern), include_hidden=True)):
+            path = Path(name)
+            if path.is_file():
+                digest.update(b"\0" + name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def loaded_file(state: StateDir, service: str) -> Path:
+    """Where `up` keeps the digest of the configuration ``service`` runs with."""
+    return state.data(service) / "loaded-config.sha256"
+
+
+def rule_files(state: StateDir, settings: StackSettings) -> str:
+    """The rule_files glob for Prometheus. Always rendered: their runbook links point at the
+    stack's own runbook (or ``--runbook-url``)."""
     out = state.data("prometheus") / "rules"
-    before = {p.name: p.read_text() for p in out.glob("*.yml")}
     for old in out.glob("*.yml"):
         old.unlink()  # a rule file the generator no longer writes must not linger
     root = project_file("prometheus/generate_rules.py").parent.parent
@@ -57,12 +86,11 @@ def rule_files(state: StateDir, settings: StackSettings) -> tuple[str, bool]:
         last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
         raise StackError(f"rendering rules with --for/--rate-window/--runbook-url failed: "
                          f"{last[0]}")
-    after = {p.name: p.read_text() for p in out.glob("*.yml")}
-    return str(out / "*.yml"), before != after
+    return str(out / "*.yml")
 
 
-def prometheus_config(state: StateDir, settings: StackSettings) -> tuple[Path, bool]:
-    """Write the stack's prometheus.yml; returns its path and whether it or the rules changed."""
+def prometheus_config(state: StateDir, settings: StackSettings) -> Path:
+    """Write the stack's prometheus.yml (and its rules); returns its path."""
     source = project_file("prometheus/prometheus.yml")
     try:
         base: dict[str, Any] = yaml.safe_load(source.read_text())
@@ -83,13 +111,12 @@ def prometheus_config(state: StateDir, settings: StackSettings) -> tuple[Path, b
         for job in cfg["scrape_configs"]:  # a job's own interval would outlast a short one
             job.pop("scrape_interval", None)
             job.pop("scrape_timeout", None)
-    rules_glob, rules_changed = rule_files(state, settings)
-    cfg["rule_files"] = [rules_glob]
+    cfg["rule_files"] = [rule_files(state, settings)]
     cfg["alerting"] = _alerting(cfg.get("alerting"), settings)
     path = state.data("prometheus") / "prometheus.yml"
     header = f"# Written by `trainwatch stack up` from {source}; rewritten at every up.\n"
-    changed = write_if_changed(path, header + yaml.safe_dump(cfg, sort_keys=False))
-    return path, changed or rules_changed
+    write_if_changed(path, header + yaml.safe_dump(cfg, sort_keys=False))
+    return path
 
 
 def _alerting(shipped: Any, settings: StackSettings) -> dict[str, Any]:

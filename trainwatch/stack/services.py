@@ -42,6 +42,8 @@ class ServiceSpec:
     # prints in place of its URL.
     status_file: Path | None = None
     summary: str = ""
+    # The configuration file it reloads on POST /-/reload (Prometheus, Alertmanager).
+    config: Path | None = None
 
     @property
     def ready_path(self) -> str:
@@ -96,14 +98,14 @@ def build(name: str, state: StateDir, settings: StackSettings) -> ServiceSpec | 
         argv = (binary("prometheus-alertmanager"), f"--config.file={config}",
                 f"--storage.path={data / 'data'}", listen(settings, name),
                 "--cluster.listen-address=", *external(settings, name))
-        return ServiceSpec(name, argv)
+        return ServiceSpec(name, argv, config=config)
     if name == "prometheus":
-        config, _ = configs.prometheus_config(state, settings)
+        config = configs.prometheus_config(state, settings)
         argv = (binary("prometheus"), f"--config.file={config}",
                 f"--storage.tsdb.path={data / 'data'}", listen(settings, name),
                 "--web.enable-lifecycle",  # `up` reloads changed rules through /-/reload
                 *external(settings, name))
-        return ServiceSpec(name, argv)
+        return ServiceSpec(name, argv, config=config)
     if name == "grafana":
         return _grafana(state, settings)
     if name == "gc":

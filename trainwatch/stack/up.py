@@ -1,4 +1,4 @@
-"""`trainwatch stack up`: start what is not running, reload what is, say where it all is."""
+"""`trainwatch stack up`: start what is not running, reload what changed, say where it all is."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def _tail(state: StateDir, service: str) -> Callable[[], str]:
 
 
 def up(state: StateDir, asked: StackSettings, say: Say = say_line) -> int:
-    """Start what is not running, reload what is, print where everything is; the exit code is
+    """Start what is not running, reload what changed, print where everything is; the exit code is
     `status`'s (0 when every process answers and every target is scraped)."""
     created = not state.exists()
     state.prepare()
@@ -64,10 +64,8 @@ def _up(state: StateDir, asked: StackSettings, say: Say) -> int:
     for service, note in inv.notes.items():
         say(f"{service}: {note}")
     settings = _settings(state, inv, asked)
-    prometheus_changed = "prometheus" in inv.alive and \
-        configs.prometheus_config(state, settings)[1]
     specs = _specs(state, settings)
-    _refresh_running(settings, specs, inv, prometheus_changed, say)
+    _refresh_running(state, settings, specs, inv, say)
     missing = [s for s in START_ORDER if s in specs and s not in inv.alive]
     taken = [s for s in missing if s in settings.ports and health.port_taken(settings.ports[s])]
     if taken:
@@ -173,20 +171,29 @@ def _link(settings: StackSettings, spec: ServiceSpec) -> str:
     return settings.url(spec.name) + spec.show_path
 
 
-def _refresh_running(settings: StackSettings, specs: dict[str, ServiceSpec],
-                     inv: inventory.Inventory, prometheus_changed: bool, say: Say) -> None:
-    """Apply new rules and configuration to services already running: reload Prometheus and
-    Alertmanager; restart a service whose command line changed (another config file)."""
+def _refresh_running(state: StateDir, settings: StackSettings, specs: dict[str, ServiceSpec],
+                     inv: inventory.Inventory, say: Say) -> None:
+    """Apply new rules and configuration to services already running: restart a service whose
+    command line changed (another config file); reload Prometheus or Alertmanager only when
+    what it would load differs from what it runs with (a reload restarts Alertmanager's
+    group_wait, delaying every pending notification, so an unchanged `up` must not)."""
     for service, record in list(inv.alive.items()):
         if service in specs and record.argv != specs[service].argv:
             say(f"{service}: its command line changed; restarting it")
             procs.stop([record], inv.stack)
             inv.forget(service)
-    if prometheus_changed and "prometheus" in inv.alive:
-        health.reload("prometheus", settings.url("prometheus"))
-        say("prometheus: configuration or rules changed; reloaded")
-    if "alertmanager" in inv.alive:
-        health.reload("alertmanager", settings.url("alertmanager"))
+    for service in ("prometheus", "alertmanager"):
+        config = specs[service].config if service in specs else None
+        if service not in inv.alive or config is None:
+            continue
+        digest = configs.loaded_digest(config)
+        stamp = configs.loaded_file(state, service)
+        if stamp.exists() and stamp.read_text().strip() == digest:
+            continue
+        health.reload(service, settings.url(service))
+        stamp.write_text(digest + "\n")
+        what = "configuration or rules" if service == "prometheus" else "configuration"
+        say(f"{service}: {what} changed; reloaded")
 
 
 def _start(state: StateDir, spec: ServiceSpec, settings: StackSettings) -> ProcRecord:
@@ -199,6 +206,7 @@ def _start(state: StateDir, spec: ServiceSpec, settings: StackSettings) -> ProcR
     def ready() -> bool:
         return status_file.exists() if status_file else health.http_status(where) == 200
 
+    digest = configs.loaded_digest(spec.config) if spec.config else None
     proc, record = procs.spawn(spec.name, spec.argv, str(state.root), log, spec.cwd, spec.env)
     record.save(state.pid_file(spec.name))
     try:
@@ -207,6 +215,8 @@ def _start(state: StateDir, spec: ServiceSpec, settings: StackSettings) -> ProcR
         procs.stop([record], str(state.root))
         state.forget(spec.name)
         raise
+    if digest is not None:  # what it started with: `up` reloads it only when that changes
+        configs.loaded_file(state, spec.name).write_text(digest + "\n")
     return record
 
 
