@@ -369,5 +369,8 @@ def test_the_quiet_phase_had_spare_cores_and_the_saturated_one_none(matrix: Matr
         pytest.fail(matrix.quiet_error)
     mid = {name: facts["node_cpu"] for (name, instant), facts in matrix.facts.items()
            if instant == "mid"}
-    assert mid[f"{EXPERIMENT}/healthy/0"] < 0.9, mid
-    assert mid[f"{EXPERIMENT}/decode/0"] > 0.9 and mid[f"{EXPERIMENT}/cpu-train/0"] > 0.9, mid
+    if "quiet" in PHASES:
+        assert mid[f"{EXPERIMENT}/healthy/0"] < 0.9, mid
+    if "saturated" in PHASES:
+        assert mid[f"{EXPERIMENT}/decode/0"] > 0.9 and mid[f"{EXPERIMENT}/cpu-train/0"] > 0.9, mid
+    assert "quiet" in PHASES or "saturated" in PHASES, PHASES
