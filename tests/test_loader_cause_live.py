@@ -52,11 +52,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
                          "--loader-delay", "0.05")
         share = RecordNames(WINDOW).phase_share
         for trial in ("computing", "sleeping"):
-            # A whole rate window of steady figures: a window that still holds the trial's
-            # start (its worker not yet forked) read the computing worker at half a core.
+            # A window of figures. One that still holds the trial's start (its worker not yet
+            # forked) reads the computing worker whole: its CPU is over the seconds the worker
+            # lived (trainwatch_trial_loader_worker_seconds_total), not the window's.
             live.prometheus.wait_for_series(
                 f'count_over_time({share}{{trial="{trial}",phase="dataloader_next"}}'
-                f'[{WINDOW}] offset {WINDOW}) >= 5', 120)
+                f'[{WINDOW}]) >= 5', 120)
             live.prometheus.wait_for_series(
                 f'rate(trainwatch_trial_loader_cpu_seconds_total{{trial="{trial}",'
                 f'process="workers"}}[{WINDOW}]) > 0', 30)
