@@ -495,3 +495,24 @@ def test_a_phase_a_user_named_untimed_keeps_its_row_beside_the_untimed_time() ->
     assert f"  {compare.UNTIMED} +100.0 ms per step: 67% of the difference" in text
     assert f"  {compare.UNTIMED} +50.0 ms per step: 33% of the difference" in text
     assert json.loads(compare.as_json(found))["comparison"]["changes"][1]["untimed"] is True
+
+
+def test_one_run_read_twice_while_it_runs_is_the_same_run_however_spelled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each reference is read by its own queries: a running rank's last sample and push can
+    move between them (a scrape landing at the same instant). Its key, process and start say
+    it is one run; another process under the key is another run."""
+    from trainwatch.diagnose.runs import Run
+    first = Run("e", "t", "0", "41", "n", "1", first=100.0, last=250.0, started=99.0,
+                pushed=249.0, current=True)
+    reads = iter([(first, "e/t"), (dataclasses.replace(first, last=255.0, pushed=254.5), "e/t/0")])
+    monkeypatch.setattr(compare, "run_of_ref", lambda *_: next(reads))
+    monkeypatch.setattr(compare, "retention", lambda _: 3600.0)
+    with pytest.raises(ValueError, match=r"e/t and e/t/0 are the same run \(e/t rank 0\)"):
+        compare.compare_refs(None, None, "e/t", "e/t/0", now=300.0)  # type: ignore[arg-type]
+    restarted = dataclasses.replace(first, pid="42", started=260.0, first=261.0)
+    reads = iter([(first, "e/t"), (restarted, "e/t/0")])
+    sides = iter([side("a", 0.2, {"p": 0.1}), side("b", 0.1, {"p": 0.05})])
+    monkeypatch.setattr(compare, "run_side", lambda *_: next(sides))
+    found = compare.compare_refs(None, None, "e/t", "e/t/0", now=300.0)  # type: ignore[arg-type]
+    assert found.delta_step_seconds == pytest.approx(0.1)

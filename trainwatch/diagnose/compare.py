@@ -96,7 +96,7 @@ def compare_refs(api: PrometheusAPI, deployment: Deployment, first: str, second:
     since = retention(api) if since is None else since
     (a_run, a_label), (b_run, b_label) = (run_of_ref(api, ref, since, now)
                                           for ref in (a_ref, b_ref))
-    if a_run == b_run:  # E/T/0 and E/T: the same run however it is spelled
+    if a_run.identity == b_run.identity:  # E/T/0 and E/T: the same run however spelled
         raise ValueError(f"{first} and {second} are the same run ({a_run.experiment}/"
                          f"{a_run.trial} rank {a_run.rank}): compare two different trials or "
                          "ranks")

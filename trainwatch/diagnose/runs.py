@@ -75,6 +75,12 @@ class Run:
         return self.started if self.started is not None else self.first
 
     @property
+    def identity(self) -> tuple[RankKey, str, float]:
+        """Which run this is, whatever it has said since: its key, process and start (its last
+        sample and push move while it runs, between two reads of one instant too)."""
+        return self.key, self.pid, self.start
+
+    @property
     def end(self) -> float:
         """When it last said anything: its last push, else (pulled) its last sample."""
         return self.pushed if self.pushed is not None else self.last
