@@ -203,7 +203,7 @@ class Baselines:
         for other in sorted(self.runs(run.experiment), key=lambda r: r.end, reverse=True):
             if len(found) == self.last:
                 break
-            if (other == run or other.rank != run.rank
+            if (other.identity == run.identity or other.rank != run.rank
                     or other.world_size != run.world_size or other.end >= end
                     or other.state(stale_after, self.now) != ENDED_CLEAN):
                 continue
