@@ -6,6 +6,8 @@ figures as a real node would record them; tests/test_loader_cause_live.py runs r
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import yaml
 
@@ -73,6 +75,51 @@ def test_each_cause_names_its_evidence_and_only_its_own_remedy(kind: str) -> Non
     assert not [text for text in others if text.split("{")[0] in cause.remedy]
     assert remedies.DATALOADER not in cause.remedy
     assert "CPU-seconds/s" in cause.evidence
+
+
+EVIDENCE = {
+    TOO_FEW_WORKERS: "2 workers wanting 0.99 CPU-seconds/s each (0.98 run, 0.01 waited for a "
+                     "CPU), threshold 0.5; node CPU 25% busy of 16 cores, 12.0 idle",
+    DECODE_BOUND: "16 workers wanting 0.95 CPU-seconds/s each (0.55 run, 0.40 waited for a "
+                  "CPU), threshold 0.5; node CPU 97% busy of 16 cores (saturated at 90%)",
+    STORAGE_BOUND: "mostly waiting: 8 workers wanting 0.05 CPU-seconds/s each (0.05 run, 0.00 "
+                   "waited for a CPU), threshold 0.5; busiest local disk 95% busy (threshold "
+                   "60%); the trial reads 910.0 MB/s, 900.0 MB/s of it from block devices",
+    REMOTE_STORAGE: "mostly waiting: 8 workers wanting 0.05 CPU-seconds/s each (0.05 run, 0.00 "
+                    "waited for a CPU), threshold 0.5; busiest local disk 1% busy (threshold "
+                    "60%); the trial reads 1150.0 MB/s, 0.5 MB/s of it from block devices; "
+                    "busiest NIC receiving at 92% of its link speed (threshold 60%)",
+    LATENCY_BOUND: "mostly waiting: 8 workers wanting 0.05 CPU-seconds/s each (0.05 run, 0.00 "
+                   "waited for a CPU), threshold 0.5; node CPU 10% busy of 16 cores; busiest "
+                   "local disk 1% busy (threshold 60%); busiest NIC receiving at 1% of its link "
+                   "speed (threshold 60%)",
+}
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+def test_each_causes_evidence_line_is_its_figures_in_full(kind: str) -> None:
+    """Every figure as the case gives it (the split of the worker's CPU into run and waited
+    adds up to it, with no "-0.00" of a float for a wait of 0), and no figure of another's."""
+    cause = decide(CASES[kind], CAUSES, SATURATED)
+    assert cause is not None and cause.evidence == EVIDENCE[kind]
+
+
+def test_one_worker_and_no_worker_are_worded_as_they_are() -> None:
+    one = LoaderEvidence(workers=1, workers_cpu=0.6, workers_wait=0.2, node_cpu=0.25,
+                         cpu_count=4, disk_busy=0.02, per_worker_cpu=0.8)
+    cause = decide(one, CAUSES, SATURATED)
+    assert cause is not None and cause.evidence == (
+        "1 worker wanting 0.80 CPU-seconds/s (0.60 run, 0.20 waited for a CPU), threshold "
+        "0.5; node CPU 25% busy of 4 cores, 3.0 idle")
+    none = LoaderEvidence(workers=0, workers_cpu=0.0, workers_wait=0.0, main_cpu=0.3,
+                          node_cpu=0.1, disk_busy=0.01, read_bytes=None, rchar=None,
+                          network_busy=0.01, per_worker_cpu=0.3)
+    cause = decide(none, CAUSES, SATURATED)
+    assert cause is not None and cause.kind == LATENCY_BOUND and cause.evidence == (
+        "mostly waiting: the trial process (no DataLoader workers) wanting 0.30 "
+        "CPU-seconds/s, threshold 0.5; node CPU 10% busy of ? cores; busiest local disk 1% "
+        "busy (threshold 60%); busiest NIC receiving at 1% of its link speed (threshold 60%)")
+    assert cause.title.startswith("latency (the loader waits")
 
 
 def test_too_few_workers_says_from_how_many_to_how_many_and_the_idle_cores() -> None:
@@ -159,3 +206,89 @@ def test_a_misspelt_or_missing_cause_threshold_is_refused() -> None:
     parsed["alerts"][DATALOADER_BOUND]["causes"]["disk_busy"] = "high"
     with pytest.raises(SettingsError, match="not a number"):
         parse_settings(parsed, "t.yaml")
+
+
+def test_explain_needs_both_alert_rules_a_loader_verdict_and_evidence() -> None:
+    verdict = Verdict("dataloader", "Data loader", True, 0.9, ">", 0.3, DATALOADER_BOUND,
+                      remedies.DATALOADER, "rb")
+    full = rules()
+    assert explain(verdict, CASES[STORAGE_BOUND], full)[1] is not None
+    for missing in (DATALOADER_BOUND, CPU_SATURATED):
+        partial = {name: rule for name, rule in full.items() if name != missing}
+        assert explain(verdict, CASES[STORAGE_BOUND], partial) == (verdict, None), missing
+    # A verdict kind that sorts after or before "dataloader" is not one.
+    for kind in ("gpu_bound", "busy_cpu"):
+        other = dataclasses.replace(verdict, kind=kind)
+        assert explain(other, CASES[STORAGE_BOUND], full) == (other, None), kind
+
+
+@pytest.mark.parametrize(("ran", "waited", "split"), [
+    (0.2, 0.6, "(0.20 run, 0.60 waited for a CPU)"),  # more waited than ran
+    (0.0, 0.8, "(0.00 run, 0.80 waited for a CPU)"),  # all of it waited
+    (None, 0.8, "(0.00 run, 0.80 waited for a CPU)"),  # no CPU series: none ran
+    (0.0, 0.0, ""),  # nothing to split (and no division by it)
+    (0.8, None, ""),  # no wait series: no split
+])
+def test_the_worker_figure_is_split_into_run_and_waited_as_its_series_say(
+        ran: float | None, waited: float | None, split: str) -> None:
+    e = LoaderEvidence(workers=1, workers_cpu=ran, workers_wait=waited, node_cpu=0.25,
+                       cpu_count=4, disk_busy=0.02, per_worker_cpu=0.8)
+    cause = decide(e, CAUSES, SATURATED)
+    assert cause is not None and cause.kind == TOO_FEW_WORKERS
+    assert cause.evidence.startswith(f"1 worker wanting 0.80 CPU-seconds/s{' ' + split if split else ''}, threshold 0.5")
+
+
+def test_gather_reads_a_window_as_rates_and_a_life_as_increases_over_its_seconds() -> None:
+    from trainwatch.diagnose import loader_cause
+    from trainwatch.diagnose.runs import Run
+    key = ("e", "t", "0")
+    asked: list[str] = []
+
+    def query(expr: str) -> dict[tuple[str, str, str], list[tuple[dict[str, str], float]]]:
+        asked.append(expr)
+        return {key: [({}, float(len(asked))), ({}, -1.0)]}  # the first row is the figure
+
+    found = loader_cause.gather(query, "5m", {key: 0.4}, experiment="e")
+    names = ["workers", "workers_cpu", "workers_wait", "main_cpu", "read_bytes", "rchar",
+             "cpu_count", "disk_busy", "network_busy", "per_worker_cpu"]
+    assert [getattr(found[key], n) for n in names] == [float(i + 1) for i in range(len(names))]
+    assert found[key].node_cpu == 0.4
+    window = asked[:]
+    assert "rate(trainwatch_trial_loader_read_bytes_total" in window[4] and " / " not in window[4]
+    assert "[5m]" in window[7] and "offset" not in window[7]
+    asked.clear()
+    life = Run("e", "t", "0", "1", "n", "1", first=100, last=275, started=99, pushed=159)
+    loader_cause.gather(query, "3m", {key: 0.4}, life, experiment="e")
+    assert "increase(trainwatch_trial_loader_read_bytes_total" in asked[4]
+    assert asked[4].endswith(") / 60.0")
+    assert "[60s] offset 116s" in asked[7] and "[3m]" not in asked[7]
+    assert "/ 60.0" in asked[9] and "* 180" in asked[9]
+    assert loader_cause.gather(lambda expr: {}, "5m", {}, experiment="e") == {}
+
+
+def test_an_extra_cause_threshold_is_no_missing_one_and_no_worker_count_is_no_verdict() -> None:
+    more = {**CAUSES, "someday": 1.0}  # a deployed rule may carry one this code does not read
+    cause = decide(CASES[STORAGE_BOUND], more, SATURATED)
+    assert cause is not None and cause.kind == STORAGE_BOUND
+    unknown = dataclasses.replace(CASES[TOO_FEW_WORKERS], workers=None)
+    assert decide(unknown, CAUSES, SATURATED) is None
+
+
+def test_evidence_and_causes_are_frozen_and_rates_are_megabytes() -> None:
+    from tests.frozen import assert_frozen
+    from trainwatch.diagnose import loader_cause
+    assert_frozen(CASES[STORAGE_BOUND])
+    cause = decide(CASES[STORAGE_BOUND], CAUSES, SATURATED)
+    assert cause is not None
+    assert_frozen(cause)
+    assert loader_cause._rate(123_456_789_012.0) == "123456.8 MB/s"  # not 123456.7
+    assert loader_cause._rate(None) == "unknown"
+
+
+def test_gather_over_a_life_of_no_seconds_divides_by_a_millisecond() -> None:
+    from trainwatch.diagnose import loader_cause
+    from trainwatch.diagnose.runs import Run
+    asked: list[str] = []
+    instant = Run("e", "t", "0", "1", "n", "1", first=100, last=100, started=100, pushed=100)
+    loader_cause.gather(lambda expr: asked.append(expr) or {}, "1m", {}, instant, experiment="e")
+    assert asked[4].endswith(") / 0.001"), asked[4]

@@ -109,8 +109,8 @@ def decide(e: LoaderEvidence, causes: Mapping[str, float],
     wanted = ""
     ran, waited = e.workers_cpu or 0.0, e.workers_wait
     if waited is not None and workers and ran + waited > 0:  # the figure split as its parts
-        run = per_worker * ran / (ran + waited)
-        wanted = f" ({run:.2f} run, {per_worker - run:.2f} waited for a CPU)"
+        run, wait = per_worker * ran / (ran + waited), per_worker * waited / (ran + waited)
+        wanted = f" ({run:.2f} run, {wait:.2f} waited for a CPU)"  # no "-0.00" of a float
     who = (f"{workers} worker{'s' if workers != 1 else ''}" if workers
            else "the trial process (no DataLoader workers)")
     busy = (f"{who} wanting {per_worker:.2f} CPU-seconds/s{' each' if workers > 1 else ''}"
