@@ -28,8 +28,8 @@ def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]
     ok = not missing
     rows, survivors, errors = [], [], []
     for r in results:
-        mutants = r["mutants"]
-        killed = sum(m["status"] == "killed" for m in mutants)
+        mutants = r["mutants"]  # a ledger's summary counts its killed ones in "killed"
+        killed = r.get("killed", 0) + sum(m["status"] == "killed" for m in mutants)
         alive = [m for m in mutants if m["status"] == "survived"]
         errors += [m for m in mutants if m["status"].startswith("error")]
         explained = 0
@@ -43,22 +43,26 @@ def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]
         rows.append(f"| {r['name']} | `{r['module']}` | {killed + len(alive)} | {killed} | "
                     f"{len(alive)} ({explained} equivalent) | **{score:.1%}** | "
                     f"{r['annotation_mutants_skipped']} | {r['seconds'] / 60:.1f} min"
-                    f"{' (cut short: ' + r['partial'] + ')' if r.get('partial') else ''} |")
+                    f"{' (cut short: ' + r['partial'] + ')' if r.get('partial') else ''} | "
+                    f"{r.get('date', '?')} | {r.get('head', '?')} |")
         ok &= not r.get("partial")
-    intro = (f"Written by `make mutation` (mutation/run.py, cosmic-ray {version('cosmic-ray')});"
-             f" last target run {datetime.date.today().isoformat()}. Each mutant is one small "
+    intro = (f"Written by `make mutation` (mutation/run.py, cosmic-ray {version('cosmic-ray')}"
+             f", last written {datetime.date.today().isoformat()}) from every target's last run,"
+             " kept in mutation/results/ (ran: its date; head: the commit whose module it "
+             "mutated, `+ edits` when the module had uncommitted changes). Each mutant is one "
+             "small "
              "change to the module (an operator, a comparison, a constant, a loop made "
              "empty...), run against that module's fast unit tests (mutation/targets.toml); it "
              "is killed when a test fails or times out. Score: killed / (killed + survived); "
              f"the target is {target:.0%}. Times are wall-clock on a 2-core machine shared "
              "with other work.")
     header = ("| target | module | mutants | killed | survived | score "
-              "| skipped: in annotations | time |")
+              "| skipped: in annotations | time | ran | head |")
     annotations = ("Mutants inside type annotations are skipped, not counted: every module "
                    "here has `from __future__ import annotations`, so annotations are never "
                    "evaluated and such a mutant cannot change behaviour.")
     lines = ["# Mutation testing report", "", intro, "", header,
-             "|---|---|---|---|---|---|---|---|", *rows, "", annotations, "", "## Survivors", ""]
+             "|---|---|---|---|---|---|---|---|---|---|", *rows, "", annotations, "", "## Survivors", ""]
     if not survivors:
         lines.append("None.")
     for name, m, why in survivors:

@@ -7,10 +7,11 @@
 
 Each target gets its own copy of the working tree in .mutation/work-NAME (cosmic-ray edits
 the module in place there, so an interrupted run never leaves a mutant in your tree, and
-targets can run side by side), runs the target's fast
-unit tests once unmutated, then once per mutant, and writes docs/mutation-report.md from the
-results of every target's latest run (kept in .mutation/results/). Exit 1 when a target kills
-under 90% of its mutants or a survivor is not listed as equivalent in targets.toml.
+targets can run side by side), runs the target's fast unit tests once unmutated, then once per
+mutant, keeps the whole run in .mutation/results/ and its summary in the committed ledger
+(mutation/results/, mutation/ledger.py), and writes docs/mutation-report.md from the ledger:
+every target's last run, wherever it ran. Exit 1 when a target kills under 90% of its mutants
+or a survivor is not listed as equivalent in targets.toml.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from mutation.ledger import load, save
 
 REPO = Path(__file__).resolve().parent.parent
 STATE = REPO / ".mutation"
@@ -173,6 +176,7 @@ def main(argv: list[str]) -> int:
         print(f"== {name}: done in {result['seconds'] / 60:.1f} min", flush=True)
         with lock:  # the report after every target: an interrupted run still leaves one
             (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1))
+            save(result, REPO)
             return report(targets, config)
 
     started = time.monotonic()
@@ -220,17 +224,16 @@ def run_changed(targets: dict[str, dict[str, Any]], config: dict[str, Any]) -> i
 
 
 def report(targets: dict[str, dict[str, Any]], config: dict[str, Any]) -> bool:
-    """Rewrite docs/mutation-report.md from every target's latest results; True when all pass."""
+    """Rewrite docs/mutation-report.md from every target's last result in the ledger
+    (mutation/results/, committed: a run here and the ones before it, wherever they ran);
+    True when all pass."""
     from mutation.report import write_report
 
     # Read again: entries added while a long run goes on count in the report it writes.
     config = tomllib.loads((REPO / "mutation" / "targets.toml").read_text())
     equivalents = [dict(e) for e in config.get("equivalent", [])]
-    return write_report([json.loads(p.read_text()) for name in targets
-                         if (p := RESULTS / f"{name}.json").exists()],
-                        equivalents, REPORT, TARGET_SCORE,
-                        missing=[name for name in targets
-                                 if not (RESULTS / f"{name}.json").exists()])
+    found, missing = load(list(targets))
+    return write_report(found, equivalents, REPORT, TARGET_SCORE, missing=missing)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ now: after tests were written for them, without another full run of the target.
 Each survivor of the last run (read from its cosmic-ray session, .mutation/NAME.sqlite) is
 applied alone to a fresh copy of the working tree (.mutation/survivors-NAME) and the target's
 tests are run on it, as run.py runs every mutant. Its status in .mutation/results/NAME.json is
-replaced by the new one, the rerun is noted in the results (``reruns``) and the report is
-rewritten. Refused when the module changed since the run: its mutants may differ then, and
-the target must be run whole.
+replaced by the new one, the rerun is noted in the results (``reruns``), the ledger's summary
+(mutation/ledger.py) is written again and so is the report. Refused when the module changed
+since the run: its mutants may differ then, and the target must be run whole.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from mutation.ledger import save
 from mutation.run import COSMIC_RAY, REPO, RESULTS, STATE, copy_tree, report
 
 # A survivor's test run past this many seconds is killed (a mutant the new tests send into a
@@ -85,6 +86,7 @@ def rerun(target: dict[str, Any]) -> dict[str, Any]:
            f"survivors run again against the tests then ({killed} killed) in "
            f"{(time.monotonic() - started) / 60:.1f} min")
     results.write_text(json.dumps(last, indent=1))
+    save(last, REPO)
     return last
 
 

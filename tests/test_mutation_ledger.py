@@ -1,0 +1,77 @@
+"""mutation/ledger.py: the committed summary of each target's last run, the report's source."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from mutation.ledger import head, load, save, summary
+from mutation.report import write_report
+
+
+def mutant(line: int, status: str) -> dict[str, Any]:
+    return {"module": "pkg/m.py", "operator": "core/X", "line": line, "source": f"x = {line}",
+            "status": status, "diff": f"-x = {line}\n+x = {line + 1}"}
+
+
+RUN = {"name": "m", "module": "pkg/m.py", "seconds": 93.0, "annotation_mutants_skipped": 4,
+       "reruns": ["a note"], "mutants": [mutant(3, "killed"), mutant(5, "survived"),
+                                         mutant(7, "killed"), mutant(9, "error (exception)"),
+                                         mutant(11, "killed")]}
+
+
+def test_a_summary_counts_the_killed_and_keeps_every_other_mutant_whole() -> None:
+    s = summary(RUN, "2026-11-26", "abc1234")
+    assert s["killed"] == 3
+    assert s["mutants"] == [mutant(5, "survived"), mutant(9, "error (exception)")]
+    assert (s["date"], s["head"], s["reruns"], s["seconds"]) == ("2026-11-26", "abc1234",
+                                                                 ["a note"], 93.0)
+    assert summary(s, "2026-11-27", "def5678")["killed"] == 3  # a summary of a summary
+
+
+def test_the_report_scores_a_summary_as_it_scores_the_whole_run(tmp_path: Path) -> None:
+    whole, summed = tmp_path / "whole.md", tmp_path / "summed.md"
+    equivalents = [{"module": "pkg/m.py", "operator": "core/X", "source": "x = 5", "why": "w"}]
+    write_report([RUN], [dict(e) for e in equivalents], whole, 0.5)
+    write_report([summary(RUN, "2026-11-26", "abc1234")], [dict(e) for e in equivalents],
+                 summed, 0.5)
+    row = next(line for line in summed.read_text().splitlines() if line.startswith("| m |"))
+    assert row == ("| m | `pkg/m.py` | 4 | 3 | 1 (1 equivalent) | **75.0%** | 4 | 1.6 min | "
+                   "2026-11-26 | abc1234 |")
+    assert "| ? | ? |" in whole.read_text()  # a whole run has no date or head of its own
+    assert "pkg/m.py:9" in summed.read_text()  # the unrunnable mutant is still listed
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_save_writes_the_summary_at_the_modules_commit_and_load_reads_it_back(
+        tmp_path: Path) -> None:
+    repo, ledger = tmp_path / "repo", tmp_path / "ledger"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "m.py").write_text("x = 3\n")
+    (repo / "other.py").write_text("y = 1\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "one")
+    short = git(repo, "rev-parse", "--short", "HEAD")
+    path = save(RUN, repo, ledger, ran="2026-11-26")
+    assert path == ledger / "m.json"
+    assert json.loads(path.read_text())["head"] == short
+    (repo / "other.py").write_text("y = 2\n")  # another file's edit is not the module's
+    assert head(repo, "pkg/m.py") == short
+    (repo / "pkg" / "m.py").write_text("x = 4\n")
+    assert head(repo, "pkg/m.py") == f"{short} + edits"
+    assert head(repo, "pkg") == f"{short} + edits"
+    git(repo, "checkout", "-q", "pkg/m.py")
+    (repo / "pkg" / "new.py").write_text("")  # a new file in a package module is an edit too
+    assert head(repo, "pkg") == f"{short} + edits"
+    assert head(repo, "pkg/m.py") == short
+    assert head(tmp_path / "ledger", "m.py") == "not a git checkout"
+    found, missing = load(["gone", "m"], ledger)
+    assert [r["name"] for r in found] == ["m"] and missing == ["gone"]
+    assert found[0]["killed"] == 3 and found[0]["date"] == "2026-11-26"
