@@ -56,3 +56,13 @@ def load(names: list[str], ledger: Path = LEDGER) -> tuple[list[dict[str, Any]],
     found = [(name, ledger / f"{name}.json") for name in names]
     return ([json.loads(p.read_text()) for _, p in found if p.exists()],
             [name for name, p in found if not p.exists()])
+
+
+def changed_since(result: dict[str, Any], repo: Path) -> bool:
+    """Whether the module differs now (working tree) from the commit its last run mutated:
+    that run's score no longer describes it. A run of uncommitted edits counts as changed."""
+    on = str(result.get("head", ""))
+    if not on or on == "not a git checkout" or " " in on:
+        return True
+    return subprocess.run(["git", "diff", "--quiet", on, "--", result["module"]], cwd=repo,
+                          capture_output=True, check=False).returncode != 0

@@ -22,9 +22,11 @@ def explain(mutant: dict[str, Any], equivalents: list[dict[str, str]]) -> str | 
 
 
 def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]],
-                 path: Path, target: float, missing: list[str] | None = None) -> bool:
+                 path: Path, target: float, missing: list[str] | None = None,
+                 stale: list[str] | None = None) -> bool:
     """Write the report; True when every target has a complete run that reaches ``target``
-    and every survivor is explained. ``missing``: targets with no completed run."""
+    and every survivor is explained. ``missing``: targets with no completed run; ``stale``:
+    targets whose module changed since their run (named, not failed: their score is old)."""
     ok = not missing
     rows, survivors, errors = [], [], []
     for r in results:
@@ -77,9 +79,15 @@ def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]
                   ("Not scored: no run of these targets has finished (run `make mutation "
                    f"TARGETS=\"{' '.join(missing)}\"`)."), ""]
         lines += [f"- {name}" for name in missing]
-    stale = [e for e in equivalents if "used" not in e]
     if stale:
+        lines += ["", "## Targets whose module changed since their run", "",
+                  ("Their rows describe the module as it was at their head; run them again "
+                   f"(`make mutation TARGETS=\"{' '.join(stale)}\"`, or `make mutation "
+                   "CHANGED=1` for the changed lines only)."), ""]
+        lines += [f"- {name}" for name in stale]
+    unused = [e for e in equivalents if "used" not in e]
+    if unused:
         lines += ["", "## [[equivalent]] entries that matched no survivor (stale?)", ""]
-        lines += [f"- `{e['module']}` {e['operator']}: `{e['source']}`" for e in stale]
+        lines += [f"- `{e['module']}` {e['operator']}: `{e['source']}`" for e in unused]
     path.write_text("\n".join(lines) + "\n")
     return ok

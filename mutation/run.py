@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from mutation.ledger import load, save
+from mutation.ledger import changed_since, load, save
 
 REPO = Path(__file__).resolve().parent.parent
 STATE = REPO / ".mutation"
@@ -233,7 +233,8 @@ def report(targets: dict[str, dict[str, Any]], config: dict[str, Any]) -> bool:
     config = tomllib.loads((REPO / "mutation" / "targets.toml").read_text())
     equivalents = [dict(e) for e in config.get("equivalent", [])]
     found, missing = load(list(targets))
-    return write_report(found, equivalents, REPORT, TARGET_SCORE, missing=missing)
+    return write_report(found, equivalents, REPORT, TARGET_SCORE, missing=missing,
+                        stale=[r["name"] for r in found if changed_since(r, REPO)])
 
 
 if __name__ == "__main__":

@@ -75,3 +75,30 @@ def test_save_writes_the_summary_at_the_modules_commit_and_load_reads_it_back(
     found, missing = load(["gone", "m"], ledger)
     assert [r["name"] for r in found] == ["m"] and missing == ["gone"]
     assert found[0]["killed"] == 3 and found[0]["date"] == "2026-11-26"
+
+
+def test_a_run_is_stale_once_its_module_changes_and_not_for_another_files_change(
+        tmp_path: Path) -> None:
+    from mutation.ledger import changed_since
+
+    (tmp_path / "m.py").write_text("x = 3\n")
+    (tmp_path / "other.py").write_text("y = 1\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "one")
+    ran = {"module": "m.py", "head": git(tmp_path, "rev-parse", "--short", "HEAD")}
+    (tmp_path / "other.py").write_text("y = 2\n")
+    git(tmp_path, "commit", "-qam", "two")
+    assert not changed_since(ran, tmp_path)
+    (tmp_path / "m.py").write_text("x = 4\n")  # uncommitted counts
+    assert changed_since(ran, tmp_path)
+    git(tmp_path, "checkout", "-q", "m.py")
+    assert changed_since({**ran, "head": ran["head"] + " + edits"}, tmp_path)
+    assert changed_since({**ran, "head": "not a git checkout"}, tmp_path)
+    out = tmp_path / "report.md"
+    write_report([summary(RUN, "2026-11-26", "abc1234")], [], out, 0.5, stale=["m"])
+    text = out.read_text()
+    assert "## Targets whose module changed since their run" in text
+    assert 'TARGETS=\\"m\\"' not in text and 'TARGETS="m"' in text
+    write_report([summary(RUN, "2026-11-26", "abc1234")], [], out, 0.5, stale=[])
+    assert "changed since their run" not in out.read_text()
