@@ -524,21 +524,24 @@ def test_a_busy_gpu_at_a_low_mfu_over_its_life_is_the_finding(reason: str, how: 
     assert v.metric is not None and "GPU busy 87.0%" in v.metric
 
 
+def ended_life(cpu: float, gpu: float, mfu: float, run: Run = LONG) -> Verdict:
+    """The verdict of an ended run whose last push looked GPU-bound, over a life with this
+    node CPU, GPU busy and MFU."""
+    done = over_life(FakeAPI(life_table(cpu, gpu, mfu)), RULED,  # type: ignore[arg-type]
+                     report(verdict=verdict(ENDED), phases=GPU_BOUND_LIFE), run, NOW)
+    assert done.verdict is not None
+    return done.verdict
+
+
 def test_a_life_on_a_saturated_node_is_cpu_bound_whatever_its_gpu() -> None:
-    done = over_life(FakeAPI(life_table(0.95, 0.87, 0.083)), RULED,  # type: ignore[arg-type]
-                     report(verdict=verdict(ENDED), phases=GPU_BOUND_LIFE), LONG, NOW)
-    v = done.verdict
-    assert v is not None
+    v = ended_life(0.95, 0.87, 0.083)
     assert v.title.endswith("over its life, Node CPUs saturated: 95.0% > threshold 90.0%")
     assert (v.life_kind, v.alert, v.remedy, v.measured, v.threshold) == (
         "busy_cpu", CPU_SATURATED, "fix the node", 0.95, 0.9)
 
 
 def test_a_life_with_a_busy_gpu_and_a_good_mfu_is_gpu_bound() -> None:
-    done = over_life(FakeAPI(life_table(0.41, 0.87, 0.35)), RULED,  # type: ignore[arg-type]
-                     report(verdict=verdict(ENDED), phases=GPU_BOUND_LIFE), LONG, NOW)
-    v = done.verdict
-    assert v is not None
+    v = ended_life(0.41, 0.87, 0.35)
     assert v.title.endswith("over its life, GPU-bound: 87.0% >= threshold 50.0%")
     assert (v.life_kind, v.bottleneck, v.measured) == ("gpu_bound", False, 0.87)
 
@@ -549,11 +552,7 @@ def test_a_failed_or_killed_life_keeps_its_verdict_with_its_lifes_finding_and_ti
     """What to do first stays its log (the stale verdict's alert and remedy); what its life
     was is decided as `trials` decides it, on the same figures over that life, not the
     shares-only profile its last push had (which read "dataloader_next 60%")."""
-    ended = dataclasses.replace(LONG, exit_reason=reason)
-    done = over_life(FakeAPI(life_table(0.95, 0.87, 0.083)), RULED,  # type: ignore[arg-type]
-                     report(verdict=verdict(ENDED), phases=GPU_BOUND_LIFE), ended, NOW)
-    v = done.verdict
-    assert v is not None
+    v = ended_life(0.95, 0.87, 0.083, dataclasses.replace(LONG, exit_reason=reason))
     assert v.title.endswith("): over its life, Node CPUs saturated: 95.0% > threshold 90.0%")
     assert (v.finding, v.alert, v.remedy, v.bottleneck) == ("busy_cpu", TRIAL_STALE, "r", False)
     assert v.kind == ENDED and v.measured != 0.95  # its own figure, not the life's CPU
