@@ -43,11 +43,13 @@ def summary(result: dict[str, Any], ran: str, on: str) -> dict[str, Any]:
 
 def save(result: dict[str, Any], repo: Path, ledger: Path = LEDGER,
          ran: str | None = None) -> Path:
-    """Write ``result``'s summary to the ledger (today, at the module's commit); its path."""
+    """Write ``result``'s summary to the ledger (today; at the commit its run noted when it
+    copied the module, else the module's commit now); its path."""
     ledger.mkdir(parents=True, exist_ok=True)
     path = ledger / f"{result['name']}.json"
     path.write_text(json.dumps(summary(result, ran or datetime.date.today().isoformat(),
-                                       head(repo, result["module"])), indent=1) + "\n")
+                                       result.get("head") or head(repo, result["module"])),
+                               indent=1) + "\n")
     return path
 
 

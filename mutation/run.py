@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from mutation.ledger import changed_since, load, save
+from mutation.ledger import changed_since, head, load, save
 
 REPO = Path(__file__).resolve().parent.parent
 STATE = REPO / ".mutation"
@@ -107,6 +107,7 @@ def run_target(target: dict[str, Any], lines: dict[str, set[int]] | None = None)
     """One target's mutants; with ``lines`` (file -> changed line numbers) only theirs."""
     name = target["name"]
     work = STATE / f"work-{name}"
+    on = head(REPO, target["module"])  # the module as copied, whatever is committed later
     copy_tree(work)
     tests = " ".join(shlex.quote(t) for t in target["tests"])
     command = f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider {tests}"
@@ -127,7 +128,8 @@ def run_target(target: dict[str, Any], lines: dict[str, set[int]] | None = None)
     if lines is not None:
         skip_unchanged_mutants(session, lines)
     subprocess.run([str(COSMIC_RAY), "exec", str(config), str(session)], cwd=work, check=True)
-    return {"name": name, "module": target["module"], "seconds": time.monotonic() - started,
+    return {"name": name, "module": target["module"], "head": on,
+            "seconds": time.monotonic() - started,
             "annotation_mutants_skipped": skipped, "mutants": collect(session, work)}
 
 

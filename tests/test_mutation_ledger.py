@@ -102,3 +102,10 @@ def test_a_run_is_stale_once_its_module_changes_and_not_for_another_files_change
     assert 'TARGETS=\\"m\\"' not in text and 'TARGETS="m"' in text
     write_report([summary(RUN, "2026-11-26", "abc1234")], [], out, 0.5, stale=[])
     assert "changed since their run" not in out.read_text()
+
+
+def test_save_keeps_the_head_the_run_noted_when_it_copied_the_module(tmp_path: Path) -> None:
+    """A module committed while its run goes on: the run mutated the edits, not that commit."""
+    path = save({**RUN, "head": "abc1234 + edits"}, tmp_path, tmp_path / "ledger",
+                ran="2026-11-26")
+    assert json.loads(path.read_text())["head"] == "abc1234 + edits"
