@@ -238,7 +238,7 @@ def test_the_worker_figure_is_split_into_run_and_waited_as_its_series_say(
     assert cause.evidence.startswith(f"1 worker wanting 0.80 CPU-seconds/s{' ' + split if split else ''}, threshold 0.5")
 
 
-def test_gather_reads_a_window_as_rates_and_a_life_as_increases_over_its_seconds() -> None:
+def test_gather_reads_a_window_as_rates_and_a_life_as_rates_scaled_to_its_seconds() -> None:
     from trainwatch.diagnose import loader_cause
     from trainwatch.diagnose.runs import Run
     key = ("e", "t", "0")
@@ -259,8 +259,10 @@ def test_gather_reads_a_window_as_rates_and_a_life_as_increases_over_its_seconds
     asked.clear()
     life = Run("e", "t", "0", "1", "n", "1", first=100, last=275, started=99, pushed=159)
     loader_cause.gather(query, "3m", {key: 0.4}, life, experiment="e")
-    assert "increase(trainwatch_trial_loader_read_bytes_total" in asked[4]
-    assert asked[4].endswith(") / 60.0")
+    # rate over the 3m window that holds the life's samples, times 180 s, per its 60 s: the
+    # increase per second of the life, every counter scaled as the worker figure is
+    assert "rate(trainwatch_trial_loader_read_bytes_total" in asked[4]
+    assert "increase(" not in asked[4] and asked[4].endswith("\n* 180\n/ 60.0"), asked[4]
     assert "[60s] offset 116s" in asked[7] and "[3m]" not in asked[7]
     assert "/ 60.0" in asked[9] and "* 180" in asked[9]
     assert loader_cause.gather(lambda expr: {}, "5m", {}, experiment="e") == {}
@@ -291,4 +293,4 @@ def test_gather_over_a_life_of_no_seconds_divides_by_a_millisecond() -> None:
     asked: list[str] = []
     instant = Run("e", "t", "0", "1", "n", "1", first=100, last=100, started=100, pushed=100)
     loader_cause.gather(lambda expr: asked.append(expr) or {}, "1m", {}, instant, experiment="e")
-    assert asked[4].endswith(") / 0.001"), asked[4]
+    assert asked[4].endswith("\n* 60\n/ 0.001"), asked[4]

@@ -189,17 +189,16 @@ def gather(query: Callable[[str], Mapping[Key, list[tuple[Labels, float]]]], win
 
     Over the rate ``window`` ending now; with ``life``, over a run's own life instead (one
     window rule: from its start to its final push, never past it, however long its group
-    stayed after): its counters' increase over ``window`` (which holds all its samples) per
-    second of that life, and its node's figures over that life alone.
+    stayed after): its counters' rates over ``window`` (which holds all its samples) made per
+    second of that life by ``contract.figures.over_life``, the one scaling every figure here
+    takes (the worker figure's too), and its node's figures over that life alone.
     """
-    per = f" / {float(max(life.seconds, 1e-3))!r}" if life is not None else ""
-    span = (shared.over_life(parse_duration(window), life.seconds)
-            if life is not None else None)
+    span = (shared.over_life(parse_duration(window), life.seconds) if life is not None
+            else (lambda rate: rate))
     node_range = life.life_range if life is not None else f"[{window}]"
 
     def rate(metric: str, **labels: str) -> str:
-        fn = "increase" if life is not None else "rate"
-        return f"sum {BY_TRIAL} ({fn}({selector(metric, **sel, **labels)}[{window}])){per}"
+        return span(f"sum {BY_TRIAL} (rate({selector(metric, **sel, **labels)}[{window}]))")
 
     def on_node(per_node: str) -> str:
         return node_figure(per_node, **sel)
