@@ -111,7 +111,8 @@ def report_text(r: RankReport) -> str:
             f"loader {num(r.loader_limit, ' samples/s', 0)}, "
             f"step {num(r.step_limit, ' samples/s', 0)}")))
     lines += ranks_text(r)
-    lines += ["", *verdict_text(r)]
+    said = verdict_text(r)
+    lines += ["", *said] if said else []  # no verdict: no empty line to end the report
     if r.trace is not None:
         lines.append(f"  {traces.trace_line(r.rank, r.trace)}")
     # Each entry is one line: a name's newline or escape sequence is written out, never a line
