@@ -237,16 +237,21 @@ def resolved_after(run: Callable[[], None], resolver: Any) -> Callable[[], None]
     return both
 
 
-def gpu_loops(rounds: int, steps: int) -> dict[str, dict[str, float]]:
+LOOPS = {"launch": ("launch-bound (small MLP)", launch_bound),
+         "gpu": ("GPU-bound (4096^2 matmuls)", gpu_bound)}
+
+
+def gpu_loops(rounds: int, steps: int, kinds: tuple[str, ...] = tuple(LOOPS),
+              variants: tuple[str, ...] = VARIANTS) -> dict[str, dict[str, float]]:
     """Per loop kind, the slowdown of each timing mode against the bare loop (and of
-    cuda_events recording through torch's ``Event.record()``)."""
+    cuda_events recording through torch's ``Event.record()``). ``kinds``: some of LOOPS;
+    ``variants``: some of VARIANTS (fewer loops a round: more rounds in the same time)."""
     results = {}
-    for kind, make in (("launch-bound (small MLP)", launch_bound),
-                       ("GPU-bound (4096^2 matmuls)", gpu_bound)):
+    for kind, make in (LOOPS[name] for name in kinds):
         work = make()
         trials = {mode: ti.Trial(experiment="bench", trial=mode, pull_port=0, timing_mode=mode)
                   for mode in ti.TIMING_MODES}
-        for variant in VARIANTS:
+        for variant in variants:
             trials[variant] = ti.Trial(experiment="bench", trial=variant, pull_port=0,
                                        timing_mode=ti.CUDA_EVENTS)
         loops = {"bare": gpu_loop(work, None, steps),
@@ -254,12 +259,15 @@ def gpu_loops(rounds: int, steps: int) -> dict[str, dict[str, float]]:
         for run in loops.values():
             run()  # warm-up: cuBLAS, the allocator, the phases
         # The trials' resolvers are made by the warm-up's first phase.
-        trials[TORCH_RECORD]._resolver.record = by_event
+        if TORCH_RECORD in trials:
+            trials[TORCH_RECORD]._resolver.record = by_event
         for variant in (THREAD, PAUSED):
-            resolver = trials[variant]._resolver
-            resolver.inline = False
-        trials[THREAD]._resolver._thread.start()
-        loops[PAUSED] = resolved_after(loops[PAUSED], trials[PAUSED]._resolver)
+            if variant in trials:
+                trials[variant]._resolver.inline = False
+        if THREAD in trials:
+            trials[THREAD]._resolver._thread.start()
+        if PAUSED in trials:
+            loops[PAUSED] = resolved_after(loops[PAUSED], trials[PAUSED]._resolver)
         times = rotated(loops, rounds)
         for t in trials.values():
             t.close()
@@ -268,7 +276,8 @@ def gpu_loops(rounds: int, steps: int) -> dict[str, dict[str, float]]:
     return results
 
 
-def report(rounds: int = 7, steps: int = 200) -> None:
+def report(rounds: int = 7, steps: int = 200, loops: tuple[str, ...] = tuple(LOOPS),
+           variants: tuple[str, ...] = VARIANTS) -> None:
     print("\ncuda_events, CPU side (stand-in events; runs without a GPU)")
     for name, ns in hot_path_ns().items():
         print(f"  {name:<46} {ns:7.0f} ns per enter + exit")
@@ -282,8 +291,10 @@ def report(rounds: int = 7, steps: int = 200) -> None:
           "steps (targets: launch-bound <= +1%, GPU-bound <= +0.3%)")
     for name, ns in record_ns().items():
         print(f"  one event recorded on the current stream, {name:<20} {ns:7.0f} ns")
-    for (kind, row), target in zip(gpu_loops(rounds, steps).items(), TARGETS, strict=True):
-        modes = ", ".join(f"{mode} {row[mode]:+.2%}" for mode in (*ti.TIMING_MODES, *VARIANTS))
+    targets = dict(zip(LOOPS, TARGETS, strict=True))
+    for (kind, row), target in zip(gpu_loops(rounds, steps, loops, variants).items(),
+                                   (targets[name] for name in loops), strict=True):
+        modes = ", ".join(f"{mode} {row[mode]:+.2%}" for mode in (*ti.TIMING_MODES, *variants))
         print(f"  {kind}: bare {row['bare step ms']:.2f} ms/step; {modes}")
         figure(f"cuda_events slowdown, {kind}", f"{row['cuda_events']:+.2%}",
                f"<= +{target:.1%}", row["cuda_events"] <= target)
@@ -294,5 +305,10 @@ if __name__ == "__main__":
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--loops", nargs="+", choices=list(LOOPS), default=list(LOOPS),
+                        help="which loops (default both)")
+    parser.add_argument("--no-variants", action="store_true",
+                        help="the shipped modes against the bare loop only: more rounds in "
+                             "the same time, for the launch-bound loop's few-percent noise")
     cli = parser.parse_args()
-    report(cli.rounds, cli.steps)
+    report(cli.rounds, cli.steps, tuple(cli.loops), () if cli.no_variants else VARIANTS)
