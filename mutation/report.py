@@ -23,12 +23,15 @@ def explain(mutant: dict[str, Any], equivalents: list[dict[str, str]]) -> str | 
 
 def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]],
                  path: Path, target: float, missing: list[str] | None = None,
-                 stale: list[str] | None = None) -> bool:
+                 stale: list[str] | None = None, uncovered: list[str] | None = None,
+                 modules: int | None = None) -> bool:
     """Write the report; True when every target has a complete run that reaches ``target``
     and every survivor is explained. ``missing``: targets with no completed run; ``stale``:
-    targets whose module changed since their run (named, not failed: their score is old)."""
+    targets whose module changed since their run (named, not failed: their score is old);
+    ``uncovered``: product modules in no target (named, with their count, of ``modules``)."""
     ok = not missing
     rows, survivors, errors = [], [], []
+    all_killed = all_alive = all_explained = 0
     for r in results:
         mutants = r["mutants"]  # a ledger's summary counts its killed ones in "killed"
         killed = r.get("killed", 0) + sum(m["status"] == "killed" for m in mutants)
@@ -40,6 +43,8 @@ def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]
             explained += why is not None
             ok &= why is not None
             survivors.append((r["name"], m, why))
+        all_killed, all_alive = all_killed + killed, all_alive + len(alive)
+        all_explained += explained
         score = killed / (killed + len(alive)) if killed + len(alive) else 1.0
         ok &= score >= target
         rows.append(f"| {r['name']} | `{r['module']}` | {killed + len(alive)} | {killed} | "
@@ -63,7 +68,13 @@ def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]
     annotations = ("Mutants inside type annotations are skipped, not counted: every module "
                    "here has `from __future__ import annotations`, so annotations are never "
                    "evaluated and such a mutant cannot change behaviour.")
-    lines = ["# Mutation testing report", "", intro, "", header,
+    def share(killed: int, alive: int) -> str:
+        return f"{killed / (killed + alive) if killed + alive else 1.0:.1%}"
+    total = (f"Overall, {len(results)} targets: {all_killed:,} of {all_killed + all_alive:,} "
+             f"mutants killed, **{share(all_killed, all_alive)}**; of the "
+             f"{all_alive:,} survivors {all_explained:,} are explained as equivalent, so "
+             f"{share(all_killed, all_alive - all_explained)} of the non-equivalent ones.")
+    lines = ["# Mutation testing report", "", intro, "", total, "", header,
              "|---|---|---|---|---|---|---|---|---|---|", *rows, "", annotations, "", "## Survivors", ""]
     if not survivors:
         lines.append("None.")
@@ -85,6 +96,11 @@ def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]
                    f"(`make mutation TARGETS=\"{' '.join(stale)}\"`, or `make mutation "
                    "CHANGED=1` for the changed lines only)."), ""]
         lines += [f"- {name}" for name in stale]
+    if uncovered is not None:
+        lines += ["", "## Product modules in no target", ""]
+        of = f" of {modules}" if modules is not None else ""
+        lines += ([f"{len(uncovered)}{of} modules: {', '.join(f'`{m}`' for m in uncovered)}."]
+                  if uncovered else [f"None: every product module{of} is in a target."])
     unused = [e for e in equivalents if "used" not in e]
     if unused:
         lines += ["", "## [[equivalent]] entries that matched no survivor (stale?)", ""]

@@ -236,7 +236,36 @@ def report(targets: dict[str, dict[str, Any]], config: dict[str, Any]) -> bool:
     equivalents = [dict(e) for e in config.get("equivalent", [])]
     found, missing = load(list(targets))
     return write_report(found, equivalents, REPORT, TARGET_SCORE, missing=missing,
-                        stale=[r["name"] for r in found if changed_since(r, REPO)])
+                        stale=[r["name"] for r in found if changed_since(r, REPO)],
+                        uncovered=uncovered(list(targets.values())),
+                        modules=len(product_modules()))
+
+
+def uncovered(targets: list[dict[str, Any]]) -> list[str]:
+    """The product modules (mutation/changed.py's PRODUCT folders, tracked .py files with
+    code: not an empty or docstring-only __init__) that no target's module holds."""
+    from mutation.changed import in_module
+
+    return [path for path in product_modules()
+            if not any(in_module(path, t["module"]) for t in targets)]
+
+
+def product_modules() -> list[str]:
+    """Every tracked product module with code in mutation/changed.py's PRODUCT folders."""
+    from mutation.changed import PRODUCT
+
+    listed = subprocess.run(["git", "ls-files", "--", *(f"{p}*.py" for p in PRODUCT)],
+                            cwd=REPO, check=True, capture_output=True, text=True).stdout.split()
+    return [path for path in listed if has_code(REPO / path)]
+
+
+def has_code(path: Path) -> bool:
+    """Whether a module has a statement other than its docstring and imports: a mutant needs
+    one (an ``__init__`` that only re-exports has none)."""
+    body = ast.parse(path.read_text()).body
+    return any(not isinstance(node, ast.Import | ast.ImportFrom)
+               and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+               for node in body)
 
 
 if __name__ == "__main__":

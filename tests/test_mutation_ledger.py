@@ -109,3 +109,33 @@ def test_save_keeps_the_head_the_run_noted_when_it_copied_the_module(tmp_path: P
     path = save({**RUN, "head": "abc1234 + edits"}, tmp_path, tmp_path / "ledger",
                 ran="2026-11-26")
     assert json.loads(path.read_text())["head"] == "abc1234 + edits"
+
+
+def test_the_report_totals_every_target_and_names_the_modules_in_none(tmp_path: Path) -> None:
+    other = {**summary(RUN, "2026-11-26", "abc1234"), "name": "n", "module": "pkg/n.py",
+             "killed": 96, "mutants": [{**mutant(8, "survived"), "module": "pkg/n.py"}]}
+    out = tmp_path / "report.md"
+    equivalents = [{"module": "pkg/m.py", "operator": "core/X", "source": "x = 5", "why": "w"}]
+    write_report([summary(RUN, "2026-11-26", "abc1234"), other], [dict(e) for e in equivalents],
+                 out, 0.5, uncovered=["pkg/a.py", "pkg/b.py"], modules=9)
+    text = out.read_text()
+    # 3 + 96 killed of 101; of the 2 survivors (one per target) one is explained
+    assert ("Overall, 2 targets: 99 of 101 mutants killed, **98.0%**; of the 2 survivors 1 are "
+            "explained as equivalent, so 99.0% of the non-equivalent ones.") in text
+    assert "2 of 9 modules: `pkg/a.py`, `pkg/b.py`." in text
+    write_report([other], [], out, 0.5, uncovered=[], modules=9)
+    assert "None: every product module of 9 is in a target." in out.read_text()
+    write_report([other], [], out, 0.5)
+    assert "in no target" not in out.read_text()
+
+
+def test_a_module_has_code_unless_it_is_only_a_docstring_and_imports(tmp_path: Path) -> None:
+    from mutation.run import has_code
+
+    cases = {'"""Doc."""\nfrom a import b\nimport c\n': False, "": False,
+             '"""Doc."""\nX = 1\n': True, "def f():\n    pass\n": True,
+             "from a import b\n__all__ = ['b']\n": True}
+    for n, (text, expected) in enumerate(cases.items()):
+        path = tmp_path / f"m{n}.py"
+        path.write_text(text)
+        assert has_code(path) is expected, text
