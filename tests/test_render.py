@@ -109,7 +109,9 @@ def test_an_early_report_says_its_whole_run_so_far_and_an_ended_one_its_whole_ru
 
 def test_over_says_the_dashboards_window_only_where_it_differs() -> None:
     assert render.over(BASE) == "over the last 5m"
-    assert render.over(dataclasses.replace(BASE, dashboard_window="5m")) == "over the last 5m"
+    # the same window, read from the command line and from the rules: equal, not one object
+    same = dataclasses.replace(BASE, window="".join(["5", "m"]), dashboard_window="5m")
+    assert render.over(same) == "over the last 5m"
     assert render.over(dataclasses.replace(BASE, window="15m", dashboard_window="1m")) == (
         "over the last 15m; the dashboards plot the last 1m")
     ended = dataclasses.replace(BASE, verdict=verdict(kind=ENDED))
@@ -123,6 +125,10 @@ def test_the_verdict_head_says_how_it_was_decided_for_each_kind() -> None:
     assert head(verdict()) == ("VERDICT: Data-loader bound: 43.7% > threshold 30.0% "
                                "(TrainwatchDataloaderBound)")
     assert head(verdict(alert=None)) == "VERDICT: Data-loader bound: 43.7% > threshold 30.0%"
+    # a kind that sorts after "stale" is judged on its figures, not read as stale
+    assert head(verdict(kind="underused_gpu", title="GPU underused", comparison="<",
+                        measured=0.12, alert="TrainwatchGpuUnderutilized")) == (
+        "VERDICT: GPU underused: 12.0% < threshold 30.0% (TrainwatchGpuUnderutilized)")
     assert head(verdict(measured=None)) == "VERDICT: Data-loader bound"
     assert head(verdict(threshold=None)) == "VERDICT: Data-loader bound"
     assert head(verdict(kind=STALE, title="Stopped", threshold=180.0,
@@ -284,7 +290,9 @@ def test_the_trials_table_lines_up_every_column_under_its_header() -> None:
 
 
 def test_trials_json_carries_every_field_and_notes_only_when_given() -> None:
-    doc = json.loads(render.trials_json([row()], ["n"]))
+    text = render.trials_json([row()], ["n"])
+    assert text.startswith('{\n  "trials": [\n    {\n      "experiment": "exp"')  # indent 2
+    doc = json.loads(text)
     assert doc["trials"][0] == dataclasses.asdict(row())
     assert doc["thresholds_from"] == ["n"]
     assert "thresholds_from" not in json.loads(render.trials_json([row()]))
