@@ -249,7 +249,9 @@ def test_a_baseline_is_printed_and_carried_after_its_own_rank_only() -> None:
 def test_the_json_report_carries_phases_window_verdict_code_and_notes_only_when_given() -> None:
     r = dataclasses.replace(BASE, phases=[("a", 0.7), ("b", 0.2)],
                             verdict=verdict(life_kind="gpu_bound"))
-    doc = json.loads(render.reports_json([r], notes=["from the file x.yml"]))
+    text = render.reports_json([r], notes=["from the file x.yml"])
+    assert text.startswith('{\n  "reports": [\n    {\n      "experiment": "exp"')  # indent 2
+    doc = json.loads(text)
     [one] = doc["reports"]
     assert one["phases"] == [{"phase": "a", "share": 0.7}, {"phase": "b", "share": 0.2}]
     assert one["over"] == "over the last 5m"
