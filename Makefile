@@ -239,8 +239,9 @@ bench: tools venv
 	$(PY) -m benchmarks.fleet_pull --sizes 1000 --phase-buckets none --rounds 6  # 4,000, 10,000 on shards: benchmarks/README.md
 
 # Mutation testing (cosmic-ray) of the modules in mutation/targets.toml against their fast unit
-# tests; writes docs/mutation-report.md. Not part of `make test`: the nine targets add up to
-# about 56 minutes on 2 cores, run two at a time. `make mutation TARGETS="host verdict"` runs some targets only.
+# tests; keeps each target's last run in mutation/results/ and writes docs/mutation-report.md
+# from them all. Not part of `make test`: every target whole takes hours on 2 cores (the
+# report's time column); `make mutation TARGETS="host verdict"` runs some targets only.
 TARGETS ?=
 # `make mutation CHANGED=1`: only the mutants on lines changed since MUTATION_BASE (default the
 # merge base with origin/main, else HEAD: the uncommitted edits), in the targets they touch.
