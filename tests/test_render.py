@@ -114,6 +114,8 @@ def test_over_says_the_dashboards_window_only_where_it_differs() -> None:
     assert render.over(same) == "over the last 5m"
     assert render.over(dataclasses.replace(BASE, window="15m", dashboard_window="1m")) == (
         "over the last 15m; the dashboards plot the last 1m")
+    assert render.over(dataclasses.replace(BASE, dashboard_window="1m")) == (
+        "over the last 5m; the dashboards plot the last 1m")  # "1m" sorts before "5m"
     ended = dataclasses.replace(BASE, verdict=verdict(kind=ENDED))
     assert render.over(ended) == "over its whole run; the dashboards plot the last 5m"
 
