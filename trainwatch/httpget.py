@@ -86,7 +86,9 @@ def fetch(url: str, *, timeout: float, method: str = "GET",
             raise TimeoutError
         return Answer(response.status, response.reason, bytes(received))
     except (OSError, http.client.HTTPException) as err:
-        if expired.is_set() and not isinstance(err, ResponseTooLarge):
+        # The socket's own timeout is the time left, so it may go off just before the timer.
+        if (expired.is_set() or isinstance(err, TimeoutError)) and \
+                not isinstance(err, ResponseTooLarge):
             raise TimeoutError(f"no complete answer from {parts.netloc} within {timeout:g} s "
                                "(--timeout bounds the whole request)") from None
         raise
