@@ -317,3 +317,138 @@ def test_a_push_or_scrape_resolves_the_pairs_a_slow_loop_left() -> None:
     assert registry.get_sample_value(*count) == 1
     assert registry.get_sample_value("trainwatch_trial_phase_seconds_sum",
                                      {"phase": "train_batch"}) == pytest.approx(0.002)
+
+
+class Clock:
+    """torch_timing's host clock, set by the test."""
+
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_first_pair_waits_its_poll_interval_before_the_clock_resolves_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(torch_timing, "perf_counter", clock)
+    r = EventResolver(poll_seconds=0.05)
+    histogram = Histogram(DEFAULT_BUCKETS)
+    r.last_end_at = clock.now + 0.049  # a close 49 ms after the resolver was made
+    r.submit(FakeEvent(), FakeEvent(3.0), histogram)  # type: ignore[arg-type]
+    assert sum(histogram.counts) == 0
+    r.last_end_at = clock.now + 0.05  # 50 ms: due
+    r.submit(FakeEvent(), FakeEvent(4.0), histogram)  # type: ignore[arg-type]
+    assert sum(histogram.counts) == 2
+
+
+def test_a_close_shares_its_event_with_an_open_within_the_share_gap_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(torch_timing, "perf_counter", clock)
+    r = EventResolver(record=lambda event: None)
+    made: list[object] = []
+    monkeypatch.setattr(r, "event", lambda: made.append(object()) or made[-1])
+    end = r.end_event()  # stamped at 1,000 s
+    clock.now += SHARE_GAP * 0.9  # 18 us later
+    assert r.start_event() is end and r.last_end is None
+    end = r.end_event()
+    clock.now += SHARE_GAP * 1.1  # 22 us later: its own event, the close released
+    start = r.start_event()
+    assert start is not end and r._pending[-1] == (end, None, None)
+    end = r.end_event()
+    clock.now += 5.0  # far apart (a ratio of the clocks would call this close)
+    assert r.start_event() is not end
+
+
+def test_the_recorder_makes_a_stream_again_for_any_other_stream_not_only_a_later_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    calls = StreamCalls()
+
+    class Base:
+        @staticmethod
+        def record(event: object, stream: object) -> None:
+            calls.recorded.append((event, stream))
+
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentStream", calls.get_stream, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", calls.get_device, raising=False)
+    monkeypatch.setattr(torch._C, "_CudaEventBase", Base)
+    monkeypatch.setattr(torch.cuda, "current_stream", calls.current_stream)
+    record = torch_timing.recorder()
+    calls.stream_id = 9
+    record("a")
+    calls.stream_id = 3  # back to a lower-numbered stream
+    record("b")
+    assert calls.made == 2 and calls.recorded == [("a", ("stream", 0, 9)),
+                                                  ("b", ("stream", 0, 3))]
+
+
+@pytest.mark.parametrize("missing", ["_cuda_getCurrentStream", "_cuda_getDevice",
+                                     "_CudaEventBase"])
+def test_any_one_private_call_missing_falls_back_to_the_events_own_record(
+        monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
+    import torch
+    calls = StreamCalls()
+    for name, value in (("_cuda_getCurrentStream", calls.get_stream),
+                        ("_cuda_getDevice", calls.get_device), ("_CudaEventBase", object)):
+        monkeypatch.setattr(torch._C, name, value, raising=False)
+    monkeypatch.delattr(torch._C, missing)
+    stamps: list[float] = []
+    event = RecordingEvent(stamps)
+    torch_timing.recorder()(event)
+    assert stamps == [event.ms] and calls.made == 0
+
+
+def test_past_the_bound_new_pairs_are_dropped_with_one_warning_even_after_releases(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(torch_timing, "MAX_PENDING", 4)
+    r = EventResolver(poll_seconds=3600.0)
+    histogram = Histogram(DEFAULT_BUCKETS)
+    waiting = FakeEvent(1.0, done=False)  # holds everything behind it
+    with caplog.at_level(logging.WARNING, logger="trial_instrumentation.torch_timing"):
+        r.submit(FakeEvent(), waiting, histogram)  # type: ignore[arg-type]
+        for _ in range(4):  # releases grow the queue past the bound (5 entries)
+            r.release(FakeEvent())
+        r.submit(FakeEvent(), FakeEvent(2.0), histogram)  # type: ignore[arg-type]
+        r.submit(FakeEvent(), FakeEvent(2.0), histogram)  # type: ignore[arg-type]
+    assert len(r._pending) == 5  # neither new pair was kept
+    assert [rec.getMessage() for rec in caplog.records] == [
+        "trainwatch: 4 CUDA timings unresolved; dropping new ones"]
+
+
+def test_a_batch_resolves_when_releases_carry_the_queue_past_its_mark() -> None:
+    r = EventResolver(poll_seconds=3600.0)
+    histogram, batch = Histogram(DEFAULT_BUCKETS), torch_timing.INLINE_BATCH
+    for _ in range(batch - 1):
+        r.submit(FakeEvent(), FakeEvent(1.0), histogram)  # type: ignore[arg-type]
+    r.release(FakeEvent())  # the queue reaches the mark without a submit
+    assert sum(histogram.counts) == 0
+    r.submit(FakeEvent(), FakeEvent(1.0), histogram)  # type: ignore[arg-type]
+    assert sum(histogram.counts) == batch  # past the mark, not at it: resolved
+
+
+def test_a_resolver_keeps_the_recorder_it_is_given_and_its_thread_never_holds_up_exit() -> None:
+    def mine(event: object) -> None:
+        pass
+
+    assert EventResolver(record=mine).record is mine
+    assert callable(EventResolver().record)
+    threaded = EventResolver(poll_seconds=3600.0, inline=False)
+    try:
+        assert threaded._thread.daemon and threaded._thread.is_alive()
+    finally:
+        threaded.stop()
+
+
+def test_resolving_says_false_once_a_cuda_error_stopped_it(
+        caplog: pytest.LogCaptureFixture) -> None:
+    r = EventResolver(poll_seconds=3600.0)
+    histogram = Histogram(DEFAULT_BUCKETS)
+    assert r.resolve_safely() is True
+    broken = FakeEvent(error=RuntimeError("CUDA error: unspecified launch failure"))
+    r.submit(FakeEvent(), broken, histogram)  # type: ignore[arg-type]
+    with caplog.at_level(logging.ERROR, logger="trial_instrumentation.torch_timing"):
+        assert r.resolve_safely() is False
+    assert not r._pending
