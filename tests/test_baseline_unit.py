@@ -38,11 +38,13 @@ def fresh() -> Baselines:
 
 def test_rates_are_the_final_counts_over_the_life_to_its_end_or_to_now_while_it_runs(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    ended = make("a", start=1_000.0, end=1_250.0)  # a life of 250 s
-    running = make("b", start=99_600.0, end=99_990.0, reason=None, current=True)  # 400 s to NOW
+    # lives that start under half their end (an end modulo its start is no life) and counts
+    # that do not divide them (a floor division is no rate)
+    ended = make("a", start=400.0, end=1_150.0)  # a life of 750 s
+    running = make("b", start=30_000.0, end=99_990.0, reason=None, current=True)  # 70,000 s
     nothing = make("c", start=5_000.0, end=5_000.0)  # no life at all
-    counts = {f"{names.SAMPLES}_total": [3_000.0, 8_000.0, 7.0],
-              f"{names.STEPS}_total": [125.0, None, 7.0]}
+    counts = {f"{names.SAMPLES}_total": [9_300.0, 1_428_000.0, 7.0],
+              f"{names.STEPS}_total": [375.0, None, 7.0]}
 
     def per_run(api: Any, runs: list[Run], grouped: Any, kind: Any = None) -> list[Any]:
         metric = next(m for m in counts if m in grouped(""))
@@ -51,8 +53,8 @@ def test_rates_are_the_final_counts_over_the_life_to_its_end_or_to_now_while_it_
     monkeypatch.setattr(baseline, "_per_run", per_run)
     found = fresh()
     found.read_rates([ended, running, nothing])
-    assert found.rates(ended) == (12.0, 0.5)
-    assert found.rates(running) == (20.0, None)  # no steps counted: unknown, not 0
+    assert found.rates(ended) == (12.4, 0.5)
+    assert found.rates(running) == (20.4, None)  # no steps counted: unknown, not 0
     assert found.rates(nothing) == (None, None)  # a life of 0 s has no rate
 
 
@@ -208,8 +210,9 @@ def test_throughput_is_per_sample_only_where_every_run_counted_samples() -> None
 
 def test_the_reasons_compare_it_with_the_baseline_run_nearest_the_median() -> None:
     me = make("me", start=9_000.0, end=9_500.0)
-    others = [make(f"b{i}", start=1_000.0 * i, end=1_000.0 * i + 500) for i in range(1, 6)]
-    speeds = {"me": 50.0, "b1": 90.0, "b2": 104.0, "b3": 130.0, "b4": 98.0, "b5": 120.0}
+    # four runs: the median (101) between 98 and 104, as near to both; the older one is taken
+    others = [make(f"b{i}", start=1_000.0 * i, end=1_000.0 * i + 500) for i in range(1, 5)]
+    speeds = {"me": 50.0, "b1": 90.0, "b2": 98.0, "b3": 104.0, "b4": 130.0}
     compared: list[str] = []
 
     class Given(Baselines):
@@ -228,7 +231,7 @@ def test_the_reasons_compare_it_with_the_baseline_run_nearest_the_median() -> No
 
     found = Given(None, Stale(), now=NOW).judged(  # type: ignore[arg-type]
         me, others, "them", None)
-    assert found.judgement.median == 104.0
+    assert found.judgement.median == 101.0
     assert found.comparison is not None and found.comparison.b.reference == "e/b2"
     assert found.reasons and found.reasons[0].phase == names.DATALOADER_NEXT
-    assert found.line().startswith("52% slower than them (dataloader_next +")
+    assert found.line().startswith("50% slower than them (dataloader_next +")
