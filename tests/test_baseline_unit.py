@@ -235,3 +235,63 @@ def test_the_reasons_compare_it_with_the_baseline_run_nearest_the_median() -> No
     assert found.comparison is not None and found.comparison.b.reference == "e/b2"
     assert found.reasons and found.reasons[0].phase == names.DATALOADER_NEXT
     assert found.line().startswith("50% slower than them (dataloader_next +")
+
+
+def test_a_baseline_of_any_count_but_one_says_runs() -> None:
+    assert said(judgement(None, "no baseline", runs=2)) == "no baseline (2 runs)"
+
+
+class Listed(Baselines):
+    """Baselines over given runs (each with a throughput), every read answered from them."""
+
+    def __init__(self, runs: dict[Run, float]) -> None:
+        super().__init__(None, Stale(), now=NOW, since=86400.0)  # type: ignore[arg-type]
+        self.given = runs
+
+    def pin(self, experiment: str) -> str | None:
+        return None
+
+    def runs(self, experiment: str) -> list[Run]:
+        return [r for r in self.given if r.experiment == experiment]
+
+    def gpus(self, run: Run) -> frozenset[str]:
+        return frozenset()
+
+    def rates(self, run: Run) -> tuple[float | None, float | None]:
+        return self.given[run], None
+
+
+def test_a_pinned_trial_is_its_lowest_ranks_latest_run_of_that_trial_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # rank names made at run time, as each answer from Prometheus makes them: equal strings,
+    # not one object; rank 103 sorts before rank 12 as text
+    earlier = make("b", start=1_000.0, end=1_500.0, rank=str(12), pid="1")
+    later = make("b", start=3_000.0, end=3_500.0, rank=str(12), pid="2")
+    rank10 = make("b", start=5_000.0, end=5_500.0, rank=str(103))
+    before = make("a", start=6_000.0, end=6_500.0, rank="0")  # a trial sorting before "b"
+    found = Listed({earlier: 1.0, later: 1.0, rank10: 1.0, before: 1.0})
+    assert found.trial_run("e", "b") is later
+    monkeypatch.setattr(baseline, "unknown_message", lambda *a: "no trial e/c")
+    with pytest.raises(baseline.UnknownTrial, match="no trial e/c"):
+        found.trial_run("e", "c")
+
+
+def test_baseline_runs_are_taken_whatever_their_names_sort_against_the_judged_one() -> None:
+    judged = make("a-today", start=9_000.0, end=9_500.0)
+    older = {make(f"n{i}", start=1_000.0 * i, end=1_000.0 * i + 500): 100.0 + i
+             for i in range(1, 4)}
+    found = Listed({**older, judged: 80.0})
+    assert [r.trial for r in found.auto(judged)] == ["n1", "n2", "n3"]
+
+
+def test_a_pinned_reference_is_judged_against_even_when_it_sorts_before_auto() -> None:
+    judged = make("today", start=9_000.0, end=9_500.0)
+    pinned = make("aa", start=1_000.0, end=1_500.0)
+    others = {make(f"n{i}", start=1_000.0 * i + 2_000, end=1_000.0 * i + 2_500): 100.0
+              for i in range(1, 4)}
+    found = Listed({judged: 80.0, pinned: 160.0, **others})
+    against = found.of(judged, pinned="e/aa", reasons=False)
+    assert (against.against, against.baseline_runs, against.state) == ("e/aa", ["e/aa"],
+                                                                       "slower")
+    assert found.against(judged, "e/aa")[2] == 1  # one run is enough when pinned
+    assert found.against(judged)[1] == "the median of the last 4 runs of e"

@@ -110,7 +110,7 @@ def test_an_early_report_says_its_whole_run_so_far_and_an_ended_one_its_whole_ru
 def test_over_says_the_dashboards_window_only_where_it_differs() -> None:
     assert render.over(BASE) == "over the last 5m"
     # the same window, read from the command line and from the rules: equal, not one object
-    same = dataclasses.replace(BASE, window="".join(["5", "m"]), dashboard_window="5m")
+    same = dataclasses.replace(BASE, window=f"{5}m", dashboard_window="5m")
     assert render.over(same) == "over the last 5m"
     assert render.over(dataclasses.replace(BASE, window="15m", dashboard_window="1m")) == (
         "over the last 15m; the dashboards plot the last 1m")
