@@ -4,6 +4,7 @@ namespace and `_total` rules both ways, the GPU specs' labels, and what a family
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
@@ -122,3 +123,17 @@ def test_a_kind_made_at_run_time_is_compared_by_value() -> None:
 def test_a_spec_is_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         metrics.GPU_POWER.help = "changed"  # type: ignore[misc]
+
+
+def test_a_counter_family_is_told_by_the_kinds_value() -> None:
+    kind = "counter-".rstrip("-")  # equal to "counter", not the same object
+    family = Family(MetricSpec("trainwatch_made_total", "Made.", kind=kind))  # type: ignore[arg-type]
+    assert family.name == "trainwatch_made" and family.type == "counter"
+
+
+@pytest.mark.parametrize("kind", ["gauge", "untyped"])
+def test_only_a_counter_family_loses_total_whatever_its_name(kind: str) -> None:
+    """By the kind alone: a spec made without MetricSpec's checks (one whose name ends in
+    _total while it is no counter) keeps its name."""
+    spec = SimpleNamespace(name="trainwatch_odd_total", help="Odd.", labels=(), kind=kind)
+    assert Family(spec).name == "trainwatch_odd_total"  # type: ignore[arg-type]
