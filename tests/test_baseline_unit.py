@@ -5,6 +5,7 @@ one boundary the module reads through (``_per_run`` and ``batched.read``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -295,3 +296,119 @@ def test_a_pinned_reference_is_judged_against_even_when_it_sorts_before_auto() -
                                                                        "slower")
     assert found.against(judged, "e/aa")[2] == 1  # one run is enough when pinned
     assert found.against(judged)[1] == "the median of the last 4 runs of e"
+
+
+def test_a_large_step_time_change_is_said_in_whole_milliseconds() -> None:
+    assert said(judgement(-0.5, "slower"), [compare.Change("train_batch", 2.5, 0.9)]).endswith(
+        "(train_batch +2500 ms per step explains 90%)")
+
+
+def test_since_pins_and_sides_are_each_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+    monkeypatch.setattr(baseline, "retention", lambda api: asked.append("retention") or 3600.0)
+    monkeypatch.setattr(baseline.pins, "pinned",
+                        lambda api, e: asked.append(f"pin {e}") or f"{e}/p")
+    monkeypatch.setattr(baseline.pins, "all_pinned",
+                        lambda api: asked.append("all pins") or {"a": "a/p"})
+    run = make("t", start=1.0, end=2.0)
+    monkeypatch.setattr(baseline.compare, "run_side",
+                        lambda *a: asked.append("side") or "the side")
+    found = Baselines(None, Stale(), now=NOW)  # type: ignore[arg-type]
+    assert (found.since, found.since) == (3600.0, 3600.0)
+    assert Baselines(None, Stale(), now=NOW, since=60.0).since == 60.0  # type: ignore[arg-type]
+    assert (found.pin("e"), found.pin("e")) == ("e/p", "e/p")
+    assert (found.side(run), found.side(run)) == ("the side", "the side")
+    assert asked == ["retention", "pin e", "side"]
+    found.read_pins({"e2"})  # one experiment: read when asked, not in a query for all
+    assert asked[-1] == "side"
+    found.read_pins({"a", "b"})
+    assert (asked[-1], found.pin("a"), found.pin("b")) == ("all pins", "a/p", None)
+
+
+def test_auto_spelled_on_the_command_line_is_auto() -> None:
+    judged = make("today", start=9_000.0, end=9_500.0)
+    older = {make(f"n{i}", start=1_000.0 * i, end=1_000.0 * i + 500): 100.0 for i in range(1, 4)}
+    found = Listed({**older, judged: 80.0})
+    assert found.against(judged, "AUTO".lower())[1] == "the median of the last 3 runs of e"
+
+
+def test_an_experiments_pin_is_used_whatever_it_sorts_against_the_judged_trial() -> None:
+    judged = make("today", start=9_000.0, end=9_500.0)
+    pinned = make("zz", start=1_000.0, end=1_500.0)
+    found = Listed({judged: 80.0, pinned: 160.0})
+    found.pin = lambda experiment: "e/zz"  # type: ignore[method-assign]
+    assert found.against(judged)[1:] == ("e/zz, the pinned baseline", 1)
+
+
+def test_the_baseline_of_a_run_is_its_rank_and_world_sizes_clean_runs_before_its_end() -> None:
+    one, zero = str(1), str(0)  # made at run time, as read from Prometheus
+    running = Run("e", "now", one, "9", "node", str(2), first=99_000.0, last=99_992.0,
+                  started=99_000.0, pushed=99_990.0, current=True)
+    given = {
+        make("after-its-push", start=99_200.0, end=99_995.0, rank=str(1)): 100.0,
+        make("same-end", start=99_000.0, end=99_990.0, rank=str(1)): 100.0,
+        make("lower-rank", start=1_000.0, end=1_500.0, rank=zero): 100.0,
+        make("oom", start=4_000.0, end=4_500.0, rank=str(1), reason="oom"): 100.0,
+        Run("e", "narrower", str(1), "1", "node", str(1), first=2_000.0, last=2_505.0,
+            started=2_000.0, pushed=2_500.0, exit_reason=names.EXIT_CLEAN): 100.0,
+        Run("e", "same-world", str(1), "1", "node", str(2), first=3_000.0, last=3_505.0,
+            started=3_000.0, pushed=3_500.0, exit_reason=names.EXIT_CLEAN): 100.0,
+        running: 90.0}
+    for r in list(given)[:4]:  # the world size of the judged run, made at run time too
+        given[dataclasses.replace(r, world_size=str(2))] = given.pop(r)
+    found = Listed(given)
+    # running: its baseline ends now, so a run that ended after its last push counts; not a
+    # run of another rank or world size, nor one that ended any other way ("ended (oom)")
+    assert [r.trial for r in found.auto(running)] == ["same-world", "same-end", "after-its-push"]
+    ended = dataclasses.replace(running, exit_reason=names.EXIT_CLEAN)  # its final push came
+    assert [r.trial for r in found.auto(ended)] == ["same-world"]  # ended at 99,990: not after
+
+
+def test_equal_gpu_products_read_as_distinct_sets_are_the_same_product() -> None:
+    judged = make("today", start=9_000.0, end=9_500.0)
+    other = make("n1", start=1_000.0, end=1_500.0)
+
+    class Products(Listed):
+        def gpus(self, run: Run) -> frozenset[str]:
+            return frozenset(["H100"])  # a new set each read, as each query answers
+
+    assert Products({judged: 1.0, other: 1.0}).auto(judged) == [other]
+
+
+def test_a_life_ending_before_it_started_has_no_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    skewed = make("a", start=1_000.0, end=900.0)
+    monkeypatch.setattr(baseline, "_per_run", lambda api, runs, grouped, kind=None: [[({}, 50.0)]])
+    found = fresh()
+    found.read_rates([skewed])
+    assert found.rates(skewed) == (None, None)
+
+
+def test_diagnose_judges_a_ranks_first_run_when_it_has_two() -> None:
+    class Judged(Baselines):
+        def of(self, run: Run, pinned: str = baseline.AUTO, reasons: bool = True) -> Any:
+            return run.pid
+
+    first, second = (make("t", start=1.0, end=2.0, pid=p) for p in ("1", "2"))
+    assert for_reports(Judged(None, Stale(), now=NOW), [first, second]) == {  # type: ignore[arg-type]
+        ("e", "t", "0"): "1"}
+
+
+def test_reading_ahead_goes_on_past_a_run_whose_pinned_trial_is_gone() -> None:
+    gone, kept = make("a", start=1_000.0, end=1_500.0), make("b", start=2_000.0, end=2_500.0)
+    base = make("n1", start=100.0, end=200.0)
+    read: list[Run] = []
+
+    class Ahead(Listed):
+        def read_gpus(self, runs: Any) -> None:
+            pass
+
+        def read_rates(self, runs: Any) -> None:
+            read.extend(runs)
+
+        def against(self, run: Run, pinned: str = baseline.AUTO, unread: Any = None) -> Any:
+            if run is gone:
+                raise baseline.UnknownTrial("e/x is gone")
+            return [base], "x", None
+
+    baseline.read_ahead(Ahead({gone: 1.0, kept: 1.0, base: 1.0}), [gone, kept])
+    assert read == [gone, kept, base]
