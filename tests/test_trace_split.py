@@ -5,10 +5,12 @@ communication hidden behind compute or exposed, memory copies, several devices, 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
+from tests.frozen import assert_frozen
 from trial_instrumentation.trace_split import Split, split, union
 
 
@@ -110,3 +112,76 @@ def test_a_trace_with_nothing_to_split_has_no_split(trace: dict[str, Any]) -> No
 def test_union_merges_overlapping_and_touching_intervals() -> None:
     assert union([(10, 20), (0, 5), (5, 7), (12, 15), (30, 31)]) == [(0, 7), (10, 20), (30, 31)]
     assert union([]) == []
+
+
+def test_a_split_has_its_span_its_kinds_in_order_and_scales_by_a_factor() -> None:
+    found = Split("cuda", compute=3.0, communication=2.5, idle=0.25)
+    assert found.span == 5.75
+    assert list(found.seconds().items()) == [("idle", 0.25), ("compute", 3.0),
+                                             ("communication", 2.5)]
+    assert found.scaled(0.5) == Split("cuda", 1.5, 1.25, 0.125)
+    assert Split("cpu", 2.0, 0.0, 1.0).scaled(3.0) == Split("cpu", 6.0, 0.0, 3.0)
+    assert_frozen(found)  # shared by the trace's readers: none may change it under another
+
+
+def test_without_a_device_argument_the_process_is_the_device() -> None:
+    # Two processes' kernels, one after the other: each its own span, no idle between them.
+    first, second = kernel("sgemm", 0, 10), kernel("relu", 30, 10)
+    for event, pid in ((first, 3), (second, 4)):
+        event["pid"] = pid
+    del first["args"]["device"]
+    second["args"] = None
+    assert micro(split({"traceEvents": [first, second]})) == \
+        ("cuda", {"idle": 0, "compute": 20, "communication": 0})
+    # Device 0 named in the arguments wins over the process (both kernels on one device).
+    same = [kernel("sgemm", 0, 10, device=0), kernel("relu", 30, 10, device=0)]
+    same[1]["pid"] = 9
+    assert micro(split({"traceEvents": same})) == \
+        ("cuda", {"idle": 20, "compute": 20, "communication": 0})
+
+
+def test_an_annotation_that_is_not_a_step_does_not_span_the_trace() -> None:
+    region = {**step(1, 0, 100), "name": "forward_region"}
+    trace = {"traceEvents": [region, op("aten::mm", 40, 10), op("aten::add", 70, 10)]}
+    assert micro(split(trace)) == ("cpu", {"idle": 20, "compute": 20, "communication": 0})
+
+
+def test_an_operator_wholly_outside_the_steps_counts_nothing() -> None:
+    # Before the first step and after the last (an operator recorded while the profiler
+    # stopped): neither counts, where the one after it once counted as negative busy time.
+    trace = {"traceEvents": [step(1, 100, 50), op("aten::mm", 0, 20), op("aten::add", 300, 20),
+                             op("nccl:all_reduce", 20, 10), op("aten::relu", 110, 5)]}
+    assert micro(split(trace)) == ("cpu", {"idle": 45, "compute": 5, "communication": 0})
+
+
+def test_a_zero_length_kernel_is_complete_and_a_boolean_start_is_not() -> None:
+    assert micro(split({"traceEvents": [kernel("a", 10, 0), kernel("b", 20, 5)]})) == \
+        ("cuda", {"idle": 10, "compute": 5, "communication": 0})
+    assert split({"traceEvents": [{**kernel("a", 0, 5), "ts": True}]}) is None
+    assert split({"traceEvents": [kernel("a", 0, -0.5)]}) is None  # any negative duration
+
+
+def test_only_complete_events_count_whatever_their_phase_letter() -> None:
+    # Instant, flow and async events (lower-case phases, after "X"), or no phase at all, are not
+    # spans even where they carry a duration.
+    others = [{**kernel("k", 0, 5), "ph": ph} for ph in ("i", "s", "f", "b", "B", "E")]
+    assert split({"traceEvents": [*others, {"cat": "kernel", "name": "k", "ts": 1, "dur": 5}]}) \
+        is None
+
+
+def test_a_step_is_a_user_annotation_and_nothing_else_of_that_name() -> None:
+    # The same name on another category (the GPU timeline's copy, a Python frame) or on none
+    # does not stretch the recorded steps.
+    lookalikes = [{**step(1, -100, 400), "cat": cat} for cat in ("gpu_user_annotation",
+                                                                 "python_function")]
+    uncategorized = {k: v for k, v in step(2, -200, 600).items() if k != "cat"}
+    trace = {"traceEvents": [*lookalikes, uncategorized, step(3, 0, 100), op("aten::mm", 20, 30)]}
+    assert micro(split(trace)) == ("cpu", {"idle": 70, "compute": 30, "communication": 0})
+
+
+def test_a_trace_read_from_its_json_text_splits_as_one_written_here() -> None:
+    # Its strings are the decoder's own objects, not this file's constants.
+    events = [step(1, 0, 100), op("aten::mm", 10, 30), op("c10d::allreduce_", 60, 20)]
+    text = json.dumps({"traceEvents": events})
+    assert micro(split(json.loads(text))) == micro(split({"traceEvents": events})) == \
+        ("cpu", {"idle": 50, "compute": 30, "communication": 20})

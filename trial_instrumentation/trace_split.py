@@ -121,7 +121,9 @@ def _cpu(events: Sequence[Mapping[str, Any]]) -> Split | None:
 
 
 def _clip(interval: Interval, start: float, end: float) -> Interval:
-    return max(interval[0], start), max(min(interval[1], end), start)
+    """The part of ``interval`` within ``start`` .. ``end`` (empty, at an edge, when outside:
+    an operator wholly after the last step must not count negative time)."""
+    return min(max(interval[0], start), end), max(min(interval[1], end), start)
 
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:
