@@ -452,3 +452,34 @@ def test_resolving_says_false_once_a_cuda_error_stopped_it(
     with caplog.at_level(logging.ERROR, logger="trial_instrumentation.torch_timing"):
         assert r.resolve_safely() is False
     assert not r._pending
+
+
+def test_the_next_batch_mark_is_a_batch_past_what_an_unfinished_pair_holds() -> None:
+    r = EventResolver(poll_seconds=3600.0)
+    histogram, batch = Histogram(DEFAULT_BUCKETS), torch_timing.INLINE_BATCH
+    r.submit(FakeEvent(), FakeEvent(1.0, done=False), histogram)  # type: ignore[arg-type]
+    for _ in range(batch - 1):
+        r.submit(FakeEvent(), FakeEvent(1.0), histogram)  # type: ignore[arg-type]
+    assert len(r._pending) == batch and r._resolve_at == 2 * batch  # 64 held, next at 128
+
+
+def test_a_close_exactly_at_the_share_gap_still_shares(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock(1_000.0)
+    monkeypatch.setattr(torch_timing, "perf_counter", clock)
+    monkeypatch.setattr(torch_timing, "SHARE_GAP", 0.25)  # a gap a float holds exactly
+    r = EventResolver(record=lambda event: None)
+    monkeypatch.setattr(r, "event", object)
+    end = r.end_event()
+    clock.now += 0.25
+    assert r.start_event() is end
+
+
+def test_the_pair_that_fills_the_queue_to_its_bound_is_dropped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch_timing, "MAX_PENDING", 4)
+    r = EventResolver(poll_seconds=3600.0)
+    histogram = Histogram(DEFAULT_BUCKETS)
+    r.submit(FakeEvent(), FakeEvent(1.0, done=False), histogram)  # type: ignore[arg-type]
+    for _ in range(4):
+        r.submit(FakeEvent(), FakeEvent(1.0), histogram)  # type: ignore[arg-type]
+    assert len(r._pending) == 4  # the fifth pair met a full queue
