@@ -214,8 +214,9 @@ class StreamCalls:
         return ("stream", self.device, self.stream_id)
 
 
-def test_the_recorder_records_on_the_current_stream_making_a_stream_only_when_it_changes(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> StreamCalls:
+    """torch's private CUDA calls and ``current_stream`` replaced by a StreamCalls."""
     import torch
     calls = StreamCalls()
 
@@ -228,6 +229,11 @@ def test_the_recorder_records_on_the_current_stream_making_a_stream_only_when_it
     monkeypatch.setattr(torch._C, "_cuda_getDevice", calls.get_device, raising=False)
     monkeypatch.setattr(torch._C, "_CudaEventBase", Base)
     monkeypatch.setattr(torch.cuda, "current_stream", calls.current_stream)
+    return calls
+
+
+def test_the_recorder_records_on_the_current_stream_making_a_stream_only_when_it_changes(
+        calls: StreamCalls) -> None:
     record = torch_timing.recorder()
     assert calls.made == 0  # nothing touches CUDA before the first phase records
     for event in "ab":
@@ -363,19 +369,7 @@ def test_a_close_shares_its_event_with_an_open_within_the_share_gap_only(
 
 
 def test_the_recorder_makes_a_stream_again_for_any_other_stream_not_only_a_later_one(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    import torch
-    calls = StreamCalls()
-
-    class Base:
-        @staticmethod
-        def record(event: object, stream: object) -> None:
-            calls.recorded.append((event, stream))
-
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentStream", calls.get_stream, raising=False)
-    monkeypatch.setattr(torch._C, "_cuda_getDevice", calls.get_device, raising=False)
-    monkeypatch.setattr(torch._C, "_CudaEventBase", Base)
-    monkeypatch.setattr(torch.cuda, "current_stream", calls.current_stream)
+        calls: StreamCalls) -> None:
     record = torch_timing.recorder()
     calls.stream_id = 9
     record("a")
