@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import pytest
 
 from benchmarks.hostile_servers import hostile_server
+from tests.frozen import assert_frozen
 from tests.loopback import Script, scripted_server
 from tests.trial_support import closed_port_url
 from trainwatch import httpget
@@ -77,6 +78,15 @@ def test_the_method_headers_and_body_are_sent_as_given(served: tuple[str, Script
     [sent] = script.requests
     assert (sent.method, sent.body) == ("PUT", b"payload")
     assert (sent.headers["x-one"], sent.headers["x-two"]) == ("1", "b")
+
+
+def test_the_options_are_named_and_the_answer_is_a_frozen_value(
+        served: tuple[str, Script]) -> None:
+    url, script = served
+    script.answer(b"v")
+    with pytest.raises(TypeError):
+        fetch(url, 5)  # type: ignore[misc]
+    assert_frozen(fetch(url, timeout=5))
 
 
 def test_an_error_status_is_an_answer_too(served: tuple[str, Script]) -> None:
@@ -183,6 +193,24 @@ def test_a_socket_timeout_just_before_the_timer_is_the_same_deadline(
         fetch(url, timeout=0.2)
     assert str(caught.value) == (f"no complete answer from {url.removeprefix('http://')} "
                                  "within 0.2 s (--timeout bounds the whole request)")
+
+
+def test_a_socket_the_timer_cannot_shut_down_is_left_to_its_own_timeout(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """shutdown() fails on a socket the peer reset: the timer thread ignores it (no traceback
+    from the thread) and the socket's own timeout, the time left, ends the request."""
+    def refuse(self: socket.socket, how: int) -> None:
+        raise OSError(107, "Transport endpoint is not connected")
+
+    failed: list[object] = []
+    monkeypatch.setattr(socket.socket, "shutdown", refuse)
+    monkeypatch.setattr(threading, "excepthook", failed.append)
+    with stalling(b"") as url, pytest.raises(TimeoutError, match="within 0.2 s"):
+        fetch(url, timeout=0.2)
+    for thread in threading.enumerate():
+        if isinstance(thread, threading.Timer):
+            thread.join(2)  # the timer has run (or was cancelled)
+    assert failed == []
 
 
 def test_a_connect_that_takes_past_the_deadline_is_a_timeout(
