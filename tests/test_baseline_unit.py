@@ -412,3 +412,26 @@ def test_reading_ahead_goes_on_past_a_run_whose_pinned_trial_is_gone() -> None:
 
     baseline.read_ahead(Ahead({gone: 1.0, kept: 1.0, base: 1.0}), [gone, kept])
     assert read == [gone, kept, base]
+
+
+def test_a_pinned_reference_in_an_experiment_sorting_before_auto_is_still_a_reference() -> None:
+    judged = make("today", start=9_000.0, end=9_500.0, experiment="ab")
+    pinned = make("p", start=1_000.0, end=1_500.0, experiment="ab")
+    others = {make(f"n{i}", start=1_000.0 * i + 2_000, end=1_000.0 * i + 2_500,
+                   experiment="ab"): 100.0 for i in range(1, 4)}
+    found = Listed({judged: 80.0, pinned: 160.0, **others})
+    assert found.against(judged, "ab/p")[1:] == ("ab/p", 1)  # "ab/p" sorts before "auto"
+    found.pin = lambda experiment: "ab/n1"  # type: ignore[method-assign]
+    # typed on the command line, auto still takes the experiment's pin
+    assert found.against(judged, "AUTO".lower())[1:] == ("ab/n1, the pinned baseline", 1)
+
+
+def test_a_later_rank_sorting_after_the_lowest_is_not_the_lowest_ranks_run() -> None:
+    lowest = make("b", start=1_000.0, end=1_500.0, rank=str(12))
+    later = make("b", start=7_000.0, end=7_500.0, rank=str(13))
+    assert Listed({lowest: 1.0, later: 1.0}).trial_run("e", "b") is lowest
+
+
+def test_no_experiment_reads_no_pin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(baseline.pins, "all_pinned", lambda api: pytest.fail("read"))
+    fresh().read_pins(set())
