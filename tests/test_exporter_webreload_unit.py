@@ -1,0 +1,250 @@
+"""exporter.webreload in process: what build() makes of the settings, the file stamps, when a
+LiveWebConfig looks at its files and reloads, what it logs, and SIGHUP (a signal of this
+process). The same over real exporter processes: tests/test_exporter_web_reload.py."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from exporter import webreload
+from exporter.config import ConfigError, Settings
+from exporter.webauth import BasicAuth, Verdict, hash_password
+from exporter.webreload import RELOADED, LiveWebConfig, build, stamp
+
+HERE = Path(__file__).parent
+CERT, KEY = str(HERE / "test_exporter_tls.crt"), str(HERE / "test_exporter_tls.key")
+CERT_B, KEY_B = (str(HERE / "test_exporter_tls_renewed.crt"),
+                 str(HERE / "test_exporter_tls_renewed.key"))
+ALICE = hash_password("a1", iterations=100, salt="s1")
+BOB = hash_password("b1", iterations=100, salt="s2")
+
+
+def login(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+class Reread:
+    """The settings a reload reads: set ``now`` (or ``error``); counts its calls."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.now, self.error, self.calls = settings, None, 0
+
+    def __call__(self) -> Settings:
+        self.calls += 1
+        if self.error is not None:
+            raise ConfigError(self.error)
+        return self.now
+
+
+def messages(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
+    return [(r.levelno, r.getMessage()) for r in caplog.records if r.name == webreload.__name__]
+
+
+def test_build_without_users_or_tls_serves_plain_and_open() -> None:
+    config = build(Settings())
+    assert config.auth is None and config.context is None and config.settings == Settings()
+
+
+def test_build_makes_the_users_and_the_tls_context() -> None:
+    settings = Settings(web_basic_auth_users={"alice": ALICE}, web_tls_cert_file=CERT,
+                        web_tls_key_file=KEY)
+    config = build(settings)
+    assert isinstance(config.auth, BasicAuth) and config.context is not None
+    assert config.auth.verify(login("alice", "a1")) is Verdict.OK
+    assert config.auth.verify(login("alice", "wrong")) is Verdict.DENIED
+
+
+def test_build_renews_the_previous_users_keeping_unchanged_passwords_verified() -> None:
+    first = build(Settings(web_basic_auth_users={"alice": ALICE, "bob": BOB}))
+    assert first.auth is not None
+    auth = BasicAuth({"alice": ALICE, "bob": BOB}, burst=2, per_second=0.0)
+    previous = webreload.WebConfig(first.settings, auth, None)
+    assert auth.verify(login("alice", "a1")) is Verdict.OK
+    assert auth.verify(login("bob", "b1")) is Verdict.OK  # the client's budget is spent now
+    again = build(Settings(web_basic_auth_users={"alice": ALICE}), previous)
+    assert again.auth is not None and again.auth is not auth
+    assert again.auth.verify(login("alice", "a1")) is Verdict.OK  # remembered, no budget
+    assert again.auth.verify(login("bob", "b1")) is not Verdict.OK
+    fresh = build(Settings(web_basic_auth_users={"alice": ALICE}),
+                  webreload.WebConfig(Settings(), None, None))
+    assert fresh.auth is not None and fresh.auth.verify(login("alice", "a1")) is Verdict.OK
+
+
+def test_build_names_a_bad_certificate() -> None:
+    with pytest.raises(ConfigError, match="web.tls_cert_file: /nope.crt"):
+        build(Settings(web_tls_cert_file="/nope.crt", web_tls_key_file=KEY))
+
+
+def test_a_stamp_is_each_files_identity_size_and_time(tmp_path: Path) -> None:
+    path = tmp_path / "c.yml"
+    path.write_text("x")
+    info = os.stat(path)
+    assert stamp([str(path), str(tmp_path / "absent"), str(path)]) == (
+        (info.st_dev, info.st_ino, 1, info.st_mtime_ns), (-1, -1, -1, -1),
+        (info.st_dev, info.st_ino, 1, info.st_mtime_ns))
+    assert stamp([]) == ()
+    path.write_text("longer")
+    assert stamp([str(path)])[0][2] == 6
+
+
+def test_the_reloaded_settings() -> None:
+    assert RELOADED == ("web_basic_auth_users", "web_tls_cert_file", "web_tls_key_file")
+
+
+def test_between_looks_nothing_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "c.yml"
+    path.write_text("a")
+    reread = Reread(Settings())
+    live = LiveWebConfig(Settings(), reread, str(path), interval=3600.0)
+    first = live.current()
+    path.write_text("changed")
+    assert live.current() is first and reread.calls == 0
+
+
+def test_a_look_reads_again_only_when_a_file_changed(tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "c.yml"
+    path.write_text("a")
+    reread = Reread(Settings(web_basic_auth_users={"alice": ALICE}))
+    live = LiveWebConfig(Settings(), reread, str(path), interval=0.0)
+    first = live.current()
+    assert first.auth is None and reread.calls == 0
+    path.write_text("bb")
+    with caplog.at_level(logging.INFO, logger=webreload.__name__):
+        second = live.current()
+        assert live.current() is second
+    assert second.auth is not None and reread.calls == 1
+    assert messages(caplog) == [
+        (logging.INFO, "web config reloaded (the files changed): 1 basic-auth user(s), TLS off")]
+
+
+def test_a_refused_config_keeps_the_last_good_one_and_says_so_once_per_change(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "c.yml"
+    path.write_text("a")
+    reread = Reread(Settings())
+    live = LiveWebConfig(Settings(), reread, str(path), interval=0.0)
+    good = live.current()
+    reread.error = "config file c.yml: log.level must be one of debug"
+    path.write_text("bb")
+    with caplog.at_level(logging.INFO, logger=webreload.__name__):
+        for _ in range(5):
+            assert live.current() is good
+        assert reread.calls == 1  # the refused files are not read again until they change
+        path.write_text("ccc")
+        assert live.current() is good and reread.calls == 2
+        reread.error = None
+        reread.now = Settings(web_basic_auth_users={"alice": ALICE, "bob": BOB})
+        path.write_text("dddd")
+        assert live.current().auth is not None and reread.calls == 3
+    warning = ("web config not reloaded (the files changed), still serving the last good one: "
+               "config file c.yml: log.level must be one of debug")
+    assert messages(caplog) == [
+        (logging.WARNING, warning), (logging.WARNING, warning),
+        (logging.INFO, "web config reloaded (the files changed): 2 basic-auth user(s), TLS off")]
+
+
+def test_a_forced_reload_reads_and_logs_every_time(tmp_path: Path,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    reread = Reread(Settings())
+    live = LiveWebConfig(Settings(), reread, None, interval=3600.0)
+    reread.error = "x" * 1000
+    with caplog.at_level(logging.INFO, logger=webreload.__name__):
+        assert live.reload() is False
+        assert live.reload("SIGUSR2") is False
+        reread.error = None
+        assert live.reload() is True
+    said = messages(caplog)
+    assert said[0] == (logging.WARNING, "web config not reloaded (SIGHUP), still serving the "
+                                        "last good one: " + "x" * 397 + "...")
+    assert said[1][1].startswith("web config not reloaded (SIGUSR2)")
+    assert said[2] == (logging.INFO, "web config reloaded (SIGHUP): 0 basic-auth user(s), TLS off")
+    assert reread.calls == 3
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    (Settings(), Settings(web_tls_cert_file=CERT, web_tls_key_file=KEY)),
+    (Settings(web_tls_cert_file=CERT, web_tls_key_file=KEY), Settings())])
+def test_switching_tls_on_or_off_needs_a_restart(before: Settings, after: Settings,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    live = LiveWebConfig(before, Reread(after), None)
+    with caplog.at_level(logging.INFO, logger=webreload.__name__):
+        assert live.reload() is False
+    assert live.current().settings is before
+    assert messages(caplog) == [(logging.WARNING, ("web config not reloaded (SIGHUP), still "
+                                 "serving the last good one: switching TLS on or off needs a "
+                                 "restart"))]
+
+
+def test_a_renewed_certificate_is_loaded_and_named(caplog: pytest.LogCaptureFixture) -> None:
+    before = Settings(web_tls_cert_file=CERT, web_tls_key_file=KEY)
+    after = Settings(web_tls_cert_file=CERT_B, web_tls_key_file=KEY_B)
+    live = LiveWebConfig(before, Reread(after), None)
+    old = live.current().context
+    with caplog.at_level(logging.INFO, logger=webreload.__name__):
+        assert live.reload() is True
+    assert live.current().context is not old and live.current().settings is after
+    assert messages(caplog) == [(logging.INFO, ("web config reloaded (SIGHUP): 0 basic-auth "
+                                 f"user(s), TLS certificate {CERT_B}"))]
+
+
+def test_settings_that_need_a_restart_are_named(caplog: pytest.LogCaptureFixture) -> None:
+    after = Settings(log_level="debug", web_listen_address="127.0.0.1:1",
+                     web_basic_auth_users={"alice": ALICE})
+    live = LiveWebConfig(Settings(), Reread(after), None)
+    with caplog.at_level(logging.INFO, logger=webreload.__name__):
+        assert live.reload() is True
+    assert messages(caplog) == [(logging.INFO, ("web config reloaded (SIGHUP): 1 basic-auth "
+                                 "user(s), TLS off; web.listen_address, log.level changed too "
+                                 "and take effect at restart"))]
+
+
+def test_the_watched_files_are_the_config_and_the_tls_files(tmp_path: Path) -> None:
+    settings = Settings(web_tls_cert_file=CERT, web_tls_key_file=KEY)
+    live = LiveWebConfig(settings, None, str(tmp_path / "c.yml"))
+    assert live._watched(settings) == [str(tmp_path / "c.yml"), CERT, KEY]
+    assert LiveWebConfig(Settings())._watched(Settings()) == []
+    assert live.reload() is True and live.current().settings is settings  # reread: the same
+
+
+def test_after_the_files_moved_the_new_ones_are_watched(tmp_path: Path) -> None:
+    """A reload that names other TLS files stamps those, so the next look sees no change."""
+    before = Settings(web_tls_cert_file=CERT, web_tls_key_file=KEY)
+    after = Settings(web_tls_cert_file=CERT_B, web_tls_key_file=KEY_B)
+    reread = Reread(after)
+    live = LiveWebConfig(before, reread, None, interval=0.0)
+    assert live.reload() is True and reread.calls == 1
+    for _ in range(3):
+        live.current()
+    assert reread.calls == 1
+    assert live._stamp == stamp([CERT_B, KEY_B])
+
+
+def test_sighup_reloads_from_a_thread_of_its_own() -> None:
+    reread = Reread(Settings(web_basic_auth_users={"alice": ALICE}))
+    live = LiveWebConfig(Settings(), reread, None, interval=3600.0)
+    previous: Callable[..., object] | int | None = signal.getsignal(signal.SIGUSR1)
+    try:
+        live.reload_on(signal.SIGUSR1)
+        assert any(t.name == "web-config-reload" and t.daemon for t in threading.enumerate())
+        os.kill(os.getpid(), signal.SIGUSR1)
+        deadline = time.monotonic() + 5
+        while reread.calls < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        while reread.calls < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        assert live.current().auth is not None
+    finally:
+        signal.signal(signal.SIGUSR1, previous)  # type: ignore[arg-type]
