@@ -14,6 +14,7 @@ since the run: its mutants may differ then, and the target must be run whole.
 from __future__ import annotations
 
 import datetime
+import fcntl
 import json
 import os
 import shlex
@@ -70,9 +71,18 @@ def rerun(target: dict[str, Any]) -> dict[str, Any]:
         raise SystemExit(f"{name}: {target['module']} changed since its last run; run the "
                          f"target whole (make mutation TARGETS={name})")
     work = STATE / f"survivors-{name}"
+    lock = (STATE / f"survivors-{name}.lock").open("w")
+    try:  # a second rerun of the target would mutate the same copy under the first one
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SystemExit(f"{name}: its survivors are being run again already") from None
     copy_tree(work)
     tests = " ".join(shlex.quote(t) for t in target["tests"])
     command = f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider {tests}"
+    unmutated = subprocess.run(shlex.split(command), cwd=work, capture_output=True, text=True,
+                               check=False)
+    if unmutated.returncode != 0:  # else every mutant would read as killed
+        raise SystemExit(f"{name}: the tests fail without a mutant:\n{unmutated.stdout[-3000:]}")
     last = json.loads(results.read_text())
     started = time.monotonic()
     outcomes = []

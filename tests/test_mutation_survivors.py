@@ -36,3 +36,29 @@ def test_a_module_is_the_same_only_byte_for_byte(tmp_path: Path) -> None:
     (now / "pkg" / "b.py").write_text("")
     assert not same(ran / "pkg", now / "pkg")
     assert not same(ran / "gone.py", now / "gone.py")
+
+
+def test_a_rerun_refuses_tests_that_fail_unmutated_and_a_second_rerun_of_its_target(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    import fcntl
+
+    import pytest
+
+    from mutation import survivors
+
+    state = tmp_path / "state"
+    (state / "results").mkdir(parents=True)
+    (state / "results" / "t.json").write_text('{"mutants": []}')
+    (state / "t.sqlite").write_text("")
+    monkeypatch.setattr(survivors, "STATE", state)
+    monkeypatch.setattr(survivors, "RESULTS", state / "results")
+    monkeypatch.setattr(survivors, "same", lambda ran, now: True)
+    monkeypatch.setattr(survivors, "copy_tree", lambda work: work.mkdir(parents=True,
+                                                                        exist_ok=True))
+    target = {"name": "t", "module": "m.py", "tests": ["-c", "/dev/null", "--co", "nothing.py"]}
+    with pytest.raises(SystemExit, match="the tests fail without a mutant"):
+        survivors.rerun(target)
+    held = (state / "survivors-t.lock").open("w")
+    fcntl.flock(held, fcntl.LOCK_EX)
+    with pytest.raises(SystemExit, match="being run again already"):
+        survivors.rerun(target)
