@@ -477,3 +477,48 @@ def test_the_pair_that_fills_the_queue_to_its_bound_is_dropped(
     for _ in range(4):
         r.submit(FakeEvent(), FakeEvent(1.0), histogram)  # type: ignore[arg-type]
     assert len(r._pending) == 4  # the fifth pair met a full queue
+
+
+def test_by_default_a_pair_waits_at_most_50_ms_for_the_clock(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(torch_timing, "perf_counter", clock)
+    r = EventResolver()
+    histogram = Histogram(DEFAULT_BUCKETS)
+    r.last_end_at = clock.now + 0.01  # a close 10 ms on: not yet
+    r.submit(FakeEvent(), FakeEvent(3.0), histogram)  # type: ignore[arg-type]
+    assert sum(histogram.counts) == 0
+    r.last_end_at = clock.now + 0.06  # 60 ms on: both resolved
+    r.submit(FakeEvent(), FakeEvent(4.0), histogram)  # type: ignore[arg-type]
+    assert sum(histogram.counts) == 2
+
+
+def test_events_share_within_20_microseconds_of_host_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(torch_timing, "perf_counter", clock)
+    r = EventResolver(record=lambda event: None)
+    monkeypatch.setattr(r, "event", object)
+    end = r.end_event()
+    clock.now += 18e-6
+    assert r.start_event() is end
+    end = r.end_event()
+    clock.now += 22e-6
+    assert r.start_event() is not end
+
+
+def test_a_new_event_is_made_timing_only_when_the_pool_is_empty(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+    made: list[dict[str, object]] = []
+
+    class Event:
+        def __init__(self, **kw: object) -> None:
+            made.append(kw)
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    r = EventResolver(record=lambda event: None)
+    assert isinstance(r.event(), Event) and made == [{"enable_timing": True}]
+    pooled = object()
+    r._free.append(pooled)  # type: ignore[arg-type]
+    assert r.event() is pooled and len(made) == 1
