@@ -435,3 +435,21 @@ def test_a_later_rank_sorting_after_the_lowest_is_not_the_lowest_ranks_run() -> 
 def test_no_experiment_reads_no_pin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(baseline.pins, "all_pinned", lambda api: pytest.fail("read"))
     fresh().read_pins(set())
+
+
+def test_a_reference_sorting_before_auto_wins_over_the_experiments_pin() -> None:
+    judged = make("today", start=9_000.0, end=9_500.0, experiment="ab")
+    pinned = make("p", start=1_000.0, end=1_500.0, experiment="ab")
+    found = Listed({judged: 80.0, pinned: 160.0})
+    found.pin = lambda experiment: "ab/other"  # type: ignore[method-assign]
+    assert found.against(judged, "ab/p")[1:] == ("ab/p", 1)
+
+
+def test_a_life_under_a_second_has_a_rate_and_one_under_zero_none(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    short, skewed = make("a", start=1_000.0, end=1_000.5), make("b", start=1_000.0, end=999.5)
+    monkeypatch.setattr(baseline, "_per_run",
+                        lambda api, runs, grouped, kind=None: [[({}, 3.0)], [({}, 3.0)]])
+    found = fresh()
+    found.read_rates([short, skewed])
+    assert found.rates(short) == (6.0, 6.0) and found.rates(skewed) == (None, None)
