@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import datetime
 import fnmatch
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 UNEXPLAINED = "**NOT EXPLAINED**: add a test that kills it, or an [[equivalent]] entry"
+
+
+def _cosmic_ray() -> str:
+    """cosmic-ray's version; the report is also written where it is not installed (the
+    suite's venv, `--report` after an edit to targets.toml)."""
+    try:
+        return version("cosmic-ray")
+    except PackageNotFoundError:
+        return "(not installed here)"
 
 
 def explain(mutant: dict[str, Any], equivalents: list[dict[str, str]]) -> str | None:
@@ -53,7 +62,7 @@ def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]
                     f"{' (cut short: ' + r['partial'] + ')' if r.get('partial') else ''} | "
                     f"{r.get('date', '?')} | {r.get('head', '?')} |")
         ok &= not r.get("partial")
-    intro = (f"Written by `make mutation` (mutation/run.py, cosmic-ray {version('cosmic-ray')}"
+    intro = (f"Written by `make mutation` (mutation/run.py, cosmic-ray {_cosmic_ray()}"
              f", last written {datetime.date.today().isoformat()}) from every target's last run,"
              " kept in mutation/results/ (ran: its date; head: the commit whose module it "
              "mutated, `+ edits` when the module had uncommitted changes). Each mutant is one "
