@@ -61,8 +61,12 @@ def launch(started: list[subprocess.Popen[bytes]], tmp_path: Path, script: str,
     proc, record = spawn(service, ["sh", "-c", script, "arg0", "two words"],
                          stack or str(tmp_path), tmp_path / "log", tmp_path, env)
     started.append(proc)
-    # Until it runs the shell (before, /proc shows the environment of the test's own fork).
-    until(lambda: _environ(proc.pid).get(MARK_SERVICE) == service)
+    # Until it runs the shell (before, /proc shows the environment of the test's own fork),
+    # and, where the shell execs, the program it execs: while an exec is under way /proc reads
+    # the environment as empty for a moment, and the process as no one's.
+    program = "sleep" if "exec sleep" in script else "sh"
+    until(lambda: argv_of(proc.pid)[:1] == (program,)
+          and _environ(proc.pid).get(MARK_SERVICE) == service)
     return record
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.fake_nvml import fake_uuid
+from benchmarks.stack import Prometheus
 from prometheus.rulegen.settings import load_settings
 from tests.live_stack import BUSY_GPU, IDLE_GPU, live_stack
 from trainwatch import cli
@@ -25,6 +26,15 @@ EXPERIMENT = "usage-live"
 WINDOW = "10s"
 IDLE = RecordNames(WINDOW).gpu_seconds_idle
 INTERVAL = load_settings().with_overrides(rate_window=WINDOW).usage_seconds  # 10 s
+
+
+def _idle_samples(prom: Prometheus) -> dict[float, dict[str, float]]:
+    """The slow trial's idle GPU-seconds recorded in the last 5m: per evaluation, by cause."""
+    found: dict[float, dict[str, float]] = {}
+    for r in prom.query(f'{IDLE}{{trial="slow"}}[5m]'):
+        for t, v in r["values"]:
+            found.setdefault(float(t), {})[r["metric"]["cause"]] = float(v)
+    return found
 
 
 def test_usage_by_namespace_on_a_live_stack(tmp_path: Path,
@@ -44,10 +54,15 @@ def test_usage_by_namespace_on_a_live_stack(tmp_path: Path,
         # that counted the healthy trial's.
         prom.wait_for_series(f'{IDLE}{{trial="slow",cause="data"}} > 0', 80)
         prom.wait_for_series(f'{IDLE}{{trial="healthy",cause="other"}}', 10)
-        code = cli.main(["usage", "--prometheus", prom.url, "--by", "namespace", "--since", "5m",
-                         "--format", "json"])
-        out, err = capsys.readouterr()
-        assert code == EXIT_OK, err
+        # The slow trial's records as the command reads them (no usage evaluation between).
+        for _ in range(5):
+            samples = _idle_samples(prom)
+            code = cli.main(["usage", "--prometheus", prom.url, "--by", "namespace", "--since",
+                             "5m", "--format", "json"])
+            out, err = capsys.readouterr()
+            assert code == EXIT_OK, err
+            if _idle_samples(prom) == samples:
+                break
         # What the slow trial's own timings say: its dataloader_next share of step time.
         [(_, share)] = [(r["metric"], float(r["value"][1])) for r in prom.query(
             f'sum({names.PHASE_SECONDS}_sum{{trial="slow",phase="{names.DATALOADER_NEXT}"}})'
@@ -63,9 +78,15 @@ def test_usage_by_namespace_on_a_live_stack(tmp_path: Path,
     assert a["held_gpu_seconds"] >= INTERVAL and b["held_gpu_seconds"] >= INTERVAL
     # The idle fake GPU (5% busy) leaves nearly all of the slow trial's minute idle, and the
     # loader-bound trial's idle GPU-seconds go to waiting on data as its timings say.
+    # An interval evaluated before the trial's first shares were recorded is all "other"; the
+    # data share applies to the idle GPU-seconds of the intervals after.
     idle = a["held_gpu_seconds"] - a["busy_gpu_seconds"]
     assert share > 0.5 and idle > 0.9 * a["held_gpu_seconds"]
-    assert a["wasted_by_cause"]["data"] == pytest.approx(idle * share, rel=0.05)
+    assert sum(sum(c.values()) for c in samples.values()) == pytest.approx(idle)
+    shared = sum(sum(c.values()) for c in samples.values() if "data" in c)
+    assert shared >= 0.9 * INTERVAL
+    assert all(set(c) == {"other"} for c in samples.values() if "data" not in c), samples
+    assert a["wasted_by_cause"]["data"] == pytest.approx(shared * share, rel=0.05)
     assert b["wasted_by_cause"]["data"] < 0.2 * b["wasted_gpu_seconds"]
     for g in (a, b, found["total"]):  # held = busy + wasted, the causes adding up to wasted
         assert g["held_gpu_seconds"] == pytest.approx(
