@@ -267,9 +267,19 @@ class FakeNvml:
     def nvmlGpmSampleAlloc(self) -> Any:
         with self._lock:
             self.calls["nvmlGpmSampleAlloc"] += 1
-            address = 0x1000 * (len(self._gpm_samples) + 1)
+            address = 0x1000 * self.calls["nvmlGpmSampleAlloc"]  # never reused, even once freed
             self._gpm_samples[address] = None
         return ctypes.cast(ctypes.c_void_p(address), pynvml.c_nvmlGpmSample_t)
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        """Frees it: a freed sample (or one freed twice) is an invalid argument from then on."""
+        with self._lock:
+            self.calls["nvmlGpmSampleFree"] += 1
+        del self._gpm_samples[self._address(sample)]
+
+    def gpm_samples_held(self) -> int:
+        """Samples allocated and not freed."""
+        return len(self._gpm_samples)
 
     def nvmlGpmSampleGet(self, h: FakeGpu, sample: Any) -> Any:
         gpu = self._device(h, "nvmlGpmSampleGet")

@@ -86,7 +86,7 @@ class GpmSampler:
 
     Not thread-safe: the gpu collector calls it only from that GPU's lane, one read at a time.
     ``read()`` raises ``pynvml.NVMLError`` when the GPU itself fails (then the previous sample
-    is dropped, so a GPU that comes back starts a fresh interval).
+    is freed, so a GPU that comes back starts a fresh interval).
     """
 
     def __init__(self, nvml: Any) -> None:
@@ -107,13 +107,23 @@ class GpmSampler:
         try:
             self._nvml.nvmlGpmSampleGet(handle, current)
         except GPM_UNAVAILABLE:  # e.g. a GPU switched into MIG mode: GPM is off, the GPU is fine
-            self._spare, self._previous, self.supported = current, None, False
+            self.supported = False  # for good: neither sample is needed again
+            self._drop_previous()
+            self._nvml.nvmlGpmSampleFree(current)
             return []
         except pynvml.NVMLError:
-            self._spare, self._previous = current, None
+            self._spare = current
+            self._drop_previous()
             raise
         previous, self._previous, self._spare = self._previous, current, self._previous
         return [] if previous is None else self._metrics(previous, current)
+
+    def _drop_previous(self) -> None:
+        """Free the sample the next read would have computed against (a failed sample ends
+        the interval, and a sample left unfreed is held by NVML for the process's life)."""
+        previous, self._previous = self._previous, None
+        if previous is not None:
+            self._nvml.nvmlGpmSampleFree(previous)
 
     def _metrics(self, first: Any, second: Any) -> Reading:
         request = self._request

@@ -137,6 +137,56 @@ def test_a_failed_sample_raises_and_the_next_read_starts_a_fresh_interval() -> N
     assert len(sampler.read(board)) == 12
 
 
+def test_a_failed_sample_frees_the_sample_it_drops_so_failures_hold_no_more_samples() -> None:
+    nvml, board = gpm_board()
+    sampler = GpmSampler(nvml)
+    for _ in range(2):
+        nvml.advance(1)
+        sampler.read(board)
+    assert nvml.gpm_samples_held() == 2 and nvml.calls["nvmlGpmSampleFree"] == 0
+    for cycle in range(1, 5):
+        board.lost = True
+        with pytest.raises(pynvml.NVMLError_GpuIsLost):
+            sampler.read(board)
+        assert nvml.calls["nvmlGpmSampleFree"] == cycle
+        assert nvml.gpm_samples_held() == 1  # the one just refused, kept for the next read
+        board.lost = False
+        nvml.advance(1)
+        assert sampler.read(board) == []
+        nvml.advance(1)
+        assert len(sampler.read(board)) == 12  # neither sample in use was freed
+        assert nvml.calls["nvmlGpmSampleAlloc"] - nvml.calls["nvmlGpmSampleFree"] == 2
+        assert nvml.gpm_samples_held() == 2
+
+
+def test_a_failed_first_sample_frees_nothing() -> None:
+    nvml, board = gpm_board()
+    sampler = GpmSampler(nvml)
+    sampler.supported = True
+    board.lost = True
+    with pytest.raises(pynvml.NVMLError_GpuIsLost):
+        sampler.read(board)
+    assert nvml.calls["nvmlGpmSampleFree"] == 0 and nvml.gpm_samples_held() == 1
+    board.lost = False
+    sampler.read(board)
+    nvml.advance(1)
+    assert len(sampler.read(board)) == 12
+    assert nvml.calls["nvmlGpmSampleAlloc"] == 2
+
+
+@pytest.mark.parametrize("reads", [1, 2])
+def test_a_refused_sample_frees_every_sample_since_gpm_is_off_for_good(reads: int) -> None:
+    nvml, board = gpm_board()
+    sampler = GpmSampler(nvml)
+    for _ in range(reads):
+        nvml.advance(1)
+        sampler.read(board)
+    board.unsupported = frozenset({"nvmlGpmSampleGet"})
+    assert sampler.read(board) == []
+    assert nvml.gpm_samples_held() == 0
+    assert nvml.calls["nvmlGpmSampleFree"] == nvml.calls["nvmlGpmSampleAlloc"] == 2
+
+
 def test_metrics_gpm_cannot_compute_are_left_out_for_that_read() -> None:
     nvml, board = gpm_board()
     sampler = GpmSampler(nvml)
