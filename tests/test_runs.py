@@ -15,6 +15,8 @@ from trainwatch.diagnose.runs import (
     TERMINATED,
     Run,
     latest_per_rank,
+    life_range,
+    rank_order,
 )
 from trial_instrumentation import names
 
@@ -91,3 +93,45 @@ def test_a_side_without_a_finished_step_cannot_be_compared() -> None:
 def test_a_trial_reference_is_experiment_slash_trial(bad: str) -> None:
     with pytest.raises(ValueError, match="is not a trial reference"):
         compare.parse_reference(bad)
+
+
+def test_ranks_go_by_number_and_a_rank_that_is_no_number_after_every_number() -> None:
+    ranks = ["x", "10", "1073741825", "2", "007", "0", "²", "99999999999999999999", "a", "٣"]
+    assert sorted(ranks, key=rank_order) == [
+        "0", "2", "007", "10", "1073741825", "99999999999999999999", "a", "x", "²", "٣"]
+    assert rank_order("x") > rank_order("9" * 5000)  # no int() of 5,000 digits either
+    assert rank_order("8") < rank_order("10") < rank_order("a") < rank_order("b")
+    assert rank_order("7") == rank_order("07")
+
+
+def test_a_runs_identity_is_its_key_process_and_start_not_what_it_said_since() -> None:
+    early = run(started=90.0, pushed=195.0, last=200.0, current=True)
+    later = run(started=90.0, pushed=210.0, last=215.0, current=True)
+    assert early.identity == later.identity == (("e", "t", "0"), "1", 90.0)
+    assert early != later
+    assert run(first=100.0).identity == (("e", "t", "0"), "1", 100.0)  # no start time: first
+    restart = Run("e", "t", "0", "2", "n", "1", 100.0, 200.0, started=90.0)
+    assert restart.identity != early.identity
+
+
+@pytest.mark.parametrize(("seconds", "after", "text"), [
+    (10.0, 1.0, "[10s] offset 1s"), (10.0, 0.6, "[10s] offset 1s"), (10.0, 0.4, "[10s]"),
+    (10.0, 0.0, "[10s]"), (10.0, -3.0, "[10s]"),  # never an offset into the future
+    (0.0, 5.0, "[1s] offset 5s"), (-2.0, 5.0, "[1s] offset 5s"), (59.5, 3.0, "[60s] offset 3s"),
+    (120.0, 37.0, "[120s] offset 37s")])
+def test_a_life_range_is_at_least_a_second_and_offset_by_whole_seconds_past_it(
+        seconds: float, after: float, text: str) -> None:
+    assert life_range(seconds, after) == text
+
+
+def test_a_life_range_is_offset_from_the_last_sample_back_to_the_final_push() -> None:
+    # Its group was scraped 90 s after its final push (at 40): the range ends 90 s back.
+    ended = run(first=20.0, last=130.0, started=10.0, pushed=40.0)
+    assert ended.life_range == "[30s] offset 90s"
+    assert run(first=20.0, last=130.0).life_range == "[110s]"  # pulled: its end is its last
+    longer = run(first=20.0, last=400.0, started=10.0, pushed=140.0)  # 130 s, 260 s back
+    assert longer.life_range == "[130s] offset 260s"
+    assert longer.filled_life_range("1m") == "[70s] offset 260s"
+    assert longer.filled_life_range("129s") == "[1s] offset 260s"
+    assert longer.filled_life_range("130s") is None
+    assert longer.filled_life_range("3m") is None  # shorter than the window: nothing filled

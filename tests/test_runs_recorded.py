@@ -4,12 +4,15 @@ and exit reason are known, and the edges of the range are where the tests put th
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from benchmarks.stack import Prometheus, free_port, promtool, start_prometheus
+from tests.loopback import scripted_server
 from trainwatch.diagnose.runs import (
     DEFAULT_RETENTION,
     ENDED_CLEAN,
@@ -22,7 +25,7 @@ from trainwatch.diagnose.runs import (
     resolution,
     retention,
 )
-from trainwatch.promapi import PrometheusAPI
+from trainwatch.promapi import PrometheusAPI, PrometheusError
 from trial_instrumentation import names
 
 # The first run's first sample, on a multiple of the wide range's 15 s buckets, so where the
@@ -35,7 +38,7 @@ WIDE_NOW = BASE + 385.25  # 5 s after the restarted run's last sample: inside th
 EDGE = BASE + 385 - WIDE
 
 
-def _run(trial: str, rank: str, pid: str, times: list[int], started: int,
+def _run(trial: str, rank: str, pid: str, times: list[float], started: float,
          exit_reason: str | None = None, experiment: str = "e") -> list[tuple[str, float, int]]:
     """(series, value, time) samples of one run as Prometheus scrapes its Pushgateway group:
     its info (with pid), its start time, push_time_seconds one second before each scrape and,
@@ -66,6 +69,8 @@ RUNS = [
     # wide range, (BASE + 195, BASE + 210]
     *_run("t", "0", "700", [BASE + 200, BASE + 205], BASE + 199, names.EXIT_FAILED, "q"),
     *_run("t", "0", "800", [BASE + 207, BASE + 209], BASE + 206, experiment="q"),
+    # experiment m: samples off the whole second, its last 501 ms into its last 1 s bucket
+    *_run("t", "0", "900", [BASE + 250.5, BASE + 251.0, BASE + 251.501], BASE + 249, experiment="m"),
 ]
 
 
@@ -181,7 +186,10 @@ class _Answers:
 
 @pytest.mark.parametrize(("said", "seconds"), [
     ("30d", 30 * 86400), ("7d or 10GiB", 7 * 86400),  # a size bound too: the time comes first
-    ("10GiB", DEFAULT_RETENTION), ("", DEFAULT_RETENTION)])  # only a size; nothing
+    ("10GiB", DEFAULT_RETENTION), ("", DEFAULT_RETENTION),  # only a size; nothing
+    ("500ms", 0.5), ("0s", DEFAULT_RETENTION), ("-0", DEFAULT_RETENTION), ("-5", DEFAULT_RETENTION),
+    ("4102444800s", 4102444800.0), ("4102444801s", DEFAULT_RETENTION),  # to 2100 (LATEST_TIME)
+    ("inf", DEFAULT_RETENTION), ("nan", DEFAULT_RETENTION)])
 def test_retention_reads_the_time_bound_of_what_prometheus_says(said: str, seconds: float) -> None:
     assert retention(_Answers(said)) == seconds  # type: ignore[arg-type]
 
@@ -214,3 +222,55 @@ def test_a_push_from_a_clock_slightly_ahead_is_running_not_stale() -> None:
                    current=True)
     assert at_limit.state(60, now=1_000_000.0) == RUNNING
     assert at_limit.state(59.5, now=1_000_000.0) == STALE
+
+
+# A final read of one run: last_over_time(METRIC{...}[SPANms]), asked at an instant or, batched,
+# as a one-point subquery @ that instant.
+_FINAL_READ = re.compile(r"last_over_time\((\w+)\{[^}]*\}\[(\d+)ms\]\)(?:\)\[1ms:1ms\] @ ([0-9.]+))?")
+
+
+def _final_reads(monkeypatch: pytest.MonkeyPatch) -> set[tuple[str, int, float]]:
+    """(metric, range in ms, instant past BASE) of each final read find_runs asks from now on."""
+    reads: set[tuple[str, int, float]] = set()
+    get = PrometheusAPI.get
+
+    def recorded(self: PrometheusAPI, path: str, **params: str) -> Any:
+        for metric, span, at in _FINAL_READ.findall(params.get("query", "")):
+            reads.add((metric, int(span), round(float(at or params["time"]) - BASE, 3)))
+        return get(self, path, **params)
+
+    monkeypatch.setattr(PrometheusAPI, "get", recorded)
+    return reads
+
+
+FINALS = (names.START_TIME, "push_time_seconds", names.EXIT)
+
+
+def test_a_runs_final_values_are_read_from_its_own_part_of_its_last_bucket_alone(
+        api: PrometheusAPI, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the later of its first sample and its last bucket's start to its last sample, one
+    millisecond more so that a sample at that start is in (3.x's ranges are open there): no
+    earlier run of the rank in it, nor a wider range than the bucket."""
+    reads = _final_reads(monkeypatch)
+    [run] = find_runs(api, 600, experiment="m", now=BASE + 260.25)
+    # Its last sample 501 ms into the 1 s bucket (BASE + 251, BASE + 252]: its first is before.
+    assert (run.first - BASE, round(run.last - BASE, 3)) == (250.5, 251.501)
+    assert (run.started, round(run.pushed - BASE, 3), run.exit_reason) == (BASE + 249, 250.501, None)
+    assert reads == {(metric, 502, 251.501) for metric in FINALS}
+    reads.clear()
+    # A failed run and its restart in one 15 s bucket (BASE + 195, BASE + 210]: each from its
+    # own first sample, 5 s and 2 s before their last.
+    find_runs(api, WIDE, experiment="q", now=BASE + 212.25)
+    assert reads == {(metric, span, at) for metric in FINALS
+                     for span, at in ((5001, 205.0), (2001, 209.0))}
+
+
+def test_a_bucket_time_that_is_no_unix_time_is_refused_as_one() -> None:
+    """Prometheus's answer for the runs' first and last buckets must be times (1970 to 2100)."""
+    with scripted_server() as (url, script):
+        script.answer('{"status": "success", "data": {"resultType": "vector", "result": ['
+                      '{"metric": {"experiment": "e", "trial": "t", "rank": "0", "pid": "1"}, '
+                      '"value": [1795696000, "-5"]}]}}')
+        with pytest.raises(PrometheusError, match=r"answered .*_over_time\(timestamp.* with "
+                           r"'-5' where a Unix time \(finite, 0 to 4102444800: 1970 to 2100\)"):
+            find_runs(PrometheusAPI(url), 600, now=1795696000.0)
