@@ -198,19 +198,39 @@ def test_a_socket_timeout_just_before_the_timer_is_the_same_deadline(
 def test_a_socket_the_timer_cannot_shut_down_is_left_to_its_own_timeout(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """shutdown() fails on a socket the peer reset: the timer thread ignores it (no traceback
-    from the thread) and the socket's own timeout, the time left, ends the request."""
+    from the thread) and the socket's own timeout, the time left, ends the request at the
+    deadline (not a second later, as a floor of a second on that timeout would)."""
     def refuse(self: socket.socket, how: int) -> None:
         raise OSError(107, "Transport endpoint is not connected")
 
     failed: list[object] = []
     monkeypatch.setattr(socket.socket, "shutdown", refuse)
     monkeypatch.setattr(threading, "excepthook", failed.append)
+    start = time.monotonic()
     with stalling(b"") as url, pytest.raises(TimeoutError, match="within 0.2 s"):
         fetch(url, timeout=0.2)
+    assert 0.19 < time.monotonic() - start < 0.95
     for thread in threading.enumerate():
         if isinstance(thread, threading.Timer):
             thread.join(2)  # the timer has run (or was cancelled)
     assert failed == []
+
+
+def test_a_deadline_that_passes_just_after_the_connect_is_a_timeout_too(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between the check after connecting and setting the socket's timeout to the time left,
+    the deadline may pass: the socket still gets a timeout above zero (a negative one raises
+    ValueError, zero makes it non-blocking) and the request ends as a timeout."""
+    class Clock:  # its second reading, for the time left, is 0.3 s past the deadline
+        readings = iter([1000.0, 1000.5])
+
+        @staticmethod
+        def monotonic() -> float:
+            return next(Clock.readings)
+
+    monkeypatch.setattr(httpget, "time", Clock)
+    with stalling(b"") as url, pytest.raises(TimeoutError, match="within 0.2 s"):
+        fetch(url, timeout=0.2)
 
 
 def test_a_connect_that_takes_past_the_deadline_is_a_timeout(
