@@ -1,0 +1,121 @@
+"""The collector table (exporter/collectors.py): which collectors run by default, that each
+gets its settings, and that the GPU collectors share one NVML session tried at startup;
+over the fake NVML."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pynvml
+import pytest
+
+from benchmarks.fake_nvml import FakeNvml, fake_uuid
+from exporter import __version__
+from exporter.collectors import COLLECTORS, Sources, build_registry
+from exporter.config import merge
+
+
+def _names(registry: Any) -> dict[str, list[dict[str, str]]]:
+    out: dict[str, list[dict[str, str]]] = {}
+    for family in registry.collect():
+        for s in family.samples:
+            out.setdefault(s.name, []).append(s.labels)
+    return out
+
+
+def _success(registry: Any) -> dict[str, float]:
+    return {s.labels["collector"]: s.value for family in registry.collect()
+            for s in family.samples if s.name == "trainwatch_scrape_collector_success"}
+
+
+def test_gpu_and_host_run_by_default_gpu_process_only_when_asked() -> None:
+    assert {name: entry.default for name, entry in COLLECTORS.items()} == {
+        "gpu": True, "host": True, "gpu_process": False}
+    nvml = FakeNvml.with_gpus(2)
+    registry = build_registry(merge(file={}, flags={}), nvml)
+    assert _success(registry) == {"gpu": 1.0, "host": 1.0}
+    names = _names(registry)
+    assert [labels["uuid"] for labels in names["trainwatch_gpu_info"]] == [fake_uuid(0),
+                                                                           fake_uuid(1)]
+    assert "trainwatch_cpu_count" in names
+    assert "trainwatch_gpu_process_memory_bytes" not in names
+    assert names["trainwatch_exporter_build_info"] == [{"version": __version__}]
+
+
+def test_each_collector_can_be_turned_off_and_on() -> None:
+    nvml = FakeNvml.with_gpus(1)
+    registry = build_registry(merge(file={}, flags={"collector.gpu": False,
+                                                    "collector.gpu_process": True}), nvml)
+    assert _success(registry) == {"host": 1.0, "gpu_process": 1.0}
+    names = _names(registry)
+    assert "trainwatch_gpu_info" not in names
+    assert names["trainwatch_gpu_process_memory_bytes"][0]["pid"] == "4242"
+    host_off = build_registry(merge(file={}, flags={"collector.host": False}), nvml)
+    assert _success(host_off) == {"gpu": 1.0}
+
+
+def test_the_gpu_collectors_share_one_session_tried_at_startup() -> None:
+    nvml = FakeNvml.with_gpus(1)
+    registry = build_registry(merge(file={}, flags={"collector.gpu_process": True}), nvml)
+    assert nvml.calls["nvmlInit"] == 1  # at startup, before any scrape, and only once
+    assert _success(registry) == {"gpu": 1.0, "host": 1.0, "gpu_process": 1.0}
+    assert nvml.calls["nvmlInit"] == 1
+    sources = Sources(merge(file={}, flags={}), nvml)
+    session = sources.nvml_session()
+    assert sources.nvml_session() is session
+    assert session.nvml is nvml
+    assert nvml.calls["nvmlInit"] == 2
+
+
+def test_the_nvml_retry_interval_is_the_settings() -> None:
+    # gpu_process alone: the gpu collector's background GPM priming would try NVML too.
+    only = {"collector.gpu": False, "collector.gpu_process": True}
+    quick = FakeNvml.with_gpus(1)
+    quick.library_present = False
+    registry = build_registry(merge(file={}, flags={**only, "gpu.nvml_retry_seconds": 0.0}),
+                              quick)
+    assert quick.calls["nvmlInit"] == 1
+    _success(registry)
+    assert quick.calls["nvmlInit"] == 2  # no wait: tried again at the scrape
+    slow = FakeNvml.with_gpus(1)
+    slow.library_present = False
+    registry = build_registry(merge(file={}, flags=only), slow)
+    _success(registry)
+    assert slow.calls["nvmlInit"] == 1  # the default minute is not up
+
+
+def test_the_gpu_collector_gets_its_pcie_and_peak_settings() -> None:
+    nvml = FakeNvml.with_gpus(1)
+    on = _names(build_registry(merge(file={}, flags={"gpu.peak_flops": "bf16=1.25e15"}),
+                               nvml))
+    assert "trainwatch_gpu_pcie_receive_bytes_per_second" in on
+    off = _names(build_registry(merge(file={}, flags={"gpu.pcie_throughput": False}),
+                                FakeNvml.with_gpus(1)))
+    assert "trainwatch_gpu_pcie_receive_bytes_per_second" not in off
+    registry = build_registry(merge(file={}, flags={"gpu.peak_flops": "bf16=1.25e15"}),
+                              FakeNvml.with_gpus(1))
+    peaks = {s.labels["dtype"]: s.value for family in registry.collect()
+             for s in family.samples if s.name == "trainwatch_gpu_peak_flops"}
+    assert peaks["bf16"] == 1.25e15
+
+
+def _disks(flags: dict[str, Any]) -> set[str]:
+    registry = build_registry(merge(file={}, flags={"collector.gpu": False, **flags}))
+    return {labels["device"] for name, rows in _names(registry).items()
+            if name.startswith("trainwatch_disk_") for labels in rows}
+
+
+def test_the_host_collector_gets_its_disk_exclusion() -> None:
+    shown = _disks({})
+    if not shown:
+        pytest.skip("this machine's /proc/diskstats lists no whole disk")
+    assert not _disks({"host.disk_device_exclude": ".*"})
+    first = min(shown)
+    narrowed = _disks({"host.disk_device_exclude": f"^{first}$"})
+    assert first not in narrowed
+    assert narrowed >= shown - {first}
+
+
+def test_without_an_nvml_given_the_real_pynvml_is_used() -> None:
+    session = Sources(merge(file={}, flags={})).nvml_session()
+    assert session.nvml is pynvml
