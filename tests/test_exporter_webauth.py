@@ -204,6 +204,46 @@ def test_the_cache_keeps_the_most_recently_used_pairs_up_to_its_size(hashes: Has
     assert auth.check(header("u0", "p0")) and hashes.rounds == [10]
 
 
+def test_a_renewed_config_keeps_the_verified_passwords_of_unchanged_users_only(
+        hashes: Hashes, clock: Clock) -> None:
+    def pbkdf2(password: str, salt: str) -> str:
+        return hash_password(password, iterations=10, salt=salt)
+
+    old = {"same": pbkdf2("p", "s1"), "up": pbkdf2("p", "s1"), "down": pbkdf2("p", "s2"),
+           "gone": pbkdf2("p", "s1")}
+    auth = BasicAuth(old, burst=5, per_second=0.0)
+    assert [auth.verify(header(user, "p"), "c") for user in old] == [Verdict.OK] * 4
+    # Reloaded: "same" read again from the file (an equal hash, another string), "up" and
+    # "down" with new passwords (their new hashes sorting after and before the old ones),
+    # "gone" removed.
+    new = {"same": (old["same"] + " ")[:-1], "up": pbkdf2("q", "s2"), "down": pbkdf2("q", "s1")}
+    renewed = auth.renewed(new)
+    hashes.rounds.clear()
+    assert renewed.verify(header("same", "p"), "d") is Verdict.OK and hashes.rounds == []
+    assert [renewed.verify(header(user, "p"), "d") for user in ("up", "down", "gone")] == [
+        Verdict.DENIED] * 3
+    assert hashes.rounds == [10] * 3  # each hashed again, and refused
+    assert renewed.verify(header("up", "q"), "d") is renewed.verify(header("down", "q"), "d") \
+        is Verdict.OK
+    # The clients' budgets go on: "c" spent 4 of its 5 runs before the reload.
+    assert [renewed.verify(header("up", "x"), "c") for _ in range(2)] == [Verdict.DENIED,
+                                                                         Verdict.BUSY]
+    hashes.rounds.clear()  # the old one is as it was: "gone" still verified there
+    assert auth.verify(header("gone", "p"), "c") is Verdict.OK and hashes.rounds == []
+
+
+def test_a_renewed_config_hashes_one_at_a_time_with_the_one_it_replaced() -> None:
+    users = {"u": hash_password("p", iterations=10)}
+    auth = BasicAuth(users)
+    renewed = auth.renewed(users)
+    assert auth._hashing.acquire(blocking=False)  # a hash under way in the old one
+    try:
+        assert renewed.verify(header("u", "wrong"), "c") is Verdict.BUSY
+    finally:
+        auth._hashing.release()
+    assert renewed.verify(header("u", "wrong"), "c") is Verdict.DENIED
+
+
 def test_a_client_gets_ten_failed_attempts_then_one_a_second(clock: Clock) -> None:
     auth = BasicAuth({"u": hash_password("p", iterations=10)})  # the defaults
     wrong = header("u", "wrong")
