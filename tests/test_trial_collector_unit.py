@@ -259,3 +259,24 @@ def test_a_phase_timed_before_any_step_was_delivered_is_delivered_as_it_is() -> 
     state.phase_histogram("train_batch").observe(0.3)
     got = _samples(registry)
     assert got[(f"{names.PHASE_SECONDS}_count", _labels(phase="train_batch"))] == 1.0
+
+
+def test_steps_slower_than_every_bucket_count_as_delivered_too() -> None:
+    # Every step past the largest bound: only the +Inf bucket holds them.
+    state = TrialState(BOUNDS, INFO)
+    registry = _registry(state)
+    state.step.observe(5.0)
+    state.step.observe(7.5)
+    _samples(registry)
+    assert state.steps_delivered == 2.0
+    state.phase_histogram("validate").observe(1.25)
+    born = _samples(registry)
+    assert born[(f"{names.PHASE_SECONDS}_count", _labels(phase="validate"))] == 0.0
+
+
+def test_a_state_made_with_more_own_phases_than_the_limit_admits_no_new_one() -> None:
+    own = {f"own_{k}": Histogram(BOUNDS) for k in range(names.MAX_PHASES + 2)}
+    state = TrialState(BOUNDS, INFO, phases=own)
+    assert not state.admits("another")
+    assert state.dropped_phase == "another"
+    assert state.admits("own_3")
