@@ -185,3 +185,24 @@ def test_a_window_that_ends_before_the_retention_is_refused_one_at_its_edge_take
     ended_long_ago = run(NOW - 5 * DAY, NOW - 3 * DAY, exit_reason="clean")
     with pytest.raises(ValueError, match="the window ends 3 days ago, outside the 2 days"):
         Asked().window([ended_long_ago], NOW, 2 * DAY)
+
+
+def test_lengths_are_differences_of_the_times_however_far_apart() -> None:
+    """A start near 1970 or an --at in the 2080s (a year typed wrong): every length is end less
+    start, not what a remainder of the two would give once one is over twice the other."""
+    w = Window.of(since=None, start=1_000.0, end=NOW)
+    assert w.seconds == NOW - 1_000.0
+    assert w.describe().endswith("(19,675.9 days)")
+    w = Window.life(1_000.0, 3_500.0, running=False, now=NOW)  # 50 s of margin each side
+    assert (w.start, w.end, w.step) == (950.0, 3_550.0, 7.0)
+    with pytest.raises(ValueError) as caught:
+        Asked(at=2 * NOW + 86_400.0).window([RUNNING], NOW, DAY)
+    assert str(caught.value) == "--at is 19,676.9 days in the future"
+    with pytest.raises(ValueError) as caught:
+        Asked(at=1_000.0).window([RUNNING], NOW, 10 * DAY)
+    assert str(caught.value) == ("--at is 19,675.9 days ago, outside the 10 days Prometheus "
+                                 "keeps (its retention)")
+    with pytest.raises(ValueError) as caught:
+        Asked(start=500.0, end=1_000.0).window([RUNNING], NOW, 10 * DAY)
+    assert str(caught.value) == ("the window ends 19,675.9 days ago, outside the 10 days "
+                                 "Prometheus keeps (its retention)")
