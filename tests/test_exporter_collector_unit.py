@@ -279,3 +279,14 @@ def test_each_collector_has_its_own_interval(caplog: pytest.LogCaptureFixture) -
     assert got[(SUPPRESSED, C)] == 1 and got[(SUPPRESSED, B)] == 0
     assert _levels(caplog) == [(logging.WARNING, "collector a failed: x1"),
                                (logging.WARNING, "collector b failed: y1")]
+
+
+def test_the_warning_interval_is_a_minute(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    scrape = ScrapeCollector({"a": _Script("w1", "w2", "w3")}, version="v", clock=lambda: now[0])
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    for t in (0.0, 59.5, 60.0):
+        now[0] = t
+        _scrape(scrape)
+    assert [level for level, _ in _levels(caplog)] == [logging.WARNING, logging.DEBUG,
+                                                       logging.WARNING]
