@@ -16,9 +16,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.loopback import Script, scripted_server
 from trial_instrumentation import names
+from trial_instrumentation.profile_trace import ProfileSummary
 from trial_instrumentation.steps import NoopStepRecorder, StepRecorder
 from trial_instrumentation.timing import NoopPhase, Phase
 from trial_instrumentation.trial import MAX_LOGGED_BAD_NAMES, Trial
@@ -103,12 +105,24 @@ def test_a_pulled_trial_serves_its_series_with_its_key_until_closed(
     assert isinstance(port, int) and port > 0
     assert [r.getMessage() for r in caplog.records] == [
         f"trainwatch: serving trial unit/served rank 0 on port {port} at /metrics"]
+    trial.start()  # again: the same server
+    assert trial.pull_port == port
     for _ in trial.loader([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]):
         pass
+    assert trial._profiler is not None
+    trial._profiler._on_written(ProfileSummary(path="/t/trace.json.gz", first_step=3, steps=2,
+                                               device="cpu", self_seconds=0.25,
+                                               top_ops=(("aten::mm", 0.125),)))
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
         body = answer.read().decode()
     assert 'trainwatch_trial_steps_total{experiment="unit",rank="0",trial="served"} 3.0' in body
     assert "trainwatch_trial_start_time_seconds" in body
+    assert 'trainwatch_trial_profile_steps{experiment="unit",rank="0",trial="served"} 2.0' in body
+    samples = [s for family in text_string_to_metric_families(body)
+               for s in family.samples if s.name.startswith("trainwatch_trial_")]
+    assert any(s.name.startswith("trainwatch_trial_loader_") for s in samples)  # processes
+    key = {"experiment": "unit", "rank": "0", "trial": "served"}
+    assert all(s.labels.items() >= key.items() for s in samples)
     trial.close()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
@@ -178,6 +192,12 @@ def test_a_pushed_trial_says_where_pushes_at_once_and_marks_its_final_push(
         first = _bodies(script, "pushed")[0]
         assert "trainwatch_trial_steps_total 0.0" in first  # the key is in the path only
         assert "trainwatch_trial_exit" not in first
+        assert "trainwatch_trial_loader_" in first  # the loader's processes are pushed too
+        assert 'experiment="' not in first and 'rank="' not in first
+        trial._profiler._on_written(ProfileSummary(  # type: ignore[union-attr]
+            path="/t/p.json.gz", first_step=1, steps=4, device="cpu", self_seconds=0.5,
+            top_ops=()))
+        assert _value(trial, "trainwatch_trial_profile_steps") == 4.0
     finally:
         trial.close()
     final = _bodies(script, "pushed")[-1]
@@ -221,8 +241,9 @@ def test_close_frees_the_key_for_the_next_trial(gateway: tuple[str, Script]) -> 
     first = _pushed(gateway, "one-key")
     first.start()
     with pytest.raises(ValueError):
-        _pushed(gateway, "one-key").start()
+        _pushed(gateway, "one-key")  # refused when made, not only when started
     first.close()
+    first.start()  # a closed trial started again claims nothing
     again = _pushed(gateway, "one-key")
     again.start()
     again.close()
@@ -292,7 +313,8 @@ def test_bad_phase_names_are_no_ops_logged_once_each_up_to_the_limit(
             for k in range(MAX_LOGGED_BAD_NAMES + 5):
                 trial.phase(k)  # type: ignore[arg-type]
         # Ten distinct names logged in all: five before, five now; the rest quietly.
-        assert len(caplog.records) == MAX_LOGGED_BAD_NAMES - 5
+        assert MAX_LOGGED_BAD_NAMES == 10
+        assert len(caplog.records) == 5
     finally:
         trial.close()
 
@@ -545,3 +567,27 @@ def test_torchs_threads_are_noted_at_start_when_torch_is_imported(
     bare.start()
     bare.close()
     assert _value(bare, names.COMPUTE_THREADS) is None
+
+
+def test_disabled_trials_claim_no_key_and_publish_no_flops_without_them() -> None:
+    first, second = Trial(experiment="unit", trial="same"), Trial(experiment="unit", trial="same")
+    first.start()
+    second.start()  # no key is held by a trial that records nothing
+    first.close()
+    second.close()
+    only_precision = _pull("precision-only", precision="bf16")
+    assert only_precision._state.model_flops is None
+    only_precision.close()
+
+
+def test_start_installs_the_profile_signal_and_close_takes_it_back(
+        gateway: tuple[str, Script]) -> None:
+    before = signal.getsignal(signal.SIGUSR2)
+    trial = _pushed(gateway, "profile-signal")
+    assert signal.getsignal(signal.SIGUSR2) == before  # not before start
+    trial.start()
+    try:
+        assert signal.getsignal(signal.SIGUSR2) != before
+    finally:
+        trial.close()
+    assert signal.getsignal(signal.SIGUSR2) == before
