@@ -256,3 +256,33 @@ def test_without_nvml_a_read_fails_with_the_logged_error_not_a_timeout() -> None
     assert type(failed.value) is CollectorError
     assert failed.value.logged is True
     assert nvml.calls["nvmlDeviceGetUtilizationRates"] == 0
+
+
+def test_the_default_retry_is_a_minute() -> None:
+    nvml = FakeNvml.with_gpus(1)
+    nvml.library_present = False
+    clock = Clock()
+    session = NvmlSession(nvml, clock=clock)
+    assert not session.available()
+    clock.now += 59.5
+    assert not session.available()
+    assert nvml.calls["nvmlInit"] == 1
+    clock.now += 0.5
+    assert not session.available()
+    assert nvml.calls["nvmlInit"] == 2
+
+
+def test_the_first_read_guesses_no_gpu_so_a_gpu_less_node_reads_none() -> None:
+    nvml = FakeNvml([])
+    session, _ = _session(nvml)
+    asked: list[int] = []
+
+    def parts(index: int) -> Sequence[GpuPart]:
+        asked.append(index)
+        return _parts(nvml)(index)
+
+    lanes = LanePool("t")
+    reads = session.read_each_gpu(parts, lanes, time.monotonic() + 5)
+    assert (reads.samples, reads.failures, reads.timeouts) == ([], [], [])
+    assert asked == []
+    assert lanes.stuck() == []
