@@ -311,3 +311,11 @@ def test_finish_measuring_publishes_a_short_loops_limit(trial: Trial) -> None:
     clock.consumption.add(0.5, 0.0, 8)
     clock.finish_measuring()
     assert published == [16.0]
+
+
+def test_a_first_step_without_a_fetch_hands_over_no_fetch_time(trial: Trial) -> None:
+    clock = StepClock(trial, 8)
+    clock.begin_step(5.0, 8)
+    clock.end_step(5.5)
+    assert _fetch(trial) == ([1] + [0] * (len(_fetch(trial)[0]) - 1), 0.0)
+    assert _steps(trial)[1] == 0.5
