@@ -35,6 +35,7 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     (["torchrun", "--nproc-per-node", "2", "fit.py", "--data", "d.py"], "fit"),
     (["python", "-m", "pkg.train", "--cfg", "c.py"], "pkg.train"),
     (["python", "-m", "a/b"], "a-b"),
+    (["python", "-m", ""], "unnamed"),
     (["/opt/bin/py3", "-m"], "py3"),  # -m with nothing after it
     (["/usr/local/bin/my-launcher", "--x"], "my-launcher"),
     ([], "python"),

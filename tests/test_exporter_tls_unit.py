@@ -107,3 +107,16 @@ def test_openssl_asking_for_a_passphrase_is_refused_not_prompted(
     assert str(refused.value) == (
         f"cannot load TLS certificate {CERT} / key {PASSPHRASE_KEY}: the key is protected by "
         "a passphrase; store it unencrypted")
+
+
+def test_long_paths_are_cut_in_the_words_of_a_pair_that_does_not_load(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 150)
+    deep.mkdir()
+    cert, key = deep / "cert.pem", deep / "other.key"
+    cert.write_text(Path(CERT).read_text())
+    key.write_text(Path(OTHER_KEY).read_text())
+    with pytest.raises(ConfigError) as refused:
+        server_context(str(cert), str(key))
+    words = str(refused.value)
+    assert words.startswith(f"cannot load TLS certificate {str(cert)[:117]}... / key "
+                            f"{str(key)[:117]}...: ")
