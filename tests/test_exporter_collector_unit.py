@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from exporter import collector as collector_module
 from exporter.collector import (
     WARN_EVERY_SECONDS,
     CollectorError,
@@ -291,3 +292,12 @@ def test_the_warning_interval_is_a_minute(caplog: pytest.LogCaptureFixture) -> N
         _scrape(scrape)
     assert [level for level, _ in _levels(caplog)] == [logging.WARNING, logging.DEBUG,
                                                        logging.WARNING]
+
+
+def test_a_duration_is_the_end_less_the_start_whatever_the_clocks_origin(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Just after boot the monotonic clock is small: a 5 s collector that started at 2 s.
+    ticks = iter([2.0, 7.0])
+    monkeypatch.setattr(collector_module.time, "perf_counter", lambda: next(ticks))
+    got = _scrape(ScrapeCollector({"a": _Script(None)}, version="v"))
+    assert got[(DURATION, C)] == 5.0
