@@ -105,6 +105,12 @@ def test_force_recorded_reads_the_recorded_lines_only() -> None:
     found, said = read(api, spec(line), WINDOW, force=RECORDED)  # type: ignore[arg-type]
     assert (found, said) == ([(line, [({}, points(1))])], RECORDED)
     assert [a[0] for a in api.asked] == ["rec"]
+    # A "recorded" read from an option (another str object, equal to RECORDED) forces the same.
+    given = RECORDED.encode().decode()
+    assert given == RECORDED and given is not RECORDED
+    api = FakeAPI({"rec": [({}, points(1))], "raw": [({}, points(100))]})
+    assert read(api, spec(line), WINDOW, force=given) == (found, RECORDED)  # type: ignore[arg-type]
+    assert [a[0] for a in api.asked] == ["rec"]
 
 
 def test_force_raw_reads_the_raw_form_of_each_line_that_has_one() -> None:
@@ -114,6 +120,13 @@ def test_force_raw_reads_the_raw_form_of_each_line_that_has_one() -> None:
     found, said = read(api, spec(*lines), WINDOW, force=RAW)  # type: ignore[arg-type]
     assert said == RAW
     assert found == [(lines[0], [({}, points(5))]), (lines[1], [({}, points(3))])]
+    assert [a[0] for a in api.asked] == ["plain", "raw"]
+    # A "raw" read from an option (another str object, equal to RAW) forces the same.
+    api = FakeAPI({"rec": [({}, points(100))], "raw": [({}, points(5))],
+                   "plain": [({}, points(3))]})
+    given = RAW.encode().decode()
+    assert given == RAW and given is not RAW
+    assert read(api, spec(*lines), WINDOW, force=given) == (found, RAW)  # type: ignore[arg-type]
     assert [a[0] for a in api.asked] == ["plain", "raw"]
 
 
