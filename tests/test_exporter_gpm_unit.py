@@ -4,6 +4,7 @@ and the results layout read against ctypes' own view of the structure."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 from typing import Any
 
@@ -265,3 +266,27 @@ def test_the_results_layout_reads_what_ctypes_reads(count: int) -> None:
     for i in range(count):
         expected += [1000 + i, 0.5 + 3 * i]
     assert list(values) == expected
+
+
+class PaddedMetric(ctypes.Structure):
+    """A result laid out with gaps (code at 8, value at 24): the layout follows the offsets."""
+
+    _fields_ = [("metricId", ctypes.c_uint), ("gap0", ctypes.c_uint), ("nvmlReturn", ctypes.c_uint),
+                ("gap1", ctypes.c_uint * 3), ("value", ctypes.c_double), ("tail", ctypes.c_void_p)]
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_the_results_layout_follows_the_structures_offsets_gaps_included(
+        count: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert (PaddedMetric.nvmlReturn.offset, PaddedMetric.value.offset) == (8, 24)
+    monkeypatch.setattr(pynvml, "c_nvmlGpmMetric_t", PaddedMetric)
+    results = (PaddedMetric * count)()
+    for i in range(count):
+        results[i].metricId, results[i].gap0 = 900 + i, 800 + i
+        results[i].nvmlReturn, results[i].gap1[2] = 1000 + i, 700 + i
+        results[i].value = 0.5 + 3 * i
+    layout = gpm._results_layout(count)
+    expected: list[float] = []
+    for i in range(count):
+        expected += [1000 + i, 0.5 + 3 * i]
+    assert list(layout.unpack_from(results, 0)) == expected
