@@ -4,6 +4,7 @@ deadlines and stuck lanes, each with distinct values per GPU and part."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -286,3 +287,37 @@ def test_the_first_read_guesses_no_gpu_so_a_gpu_less_node_reads_none() -> None:
     assert (reads.samples, reads.failures, reads.timeouts) == ([], [], [])
     assert asked == []
     assert lanes.stuck() == []
+
+
+def test_an_identity_is_frozen_and_hashable() -> None:
+    one = GpuIdentity(index=0, uuid="GPU-a", name="A100", pci_bus_id="00:17")
+    assert hash(one) == hash(GpuIdentity(index=0, uuid="GPU-a", name="A100", pci_bus_id="00:17"))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        one.uuid = "GPU-b"  # type: ignore[misc]
+
+
+def test_every_guessed_read_past_a_smaller_count_is_given_up() -> None:
+    nvml = FakeNvml.with_gpus(3)
+    session, _ = _session(nvml)
+    lanes = LanePool("t", stuck_seconds=0)
+    _read(session, nvml, lanes, extra=False)  # guess: 3
+    for gpu in nvml.gpus[1:]:
+        gpu.delays["nvmlDeviceGetUtilizationRates"] = HANG
+
+    def one_left() -> int:
+        # NVML now counts one GPU, once the guessed reads of GPUs 1 and 2 are under way.
+        deadline = time.monotonic() + 10
+        while nvml.calls["nvmlDeviceGetUtilizationRates"] < 3 + 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        return 1
+
+    nvml.nvmlDeviceGetCount = one_left  # type: ignore[method-assign,assignment]
+    try:
+        reads = _read(session, nvml, lanes, extra=False)
+        assert reads.samples == _both(0)[:1]
+        assert (reads.failures, reads.timeouts) == ([], [])
+        # Both were given up while they ran: their lanes refuse new reads until they return.
+        assert sorted(lanes.stuck()) == ["gpu1", "gpu2"]
+    finally:
+        nvml.release.set()
