@@ -255,6 +255,11 @@ def test_spread_is_min_median_max_at_each_instant_any_line_has() -> None:
     assert spread([]) == Band("0 series", 0, [], [], [], [])
 
 
+def test_a_series_is_a_measured_line_unless_made_a_reference() -> None:
+    assert Series("a", []).reference is False
+    assert Series("a", [], True).reference is True
+
+
 def test_a_panel_is_empty_without_series_or_band() -> None:
     s = spec()
     assert Panel(s).empty and Panel(s).heading == "Title"
