@@ -297,27 +297,27 @@ def test_an_identity_is_frozen_and_hashable() -> None:
 
 
 def test_every_guessed_read_past_a_smaller_count_is_given_up() -> None:
-    nvml = FakeNvml.with_gpus(3)
+    nvml = FakeNvml.with_gpus(4)
     session, _ = _session(nvml)
     lanes = LanePool("t", stuck_seconds=0)
-    _read(session, nvml, lanes, extra=False)  # guess: 3
-    for gpu in nvml.gpus[1:]:
+    _read(session, nvml, lanes, extra=False)  # guess: 4
+    for gpu in nvml.gpus[2:]:
         gpu.delays["nvmlDeviceGetUtilizationRates"] = HANG
 
-    def one_left() -> int:
-        # NVML now counts one GPU, once the guessed reads of GPUs 1 and 2 are under way.
+    def two_left() -> int:
+        # NVML now counts two GPUs, once the guessed reads of GPUs 2 and 3 are under way.
         deadline = time.monotonic() + 10
-        while nvml.calls["nvmlDeviceGetUtilizationRates"] < 3 + 3:
+        while nvml.calls["nvmlDeviceGetUtilizationRates"] < 4 + 4:
             assert time.monotonic() < deadline
             time.sleep(0.005)
-        return 1
+        return 2
 
-    nvml.nvmlDeviceGetCount = one_left  # type: ignore[method-assign,assignment]
+    nvml.nvmlDeviceGetCount = two_left  # type: ignore[method-assign,assignment]
     try:
         reads = _read(session, nvml, lanes, extra=False)
-        assert reads.samples == _both(0)[:1]
+        assert reads.samples == _both(0)[:1] + _both(1)[:1]
         assert (reads.failures, reads.timeouts) == ([], [])
         # Both were given up while they ran: their lanes refuse new reads until they return.
-        assert sorted(lanes.stuck()) == ["gpu1", "gpu2"]
+        assert sorted(lanes.stuck()) == ["gpu2", "gpu3"]
     finally:
         nvml.release.set()
