@@ -6,6 +6,7 @@ quantile, the +Inf bucket). The live path is tests/test_diagnose_live.py."""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from typing import Any
@@ -158,7 +159,8 @@ def test_each_ranks_figures_are_read_from_its_own_series_and_no_other() -> None:
               alert("Cpu", "firing", instance="n1:9100"), alert("Slow", "firing", **lab("1")),
               alert("Cpu", "firing", instance="n2:9100", **lab("0", trial="u")),
               alert("Disk", "pending", instance="n2:9100")]
-    api = FakeAPI(two_ranks(), alerts=alerts)
+    # As /api/v1/alerts gives them: strings decoded from JSON, not the module's constants.
+    api = FakeAPI(two_ranks(), alerts=json.loads(json.dumps(alerts)))
     got = by_rank(gather_figures(api, DEPLOYMENT, "e", "t"))  # type: ignore[arg-type]
     assert list(got) == ["t/0", "t/1"]  # in rank order; e/u is another trial
     r, facts = got["t/0"]
@@ -238,6 +240,9 @@ def test_a_rank_the_recorded_series_miss_is_read_from_the_deployed_rules_express
 def test_a_replaced_window_is_named_as_the_dashboards_window() -> None:
     got = gather_figures(FakeAPI({INFO_E: infos()}), DEPLOYMENT.over("1h"), "e", "t", "0")  # type: ignore[arg-type]
     assert (got[0][0].window, got[0][0].dashboard_window) == ("1h", "5m")
+    one_minute = Deployment(RecordNames("1m"), DEPLOYMENT.alerts).over("5m")
+    got = gather_figures(FakeAPI({INFO_E: infos()}), one_minute, "e", "t", "0")  # type: ignore[arg-type]
+    assert (got[0][0].window, got[0][0].dashboard_window) == ("5m", "1m")
 
 
 def life_series() -> dict[str, list[tuple[dict[str, str], list[tuple[float, float]]]]]:
@@ -264,7 +269,10 @@ def life_rows(ages: list[tuple[dict[str, str], float]],
 
 
 def test_a_rank_past_the_stale_threshold_is_read_over_its_life_and_one_at_it_is_not() -> None:
-    api = FakeAPI(life_rows([(lab("0"), 40.5), (lab("1"), 40.0)]), life_series())
+    rows = life_rows([(lab("0"), 40.5), (lab("1"), 40.0)])
+    rows[workers("5m")] = [(lab("0"), 2.0)]
+    rows[workers("100s")] = [(lab("0"), 7.0)]
+    api = FakeAPI(rows, life_series())
     got = by_rank(gather_figures(api, DEPLOYMENT, "e", "t"))  # type: ignore[arg-type]
     r, facts = got["t/0"]
     assert (facts.over, facts.life_steps, facts.exit_reason) == (STALE_RANK, 300, None)
@@ -273,6 +281,9 @@ def test_a_rank_past_the_stale_threshold_is_read_over_its_life_and_one_at_it_is_
     assert (r.steps_per_second, r.samples_per_second) == (None, None)  # it is not running
     assert r.lifetime_seconds == 100.0
     assert r.phases == [("train_batch", 0.75), ("dataloader_next", 0.25)]
+    # Its loader evidence is the rate window's: a stale rank is never read as a young one.
+    assert facts.loader_evidence is not None and facts.loader_evidence.workers == 2.0
+    assert workers("100s") not in api.log
     r, facts = got["t/1"]
     assert (facts.over, facts.life_steps, facts.cleanup) == (WINDOW_RANK, None, None)
     assert (r.steps_per_second, r.samples_per_second, r.lifetime_seconds) == (8.5, 98.0, None)
@@ -299,6 +310,12 @@ def test_an_ended_rank_is_stale_however_recent_its_push_and_says_why() -> None:
     assert got["t/0"][1].over == WINDOW_RANK
     assert figures.ended_ranks(FakeAPI(rows), experiment="e", trial="t") == {  # type: ignore[arg-type]
         ("e", "t", "1"): "finished"}
+    # Ended and silent past the threshold as well: stale still, with its reason.
+    rows = life_rows([(lab("0"), 2.0), (lab("1"), 300.0)])
+    rows[EXIT] = [(lab("1", reason="failed"), 1.0)]
+    got = by_rank(gather_figures(FakeAPI(rows, life_series()), DEPLOYMENT, "e", "t"))  # type: ignore[arg-type]
+    assert (got["t/1"][1].over, got["t/1"][1].exit_reason) == (STALE_RANK, "failed")
+    assert got["t/0"][1].over == WINDOW_RANK
 
 
 def test_a_rank_younger_than_the_window_is_read_over_its_life_so_far() -> None:
@@ -324,7 +341,7 @@ def test_a_young_rank_without_raw_samples_keeps_the_recorded_figures() -> None:
     assert (facts.over, facts.life_steps, r.steps_per_second) == (WINDOW_RANK, None, 9.5)
 
 
-@pytest.mark.parametrize(("ago", "young"), [(299.0, True), (300.0, False)])
+@pytest.mark.parametrize(("ago", "young"), [(299.0, True), (300.0, False), (400.0, False)])
 def test_a_run_started_under_a_window_ago_is_young(ago: float, young: bool) -> None:
     """The rank's key had a run before (its samples a window ago): its start decides."""
     rows = life_rows([(lab("0"), 2.0)])
@@ -360,6 +377,17 @@ def test_a_young_ranks_loader_evidence_is_over_its_own_life_so_far() -> None:
     assert {key: e.workers if e else None for key, e in evidence.items()} == {
         "t/0": 4.0, "t/1": 3.0}
     assert workers("75s") not in api.log and workers("77s") not in api.log
+
+
+def test_a_young_rank_under_a_second_old_is_read_over_a_second() -> None:
+    rows = life_rows([(lab("0"), 2.0)])
+    rows[NOW_STEPS] = [(lab("0"), 1.0)]
+    rows[workers("5m")] = [(lab("0"), 2.0)]
+    rows[workers("1s")] = [(lab("0"), 5.0)]
+    got = by_rank(gather_figures(FakeAPI(rows, life_series()), DEPLOYMENT, "e", "t",  # type: ignore[arg-type]
+                                 starts={("e", "t", "0"): NOW - 0.4}))
+    evidence = got["t/0"][1].loader_evidence
+    assert evidence is not None and evidence.workers == 5.0
 
 
 def test_a_young_rank_of_no_age_keeps_the_rate_windows_evidence() -> None:
