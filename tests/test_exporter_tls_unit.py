@@ -120,3 +120,19 @@ def test_long_paths_are_cut_in_the_words_of_a_pair_that_does_not_load(tmp_path: 
     words = str(refused.value)
     assert words.startswith(f"cannot load TLS certificate {str(cert)[:117]}... / key "
                             f"{str(key)[:117]}...: ")
+
+
+def test_a_passphrase_key_is_refused_by_the_text_check_naming_the_key_setting() -> None:
+    with pytest.raises(ConfigError) as refused:
+        server_context(CERT, PASSPHRASE_KEY)
+    assert str(refused.value).startswith(
+        f"web.tls_key_file: {PASSPHRASE_KEY}: protected by a passphrase")
+
+
+def test_a_certificate_file_that_also_holds_an_encrypted_key_is_a_certificate(
+        tmp_path: Path) -> None:
+    # A bundle: the certificate, then (never read as the key) an encrypted key's block.
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_text(Path(CERT).read_text() + Path(PASSPHRASE_KEY).read_text())
+    context = server_context(str(bundle), KEY)
+    assert context.minimum_version == ssl.TLSVersion.TLSv1_2
