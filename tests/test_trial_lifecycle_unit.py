@@ -172,3 +172,24 @@ def test_uninstall_without_install_touches_nothing() -> None:
     signal.signal(signal.SIGTERM, newer)
     hooks.uninstall()
     assert signal.getsignal(signal.SIGTERM) is newer
+
+
+def test_uninstall_puts_back_nothing_it_did_not_install_even_with_our_handler_in_place() -> None:
+    def users(signum: int, frame: FrameType | None) -> None:
+        pass
+
+    signal.signal(signal.SIGTERM, users)
+    never = ExitHooks(lambda reason: None)
+    signal.signal(signal.SIGTERM, never._on_sigterm)  # set by someone else, not install()
+    never.uninstall()
+    assert signal.getsignal(signal.SIGTERM) == never._on_sigterm
+    # Uninstalled once: a handler of ours put back later (a saved one restored) stays.
+    signal.signal(signal.SIGTERM, users)
+    hooks, _ = _hooks()
+    hooks.install()
+    saved = signal.getsignal(signal.SIGTERM)
+    hooks.uninstall()
+    assert signal.getsignal(signal.SIGTERM) is users
+    signal.signal(signal.SIGTERM, saved)
+    hooks.uninstall()
+    assert signal.getsignal(signal.SIGTERM) == hooks._on_sigterm
