@@ -116,7 +116,7 @@ def two_ranks() -> dict[str, list[tuple[dict[str, str], float]]]:
         BUCKETS: [(lab("0", le="0.25"), 1.0), (lab("0", le="+Inf"), 1.0),
                   (lab("0", le="0.1"), 1.0), (lab("0", le="1"), 1.0), (lab("0"), 1.0),
                   (lab("1", le="0.5"), 1.0)],
-        STEPS_RATE: [(lab("0"), 2.5), (lab("1"), math.nan)],
+        STEPS_RATE: [(lab("1"), math.nan), (lab("0"), 2.5)],  # NaN first: the rest is read
         SAMPLES_RATE: [(lab("0"), 80.0), (lab("1"), 72.0)],
         PHASES: [(lab("0", phase="train_batch"), 0.3), (lab("0", phase="dataloader_next"), 0.55),
                  (lab("0", phase="optimizer"), 0.15), (lab("1", phase="train_batch"), 0.9)],
@@ -240,6 +240,12 @@ def test_a_rank_the_recorded_series_miss_is_read_from_the_deployed_rules_express
 def test_a_replaced_window_is_named_as_the_dashboards_window() -> None:
     got = gather_figures(FakeAPI({INFO_E: infos()}), DEPLOYMENT.over("1h"), "e", "t", "0")  # type: ignore[arg-type]
     assert (got[0][0].window, got[0][0].dashboard_window) == ("1h", "5m")
+    # Rules of 5m read over 1h, then over 5m again (a window read from an option: equal to
+    # the deployed one, not the same object): the dashboards' window, so none named.
+    same = DEPLOYMENT.over("1h").over(str(["5m"])[2:4])
+    got = gather_figures(FakeAPI({INFO_E: infos()}), same, "e", "t", "0")  # type: ignore[arg-type]
+    assert same.dashboard_window is not same.names.window
+    assert (got[0][0].window, got[0][0].dashboard_window) == ("5m", None)
     one_minute = Deployment(RecordNames("1m"), DEPLOYMENT.alerts).over("5m")
     got = gather_figures(FakeAPI({INFO_E: infos()}), one_minute, "e", "t", "0")  # type: ignore[arg-type]
     assert (got[0][0].window, got[0][0].dashboard_window) == ("5m", "1m")
@@ -323,7 +329,10 @@ def test_a_rank_younger_than_the_window_is_read_over_its_life_so_far() -> None:
     rows = life_rows([(lab("0"), 2.0), (lab("1"), 3.0)])
     rows[NOW_STEPS] = [(lab("0"), 1.0), (lab("1"), 1.0)]
     rows[OLD_STEPS] = [(lab("1"), 1.0)]
-    got = by_rank(gather_figures(FakeAPI(rows, life_series()), DEPLOYMENT, "e", "t"))  # type: ignore[arg-type]
+    for starts in ({}, {("e", "t", "0"): NOW - 100.0}):  # its start known too: young still
+        got = by_rank(gather_figures(FakeAPI(rows, life_series()), DEPLOYMENT, "e", "t",  # type: ignore[arg-type]
+                                     starts=starts))
+        assert got["t/0"][1].over == YOUNG_RANK
     r, facts = got["t/0"]
     assert (facts.over, facts.life_steps, facts.cleanup) == (YOUNG_RANK, 300, None)
     assert (r.steps_per_second, r.samples_per_second, r.lifetime_seconds) == (2.0, 64.0, 100.0)
@@ -341,7 +350,9 @@ def test_a_young_rank_without_raw_samples_keeps_the_recorded_figures() -> None:
     assert (facts.over, facts.life_steps, r.steps_per_second) == (WINDOW_RANK, None, 9.5)
 
 
-@pytest.mark.parametrize(("ago", "young"), [(299.0, True), (300.0, False), (400.0, False)])
+# -5: a start 5 s after now (its node's clock ahead) is a run younger than the window too.
+@pytest.mark.parametrize(("ago", "young"), [(299.0, True), (300.0, False), (400.0, False),
+                                            (-5.0, True)])
 def test_a_run_started_under_a_window_ago_is_young(ago: float, young: bool) -> None:
     """The rank's key had a run before (its samples a window ago): its start decides."""
     rows = life_rows([(lab("0"), 2.0)])
