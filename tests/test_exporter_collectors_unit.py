@@ -4,6 +4,7 @@ over the fake NVML."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pynvml
@@ -119,3 +120,9 @@ def test_the_host_collector_gets_its_disk_exclusion() -> None:
 def test_without_an_nvml_given_the_real_pynvml_is_used() -> None:
     session = Sources(merge(file={}, flags={})).nvml_session()
     assert session.nvml is pynvml
+
+
+def test_the_table_rows_cannot_be_changed_in_place() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        COLLECTORS["gpu_process"].default = True  # type: ignore[misc]
+    assert COLLECTORS["gpu_process"].default is False
