@@ -140,6 +140,11 @@ def two_ranks() -> dict[str, list[tuple[dict[str, str], float]]]:
         AGE: [(lab("0"), 12.0), (lab("1"), 7.0)],
         PROFILE: [(lab("0", path="/tmp/trace.json", steps="5", device="cuda"), 1.0)],
         FLOPS: [(lab("0", precision="bf16"), 6e9)],
+        # Two ranks and a scaling efficiency: the trial's scaling, on each of its ranks.
+        f"count by (experiment, trial) (trainwatch_trial_info{SEL})": [
+            ({"experiment": "e", "trial": "t"}, 2.0)],
+        f"trial_ranks:trainwatch_trial_scaling_efficiency:ratio_rate5m{SEL}": [
+            ({"experiment": "e", "trial": "t"}, 0.87)],
         "trainwatch_host_info": [({"nodename": "n1", "instance": "n1:9100"}, 1.0),
                                  ({"nodename": "n2", "instance": "n2:9100"}, 1.0)],
     }
@@ -179,6 +184,7 @@ def test_each_ranks_figures_are_read_from_its_own_series_and_no_other() -> None:
     assert (r.loader_limit, r.step_limit) == (3000.0, 9000.0)
     assert r.limits_advice == limits_advice(3000.0, 9000.0)
     assert r.trace is not None and r.trace.path == "/tmp/trace.json"
+    assert r.scaling is not None and r.scaling.efficiency == 0.87
     assert r.mfu is not None and r.mfu.precision == "bf16"
     assert [(a.name, a.state, a.value) for a in r.alerts] == [
         ("Cpu", "firing", "1.5"), ("Hot", "firing", "1.5"), ("Loader", "pending", "1.5")]
@@ -198,6 +204,7 @@ def test_each_ranks_figures_are_read_from_its_own_series_and_no_other() -> None:
     assert (r.node_cpu, r.push_age_seconds) == (0.64, 7.0)
     assert (r.loader_limit, r.step_limit, r.limits_advice) == (None, None, None)
     assert (r.trace, r.mfu) == (None, None)
+    assert r.scaling is not None and r.scaling.efficiency == 0.87
     assert [(a.name, a.state) for a in r.alerts] == [("Slow", "firing"), ("Disk", "pending")]
     assert facts.gpu == (0.48, None, None, 0.45, "sm_active")
     assert facts.compute_threads == 6.0
@@ -235,6 +242,12 @@ def test_a_rank_the_recorded_series_miss_is_read_from_the_deployed_rules_express
     assert got["t/1"][0].step_seconds == {"0.5": 0.26, "0.95": 0.41}
     assert "samples_inline" not in api.log  # every chosen rank has its recorded samples rate
     assert got["t/1"][0].samples_per_second == 72.0
+    # One rank chosen, its quantiles recorded: the other rank's rows ask for no inline rule.
+    rows[STEP_Q] = [(lab("0", quantile="0.5"), 0.21), (lab("1", quantile="0.5"), 0.23)]
+    api = FakeAPI(rows)
+    [(r, _)] = gather_figures(api, deployment, "e", "t", "1")  # type: ignore[arg-type]
+    assert r.step_seconds == {"0.5": 0.23}
+    assert "q50" not in api.log and "samples_inline" not in api.log
 
 
 def test_a_replaced_window_is_named_as_the_dashboards_window() -> None:
@@ -401,13 +414,14 @@ def test_a_young_rank_under_a_second_old_is_read_over_a_second() -> None:
     assert evidence is not None and evidence.workers == 5.0
 
 
-def test_a_young_rank_of_no_age_keeps_the_rate_windows_evidence() -> None:
+@pytest.mark.parametrize("start", [NOW, NOW + 5.0])  # started now, or ahead of now (skew)
+def test_a_young_rank_of_no_age_keeps_the_rate_windows_evidence(start: float) -> None:
     rows = life_rows([(lab("0"), 2.0)])
     rows[NOW_STEPS] = [(lab("0"), 1.0)]
     rows[workers("5m")] = [(lab("0"), 2.0)]
     api = FakeAPI(rows, life_series())
     got = by_rank(gather_figures(api, DEPLOYMENT, "e", "t",  # type: ignore[arg-type]
-                                 starts={("e", "t", "0"): NOW}))
+                                 starts={("e", "t", "0"): start}))
     evidence = got["t/0"][1].loader_evidence
     assert evidence is not None and evidence.workers == 2.0
     assert [e for e in api.log if "loader_workers" in e and "[5m]" not in e] == []
