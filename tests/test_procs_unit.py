@@ -209,8 +209,10 @@ def test_is_ours_needs_the_start_time_the_stack_and_the_service_all_to_match(
     record = launch(started, tmp_path, "exec sleep 60")
     stack = str(tmp_path)
     assert is_ours(record, stack)
-    assert not is_ours(record, stack + "/other")
-    assert not is_ours(ProcRecord("other", record.pid, record.start_time, ()), stack)
+    for other_stack in (stack[:-1], stack + "/other"):  # sorting before it and after it
+        assert not is_ours(record, other_stack)
+    for service in ("other", "sv", "svd", "svc "):
+        assert not is_ours(ProcRecord(service, record.pid, record.start_time, ()), stack)
     assert not is_ours(ProcRecord("svc", record.pid, record.start_time + 1, ()), stack)
     mine = ProcRecord("svc", os.getpid(), start_time(os.getpid()) or 0, ())
     assert not is_ours(mine, stack)  # alive, started then, but unmarked
@@ -268,9 +270,83 @@ def test_a_process_that_ignores_sigterm_is_killed_after_the_grace(
     assert 0.35 < took < 3.0, took
 
 
+@pytest.mark.parametrize(("group", "leads"), [(4000, True), (3999, False), (4001, False)])
+def test_only_a_process_leading_its_group_is_signalled_with_the_group(
+        monkeypatch: pytest.MonkeyPatch, group: int, leads: bool) -> None:
+    """Its group id, not the order of the numbers: after pid wrap-around a member's group may
+    have a larger id than the member."""
+    sent: list[tuple[str, int, int]] = []
+    monkeypatch.setattr(procs.os, "getpgid", lambda pid: {4000: group}[pid])
+    monkeypatch.setattr(procs.os, "killpg", lambda pid, sig: sent.append(("group", pid, sig)))
+    monkeypatch.setattr(procs.os, "kill", lambda pid, sig: sent.append(("alone", pid, sig)))
+    procs._signal(ProcRecord("svc", 4000, 5, ()), signal.SIGTERM)
+    assert sent == [("group" if leads else "alone", 4000, signal.SIGTERM)]
+
+
+def test_a_process_whose_start_time_spawn_cannot_read_is_recorded_with_start_time_0(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(procs, "start_time", lambda pid: None)
+    proc, record = spawn("svc", ["true"], str(tmp_path), tmp_path / "log", tmp_path)
+    proc.wait()
+    assert record == ProcRecord("svc", proc.pid, 0, ("true",))
+
+
 def test_stop_of_nothing_ours_signals_nothing_and_a_vanished_pid_is_no_error(
         tmp_path: Path, started: list[subprocess.Popen[bytes]]) -> None:
     record = launch(started, tmp_path, "exec sleep 60")
     assert stop([record], str(tmp_path / "elsewhere"), grace=0.2) == []
     assert is_ours(record, str(tmp_path))
     procs._signal(ProcRecord("x", 2**22 + 12345, 1, ()), signal.SIGTERM)  # no such process
+
+
+class Clock:
+    """procs' ``time``: monotonic time, in whole microseconds, that only sleeping moves (by the
+    nap and ``overhead_us`` more, as a real sleep oversleeps); every nap is recorded."""
+
+    def __init__(self, overhead_us: int) -> None:
+        self.us, self.overhead_us, self.naps = 1_000_000_000, overhead_us, []  # type: ignore[var-annotated]
+
+    def monotonic(self) -> float:
+        return self.us / 1e6
+
+    def sleep(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("sleep length must be non-negative")  # as time.sleep says
+        assert len(self.naps) < 1000, "stop() never stops waiting"
+        self.naps.append(seconds)
+        self.us += round(seconds * 1e6) + self.overhead_us
+
+
+# Without overhead the polls land on each deadline exactly (a poll at the deadline is one too
+# many); with it they never do (a loop waiting to land on it would never end).
+@pytest.mark.parametrize("overhead_us", [0, 1])
+@pytest.mark.parametrize("dies_after_kill", [0.3, None])  # None: never (stuck in the kernel)
+def test_stop_waits_10_s_for_sigterm_polling_every_50_ms_then_5_s_after_sigkill(
+        monkeypatch: pytest.MonkeyPatch, dies_after_kill: float | None, overhead_us: int) -> None:
+    clock = Clock(overhead_us)
+    signals: list[tuple[int, signal.Signals, int]] = []  # pid, signal, clock.us
+    record, bystander = ProcRecord("svc", 4321, 77, ()), ProcRecord("svc", 4322, 78, ())
+
+    def ours(r: ProcRecord, stack: str) -> bool:
+        assert stack == "the stack"
+        if r is bystander:
+            return False
+        killed = [t for pid, sig, t in signals if sig == signal.SIGKILL]
+        return (dies_after_kill is None or not killed
+                or clock.us < killed[0] + round(dies_after_kill * 1e6))
+
+    monkeypatch.setattr(procs, "time", clock)
+    monkeypatch.setattr(procs, "is_ours", ours)
+    monkeypatch.setattr(procs, "_signal",
+                        lambda r, sig: signals.append((r.pid, sig, clock.us)))
+    assert stop([bystander, record], "the stack") == [record]
+    assert [(pid, sig) for pid, sig, _ in signals] == [(4321, signal.SIGTERM),
+                                                       (4321, signal.SIGKILL)]
+    assert signals[0][2] == 1_000_000_000
+    assert 1_010_000_000 <= signals[1][2] < 1_010_050_000  # the default grace: 10 s, not a poll more
+    assert len(clock.naps) > 200 and all(nap == 0.05 for nap in clock.naps)
+    waited = clock.us - signals[1][2]
+    if dies_after_kill is None:
+        assert 5_000_000 <= waited < 5_050_000  # then it gives up
+    else:
+        assert 300_000 <= waited < 350_000  # back as soon as it is gone
