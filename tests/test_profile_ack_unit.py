@@ -103,3 +103,25 @@ def test_read_takes_an_answer_written_at_or_after_since_and_nothing_else(
         path.write_text(bad)
         assert profile_ack.read(path, 0.0) is None, bad
     assert profile_ack.read(tmp_path, 0.0) is None  # a directory: OSError, no answer
+
+
+@pytest.mark.parametrize(("owner", "written"), [(0, False), (2000, False), (1000, True)])
+def test_only_a_directory_of_the_users_own_uid_is_written_to(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, owner: int, written: bool) -> None:
+    # As user 1000: root's directory (a lower uid), another user's (a higher one), its own.
+    # Each uid a separate int object, as the kernel's answers are: equal, never identical.
+    monkeypatch.setattr(profile_ack.os, "getuid", lambda: int(str(1000)))
+    path = tmp_path / "dir" / "a.json"
+    path.parent.mkdir()
+    real_stat = Path.stat
+
+    def owned(self: Path, *args: object, **kwargs: object) -> os.stat_result:
+        found = real_stat(self, *args, **kwargs)  # type: ignore[arg-type]
+        if self == path.parent:
+            return os.stat_result((found.st_mode, found.st_ino, found.st_dev, found.st_nlink,
+                                   int(str(owner)), *found[5:]))
+        return found
+
+    monkeypatch.setattr(Path, "stat", owned)
+    profile_ack.write([path], profile_ack.STARTED, "recording")
+    assert path.exists() is written
