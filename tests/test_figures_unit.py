@@ -163,7 +163,8 @@ def test_each_ranks_figures_are_read_from_its_own_series_and_no_other() -> None:
     alerts = [alert("Loader", "pending", **lab("0")), alert("Hot", "firing", uuid="GPU-a"),
               alert("Cpu", "firing", instance="n1:9100"), alert("Slow", "firing", **lab("1")),
               alert("Cpu", "firing", instance="n2:9100", **lab("0", trial="u")),
-              alert("Disk", "pending", instance="n2:9100")]
+              alert("Disk", "pending", instance="n2:9100"),
+              {"labels": {"alertname": "Aaa", **lab("1")}}]  # no state: '?', after firing
     # As /api/v1/alerts gives them: strings decoded from JSON, not the module's constants.
     api = FakeAPI(two_ranks(), alerts=json.loads(json.dumps(alerts)))
     got = by_rank(gather_figures(api, DEPLOYMENT, "e", "t"))  # type: ignore[arg-type]
@@ -205,7 +206,8 @@ def test_each_ranks_figures_are_read_from_its_own_series_and_no_other() -> None:
     assert (r.loader_limit, r.step_limit, r.limits_advice) == (None, None, None)
     assert (r.trace, r.mfu) == (None, None)
     assert r.scaling is not None and r.scaling.efficiency == 0.87
-    assert [(a.name, a.state) for a in r.alerts] == [("Slow", "firing"), ("Disk", "pending")]
+    assert [(a.name, a.state) for a in r.alerts] == [("Slow", "firing"), ("Aaa", "?"),
+                                                     ("Disk", "pending")]
     assert facts.gpu == (0.48, None, None, 0.45, "sm_active")
     assert facts.compute_threads == 6.0
     assert facts.over == WINDOW_RANK
