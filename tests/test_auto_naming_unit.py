@@ -40,6 +40,12 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     (["/usr/local/bin/my-launcher", "--x"], "my-launcher"),
     ([], "python"),
     ([""], "python"),
+    (["", "--flag"], "python"),  # no program name: python, whatever follows
+    (["/usr/bin/prog", ""], "prog"),
+    (["-m"], "-m"),  # -m as the program, nothing after it
+    (["python3", "-u", "-X", "dev", "-m", "pkg.fit", "--lr", "1"], "pkg.fit"),
+    (["python3", "-u", "-m", "pkg.train", "--x", "y"], "pkg.train"),
+    (["x"] * 300 + ["-m"], "x"),  # a long command line ending in -m
 ])
 def test_the_script_name_comes_from_the_command_line(argv: list[str], script: str) -> None:
     assert script_name(argv) == script
