@@ -40,8 +40,12 @@ status: run-venv
 demo: tools venv
 	$(PY) -m trainwatch.demo $(ARGS)
 
+# Two pytest workers (pytest-xdist), each test file whole on one (tests/conftest.py's scheduler;
+# the files on the shared two_trials stack together on one): much of the suite waits on real
+# Prometheus evaluations and trial processes. TEST_JOBS=0 runs it in one process.
+TEST_JOBS ?= 2
 test: tools helm-tools promql-tools browser-tools image-test-tools compose-schema slurm-tools venv
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile $(ARGS)
 
 # Issue 35's live verdict matrix (tests/test_verdict_matrix_live.py): minutes, so not in `make
 # test`; wants a quiet machine for its spare-cores phase (it waits for one, bounded).

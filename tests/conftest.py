@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +37,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if shared:
         items[:] = ([i for i in items if module(i) not in shared]
                     + [i for i in items if module(i) in shared])
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `pytest -n` (`make test`), each test file runs whole on one worker (its module
+    fixtures start once), and the modules on the shared two_trials stack all on the same one,
+    so one such stack is started, not one per worker. The worker cannot be told by fixtures
+    here (only node ids reach the scheduler): a module shares it when its source names it."""
+    from xdist.scheduler import LoadFileScheduling
+
+    root = Path(str(config.rootpath))
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(root / nodeid.split("::", 1)[0])
+
+    return Scheduling(config, log)
+
+
+@functools.cache
+def _scope(module: Path) -> str:
+    if module.suffix == ".py" and "two_trials" in module.read_text(errors="replace"):
+        return "two_trials"
+    return str(module)
 
 
 @pytest.fixture(scope="session")

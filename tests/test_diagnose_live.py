@@ -118,16 +118,24 @@ def test_unknown_trial_lists_the_live_ones(stack: LiveStack) -> None:
 
 
 def test_trials_lists_both_with_their_loader_share(stack: LiveStack) -> None:
-    done = trainwatch(stack, "trials", "--format", "json")
+    # The shared stack may hold other modules' trials too (under other experiments, pushed
+    # before or after this test as the suite is scheduled): all are listed, the filter keeps
+    # this experiment's two only.
+    everything = trainwatch(stack, "trials", "--format", "json")
+    assert everything.returncode == 0, everything.stderr
+    listed = {(r["experiment"], r["trial"]) for r in json.loads(everything.stdout)["trials"]}
+    assert {(EXPERIMENT, "slow"), (EXPERIMENT, "healthy")} <= listed
+    done = trainwatch(stack, "trials", "--format", "json", "--experiment", EXPERIMENT)
     assert done.returncode == 0, done.stderr
     rows = {r["trial"]: r for r in json.loads(done.stdout)["trials"]}
     assert rows.keys() == {"slow", "healthy"}
+    assert all(r["experiment"] == EXPERIMENT for r in rows.values())
     assert all(r["live"] and r["steps_per_second"] > 0 for r in rows.values())
     assert rows["slow"]["dataloader_share"] > SLOW_LOADER_SHARE_FLOOR \
         > rows["healthy"]["dataloader_share"]
     assert rows["slow"]["gpu_busy"] == pytest.approx(IDLE_PERCENT / 100)  # no GPM: utilization
     assert rows["healthy"]["gpu_busy"] == pytest.approx(0.6)  # GPM: SM activity, not NVML 50%
-    text = trainwatch(stack, "trials").stdout.splitlines()
+    text = trainwatch(stack, "trials", "--experiment", EXPERIMENT).stdout.splitlines()
     assert text[0].split() == ["EXPERIMENT", "TRIAL", "RANK", "NODE", "PID", "STARTED", "LAST",
                                "PUSH", "STATE", "STEPS", "STEPS/S", "VS", "BASELINE",
                                "LOADER", "GPU", "BUSY", "MFU", "CAUSE"]
