@@ -125,3 +125,10 @@ def test_the_launchers_start_is_read_from_proc_whatever_its_name(tmp_path: Path)
                 psutil.Process(process.pid).create_time(), abs=0.05)
         finally:
             process.kill()
+
+
+def test_torchruns_none_is_no_name_in_a_string_of_its_own() -> None:
+    # As os.environ gives it: a string made at run time, equal to "none", not the literal.
+    none = "no" + "ne"[: len("ne")]
+    assert choose({"TORCHELASTIC_RUN_ID": none, POD: "pod-3"}, ["t.py"])[1:] == (
+        "pod-3", "the script, Kubernetes")
