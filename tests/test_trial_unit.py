@@ -73,6 +73,7 @@ def test_a_trial_without_a_gateway_or_port_is_a_cheap_no_op_said_once(
     trial.profile(3)  # nothing to ask
     with caplog.at_level(logging.INFO, logger=LOGGER):
         assert trial.start() is trial
+        assert len(caplog.records) == 1  # said at the first start
         trial.start()
     said = [r.getMessage() for r in caplog.records]
     assert said == [(f"trainwatch: disabled, timings are not recorded: no Pushgateway configured "
@@ -415,7 +416,8 @@ def test_cuda_sync_timing_times_every_phase_but_the_fetch_with_a_sync(
     fake = FakeTorchTiming(cuda=True)
     _torch_timing(monkeypatch, fake)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        trial = _pull("sync", timing_mode=names.CUDA_SYNC)
+        # A setting as the environment gives it: equal to the name, not the same object.
+        trial = _pull("sync", timing_mode="cuda_" + "sync"[: len("sync")])
     try:
         assert caplog.records == []
         assert type(trial.phase("train_batch")) is fake.SyncPhase
@@ -448,7 +450,7 @@ def test_cuda_event_timing_resolves_at_each_collection_and_drains_at_close(
 
 def test_wall_timing_says_nothing(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        trial = _pull("wall", timing_mode=names.WALL)
+        trial = _pull("wall", timing_mode="wa" + "ll"[: len("ll")])
     trial.close()
     assert caplog.records == []
 
@@ -591,3 +593,36 @@ def test_start_installs_the_profile_signal_and_close_takes_it_back(
     finally:
         trial.close()
     assert signal.getsignal(signal.SIGUSR2) == before
+
+
+def test_limits_are_measured_for_ten_seconds_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from trial_instrumentation import limits
+
+    asked: list[tuple[str, float]] = []
+    monkeypatch.setattr(limits, "loader_limit",
+                        lambda loader, seconds, samples: asked.append(("loader", seconds)) or 5.0)
+    monkeypatch.setattr(limits, "step_limit", lambda step, batch, seconds, samples:
+                        asked.append(("step", seconds)) or 7.0)
+    trial = Trial(experiment="unit", trial="default-limits")
+    assert trial.measure_loader_limit([1]) == 5.0
+    assert trial.measure_step_limit(lambda batch: None, [1]) == 7.0
+    assert asked == [("loader", 10.0), ("step", 10.0)]
+
+
+def test_measure_flops_takes_samples_and_loss_by_keyword_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from trial_instrumentation import flops
+
+    seen: list[tuple[Any, Any]] = []
+
+    def count(model: Any, batch: Any, samples: Any, loss: Any) -> float:
+        seen.append((samples, loss))
+        return 4.0e9
+
+    monkeypatch.setattr(flops, "measure_flops_per_sample", count)
+    trial = Trial(experiment="unit", trial="flops-keywords")
+    assert trial.measure_flops_per_sample(model=object(), batch=[1], precision="bf16",
+                                          samples=8, loss=len) == 4.0e9
+    assert seen == [(8, len)]
+    with pytest.raises(TypeError):
+        trial.measure_flops_per_sample(object(), [1], "bf16", 8)  # type: ignore[misc]
