@@ -22,7 +22,8 @@ from trainwatch.contract.alerts import (
 from trainwatch.contract.records import RecordNames
 from trainwatch.diagnose import trials
 from trainwatch.diagnose.deployed import AlertRule, Deployment
-from trainwatch.diagnose.runs import RUNNING, STALE, Run
+from trainwatch.diagnose.runs import ENDED_CLEAN, FAILED, RUNNING, STALE, Run
+from trial_instrumentation import names
 
 NOW = 10_000.0
 DEPLOYMENT = Deployment(RecordNames("5m"), {
@@ -245,6 +246,27 @@ def test_each_runs_row_is_read_where_its_figures_are(monkeypatch: pytest.MonkeyP
                    for _, expr in api.log)
 
 
+def test_an_ended_run_still_scraped_is_read_over_its_life_not_from_the_rates(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """e/t/2 said it ended cleanly (or failed) and its group is still scraped, with a row of
+    the recorded rates: its row is still its life's, read at its last sample."""
+    for reason, state in ((names.EXIT_CLEAN, ENDED_CLEAN), (names.EXIT_FAILED, FAILED)):
+        ended = run("t", "2", "n1", 9000.0, 9960.0, 9100.0, 9950.0, current=True,
+                    exit_reason=reason)
+        given_runs(monkeypatch, [ended])
+        [row] = trials.list_trials(FakeAPI(table()), DEPLOYMENT, "e", now=NOW)  # type: ignore[arg-type]
+        assert (row.state, row.live, row.ended) == (state, False, 9950.0)
+        assert (row.steps, row.steps_per_second, row.gpu_busy) == (1275, 1.5, 0.3)
+
+
+def test_a_push_stamped_ahead_of_now_has_a_negative_age(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Pushgateway's clock 3 s ahead of the CLI's: the age says so, not a remainder."""
+    given_runs(monkeypatch, [run("t", "0", "n1", 9000.0, 9990.0, 9500.0, NOW + 3.0,
+                                 current=True)])
+    [row] = trials.list_trials(FakeAPI(table()), DEPLOYMENT, "e", now=NOW)  # type: ignore[arg-type]
+    assert (row.state, row.push_age_seconds) == (RUNNING, -3.0)
+
+
 def test_only_runs_read_over_their_life_ask_for_the_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
     given_runs(monkeypatch, [R0])
     api = FakeAPI(table())
@@ -268,6 +290,8 @@ def test_a_rank_younger_than_the_window_has_its_life_so_far_without_being_restar
     rows = table() | life_sums()
     rows[(None, NOW_STEPS)] = [(lab("t", "1"), 1.0), (lab("t", "0"), 1.0)]
     rows[(None, OLD_STEPS)] = [(lab("t", "0"), 1.0)]
+    both = trials._current(FakeAPI(rows, series()), DEPLOYMENT, "e", {("e", "t", "1")})  # type: ignore[arg-type]
+    assert (both[("e", "t", "1")].steps_per_second, both[("e", "t", "1")].mfu) == (2.5, None)
     current = trials._current(FakeAPI(rows, series()), DEPLOYMENT, "e", set())  # type: ignore[arg-type]
     assert (current[("e", "t", "1")].steps_per_second, current[("e", "t", "1")].mfu) == (2.5, None)
     assert (current[("e", "t", "0")].steps_per_second, current[("e", "t", "0")].mfu) == (2.5, 0.31)
