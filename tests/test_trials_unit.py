@@ -172,7 +172,7 @@ def table() -> dict[tuple[float | None, str], list[tuple[dict[str, str], float]]
                                      (lab("u", "0", phase="dataloader_next"), 15.0)],
         (6000.0, r2["steps"]): [(lab("u", "0"), 2010.0)],
         (6000.0, r2["gpu"]): [(lab("u", "0"), 0.92)],
-        (6000.0, r2["node_cpu"]): [(lab("u", "0"), 0.35)],
+        (6000.0, r2["node_cpu"]): [(lab("u", "0"), 0.95)],
         (6000.0, r2["mfu"]): [(lab("u", "0"), 0.12)],
     })
     r3 = life("t", "2", "[850s] offset 10s", "[550s] offset 10s", "n1:9100")
@@ -236,7 +236,7 @@ def test_each_runs_row_is_read_where_its_figures_are(monkeypatch: pytest.MonkeyP
     r = got["u/0"]  # ended: its node has two exporters, so every node's CPU series is read
     assert (r.state, r.live, r.started, r.ended) == ("ended (finished)", False, 4990.0, 5995.0)
     assert (r.steps, r.steps_per_second, r.dataloader_share) == (2010, 2.0, 0.15)
-    assert (r.gpu_busy, r.mfu, r.cause) == (0.92, 0.12, "low_mfu")
+    assert (r.gpu_busy, r.mfu, r.cause) == (0.92, 0.12, "busy_cpu")  # its node's CPU read
 
     r = got["t/3"]  # running without a recorded row: over its life so far, no MFU (300 s)
     assert (r.state, r.live, r.ended, r.push_age_seconds) == (RUNNING, True, None, 10.0)
@@ -308,8 +308,11 @@ def test_runs_sort_live_first_then_by_key_and_a_keys_runs_oldest_first(
         monkeypatch: pytest.MonkeyPatch) -> None:
     old = run("t", "0", "n1", 100.0, 200.0, 90.0, 195.0, exit_reason="failed")
     older = run("t", "0", "n1", 10.0, 50.0, 5.0, 45.0, exit_reason="failed")
-    given_runs(monkeypatch, [R2, old, R0, older, R1])
-    found = trials.list_trials(FakeAPI(table()), DEPLOYMENT, "e", now=NOW)  # type: ignore[arg-type]
+    asked = given_runs(monkeypatch, [R2, old, R0, older, R1])
+    api = FakeAPI(table())
+    found = trials.list_trials(api, DEPLOYMENT, "e", now=NOW)  # type: ignore[arg-type]
+    assert asked == [(3600.0, "e", NOW)]  # an hour back by default
+    assert (NOW, hosts("3600s")) in api.log
     assert [(r.trial, r.rank, r.started) for r in found] == [
         ("t", "0", 9500.0), ("t", "1", 9800.0), ("t", "0", 5.0), ("t", "0", 90.0),
         ("u", "0", 4990.0)]
@@ -335,3 +338,5 @@ def test_a_nodes_instances_are_read_over_the_whole_lookback() -> None:
     assert trials.node_instances(api, 59.2) == {"a": ["a:1", "a:2"], "": ["x:1"]}  # type: ignore[arg-type]
     assert trials.node_instances(FakeAPI({(None, hosts("1s")): [({"nodename": "b"}, 1.0)]}),  # type: ignore[arg-type]
                                  0.2) == {"b": [""]}
+    assert trials.node_instances(FakeAPI({(None, hosts("1s")): [({"nodename": "b"}, 1.0)]}),  # type: ignore[arg-type]
+                                 0.0) == {"b": [""]}
