@@ -421,6 +421,7 @@ def test_cuda_sync_timing_times_every_phase_but_the_fetch_with_a_sync(
     try:
         assert caplog.records == []
         assert type(trial.phase("train_batch")) is fake.SyncPhase
+        assert type(trial.phase("backward")) is fake.SyncPhase  # sorts before the fetch
         assert type(trial.phase(names.DATALOADER_NEXT)) is Phase  # host-side by nature
         assert fake.resolvers == [] and trial._state.resolve_pending is None
     finally:
@@ -626,3 +627,24 @@ def test_measure_flops_takes_samples_and_loss_by_keyword_only(
     assert seen == [(8, len)]
     with pytest.raises(TypeError):
         trial.measure_flops_per_sample(object(), [1], "bf16", 8)  # type: ignore[misc]
+
+
+def test_a_profile_request_hears_of_the_steps_of_the_loader_and_the_recorder(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from trial_instrumentation.profiling import OnDemandProfiler
+
+    ended: list[str] = []
+    monkeypatch.setattr(OnDemandProfiler, "step_ended", lambda self: ended.append("step"))
+    trial = _pull("profile-steps")
+    try:
+        trial.profile(2)
+        for _ in trial.loader([[1.0], [2.0]], samples=1):
+            pass
+        assert len(ended) >= 2
+        ended.clear()
+        recorder = trial.step_recorder()
+        recorder.fetched(0.01)
+        recorder.stepped(0.1, 1)
+        assert ended == ["step"]
+    finally:
+        trial.close()
