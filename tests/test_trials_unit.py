@@ -275,7 +275,9 @@ def test_only_runs_read_over_their_life_ask_for_the_nodes(monkeypatch: pytest.Mo
     assert not any("trainwatch_host_info[" in expr for _, expr in api.log)
 
 
-@pytest.mark.parametrize(("started", "restarted"), [(9701.0, True), (9700.0, False)])
+# NOW + 5: a start stamped ahead of now (its node's clock) is under a window ago too.
+@pytest.mark.parametrize(("started", "restarted"), [(9701.0, True), (9700.0, False),
+                                                    (NOW + 5.0, True)])
 def test_a_run_is_read_from_its_own_samples_for_one_window_after_its_start(
         monkeypatch: pytest.MonkeyPatch, started: float, restarted: bool) -> None:
     given_runs(monkeypatch, [run("t", "1", "n2", 9000.0, 9990.0, started, 9985.0,
