@@ -163,3 +163,15 @@ def test_shown_cuts_any_other_long_repr_to_40_characters() -> None:
     """YAML gives timestamps as datetimes, whose repr is long: cut like a string."""
     value = parse_yaml("at: 2024-01-01 12:00:00.123456+05:00\n")["at"]
     assert shown(value) == "datetime.datetime(...ta(seconds=18000)))"
+
+
+@pytest.mark.parametrize("closed", [1, 12])
+def test_a_closed_collection_gives_back_its_one_level_only(closed: int) -> None:
+    """After ``closed`` closed siblings, the limit is where it was: 16 levels are read, 17 not."""
+    def doc(lists: int) -> str:  # the document's mapping, a's mapping, then ``lists`` lists
+        return ("a:\n" + "".join(f"  k{i}: [[1], [2], {{x: [3]}}]\n" for i in range(closed))
+                + "  deep: " + "[" * lists + "]" * lists + "\n")
+
+    assert parse_yaml(doc(MAX_DEPTH - 2))["a"]["deep"] == eval("[" * 14 + "]" * 14)
+    with pytest.raises(UnsafeYAML, match=f"^line {closed + 2}, column 23: nested deeper"):
+        parse_yaml(doc(MAX_DEPTH - 1))
