@@ -6,6 +6,7 @@ path is tests/test_report_live.py."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -64,9 +65,11 @@ class FakeAPI:
         return self.labels.get((label, *sorted(params.items())), [])
 
     def rules(self) -> list[dict[str, Any]]:
-        return [{"type": "alerting", "name": "Slow", "annotations": {"runbook_url": "http://rb"}},
-                {"type": "alerting", "name": "Bare"},
-                {"type": "recording", "name": "Rec", "annotations": {"runbook_url": "http://no"}}]
+        """As /api/v1/rules gives them: strings decoded from JSON, not this module's."""
+        return json.loads(json.dumps([
+            {"type": "alerting", "name": "Slow", "annotations": {"runbook_url": "http://rb"}},
+            {"type": "alerting", "name": "Bare"},
+            {"type": "recording", "name": "Rec", "annotations": {"runbook_url": "http://no"}}]))
 
 
 def run(rank: str = "0", first: float = T0, last: float = T0 + 600.0, **kw: Any) -> Run:
@@ -110,8 +113,8 @@ def test_the_window_keeps_the_runs_that_touch_it_and_says_when_the_trial_ran_oth
     w = window(T0 + 1000.0, T0 + 2000.0)
     runs = [run("0", T0, T0 + 999.0), run("1", T0 + 1000.0, T0 + 1100.0),
             run("2", T0 + 1900.0, T0 + 2000.0), run("3", T0 + 2000.5, T0 + 2100.0),
-            run("4", T0, T0 + 3000.0)]
-    assert [r.rank for r in collect.in_window(runs, w, "e", "t", None)] == ["1", "2", "4"]
+            run("4", T0, T0 + 3000.0), run("5", T0 + 2000.0, T0 + 2100.0)]
+    assert [r.rank for r in collect.in_window(runs, w, "e", "t", None)] == ["1", "2", "4", "5"]
     with pytest.raises(NoData) as raised:
         collect.in_window([runs[3], runs[0]], w, "e", "t", "3")
     said = str(raised.value)
@@ -196,6 +199,7 @@ def test_the_windows_alerts_are_the_ranks_gpus_and_nodes_own_once_each_firing_fi
         ({"alertname": "Far", "alertstate": "firing", "uuid": "GPU-z", "nodename": "n2",
           "instance": "h2:9100"}, [(T0 + 1, 1.0)]),
         ({"alertname": "Nobody", "alertstate": "firing"}, [(T0 + 1, 1.0)]),
+        ({"alertname": "Odd", **rank0}, [(T0 + 3, 1.0)]),  # no state: not firing
     ]
     found = collect.fired(alerts_range(w, series), w, [r0, r1], {"Slow": "http://rb"},  # type: ignore[arg-type]
                           {"h1:9100": "n1", "h2:9100": "n2"})
@@ -203,6 +207,7 @@ def test_the_windows_alerts_are_the_ranks_gpus_and_nodes_own_once_each_firing_fi
         ("Hot", "uuid=GPU-a", T0 + 10, T0 + 10, None, True),
         ("Node", "nodename=n1", T0 + 70, T0 + 70, None, True),
         ("Slow", "experiment=e, rank=0, trial=t", T0 + 100, T0 + 160, "http://rb", True),
+        ("Odd", "experiment=e, rank=0, trial=t", T0 + 3, T0 + 3, None, False),
         ("Disk", "instance=h1:9100", T0 + 5, T0 + 5, None, False)]
 
 
@@ -227,6 +232,8 @@ def test_a_baseline_comparison_is_of_the_reports_one_trial_and_its_one_rank(
     assert collect.compare_with(None, DEPLOYMENT, r, "e/b", 86400.0, T0) == "cmp"  # type: ignore[arg-type]
     assert collect.compare_with(None, DEPLOYMENT, r[1:], "e/b/1", 60.0, T0 + 1) == "cmp"  # type: ignore[arg-type]
     assert asked == [("e/t", "e/b", 86400.0, T0), ("e/t/1", "e/b/1", 60.0, T0 + 1)]
+    with pytest.raises(ValueError, match=r"has 0: \)$"):
+        collect.compare_with(None, DEPLOYMENT, [], "e/b", 60.0, T0)  # type: ignore[arg-type]
     other = RankReport("e", "u", "0", None, "9", "1", "5m")
     with pytest.raises(ValueError, match=r"has 2: t, u\)$"):
         collect.compare_with(None, DEPLOYMENT, [r[0], other], "e/b", 60.0, T0)  # type: ignore[arg-type]
@@ -256,8 +263,8 @@ class Collected:
 
         monkeypatch.setattr(collect, "retention", lambda api: KEPT)
         monkeypatch.setattr(rulesource, "deployment_of", lambda api, rules: deployment)
-        monkeypatch.setattr(rulesource, "shipped_rules", lambda: [
-            {"type": "alerting", "name": "Slow", "annotations": {"runbook_url": "http://ship"}}])
+        monkeypatch.setattr(rulesource, "shipped_rules", lambda: json.loads(json.dumps([
+            {"type": "alerting", "name": "Slow", "annotations": {"runbook_url": "http://ship"}}])))
         monkeypatch.setattr(collect, "find_runs", find_runs)
         monkeypatch.setattr(collect, "gather_runs", gather_runs)
         monkeypatch.setattr(collect, "unknown_message", lambda api, kept, e, t, r, now:
