@@ -175,7 +175,8 @@ def test_the_step_histogram_is_each_trials_steps_per_bucket_over_the_window() ->
 
 def alerts_range(w: Window, series: list[tuple[dict[str, str], list[tuple[float, float]]]]
                  ) -> FakeAPI:
-    return FakeAPI(ranges={("ALERTS", w.start, w.end, w.step): series})
+    # As Prometheus answers: label values decoded from JSON, not this module's strings.
+    return FakeAPI(ranges={("ALERTS", w.start, w.end, w.step): json.loads(json.dumps(series))})
 
 
 def test_the_windows_alerts_are_the_ranks_gpus_and_nodes_own_once_each_firing_first() -> None:
