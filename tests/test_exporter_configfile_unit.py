@@ -3,6 +3,7 @@ refusal says it is, and the bounded quoting of refused values."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -83,6 +84,25 @@ def test_a_file_that_grew_after_its_size_was_read_is_refused(
     monkeypatch.setattr(configfile.os, "fstat", smaller)
     with pytest.raises(ValueError, match=rf"^over the limit of {MAX_BYTES} bytes$"):
         read_text(str(path))
+
+
+def test_the_file_is_open_read_only_without_blocking_and_closed_on_exec(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FIFO's open does not wait for a writer; the descriptor is not inherited by a process
+    another thread starts meanwhile (os.open's own default since PEP 446, asked for anyway)."""
+    path = tmp_path / "c.yml"
+    path.write_text("a: 1\n")
+    real, seen = os.fstat, []
+
+    def flags(fd: int) -> os.stat_result:
+        seen.append((fcntl.fcntl(fd, fcntl.F_GETFL), fcntl.fcntl(fd, fcntl.F_GETFD)))
+        return real(fd)
+
+    monkeypatch.setattr(configfile.os, "fstat", flags)
+    assert read_text(str(path)) == "a: 1\n"
+    [(status, descriptor)] = seen
+    assert status & os.O_ACCMODE == os.O_RDONLY and status & os.O_NONBLOCK
+    assert descriptor & fcntl.FD_CLOEXEC
 
 
 def test_not_a_regular_file_and_no_file(tmp_path: Path) -> None:
