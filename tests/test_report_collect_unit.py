@@ -107,14 +107,22 @@ def test_an_ended_run_ends_at_the_first_scrape_of_its_final_push() -> None:
     collect.as_ended(api, pulled)  # type: ignore[arg-type]
     assert api.log == [("samples", T0 + 900.0,
                         'trainwatch_trial_exit{experiment="e", trial="t", rank="0"}[1s]')]
+    # Its push stamped 2.5 s after its last sample (the Pushgateway's clock ahead): a second.
+    ahead = run(last=T0 + 900.0, pushed=T0 + 902.5, exit_reason="failed")
+    api = FakeAPI()
+    collect.as_ended(api, ahead)  # type: ignore[arg-type]
+    assert api.log == [("samples", T0 + 900.0,
+                        'trainwatch_trial_exit{experiment="e", trial="t", rank="0"}[1s]')]
 
 
 def test_the_window_keeps_the_runs_that_touch_it_and_says_when_the_trial_ran_otherwise() -> None:
     w = window(T0 + 1000.0, T0 + 2000.0)
     runs = [run("0", T0, T0 + 999.0), run("1", T0 + 1000.0, T0 + 1100.0),
             run("2", T0 + 1900.0, T0 + 2000.0), run("3", T0 + 2000.5, T0 + 2100.0),
-            run("4", T0, T0 + 3000.0), run("5", T0 + 2000.0, T0 + 2100.0)]
-    assert [r.rank for r in collect.in_window(runs, w, "e", "t", None)] == ["1", "2", "4", "5"]
+            run("4", T0, T0 + 3000.0), run("5", T0 + 2000.0, T0 + 2100.0),
+            run("6", T0 + 500.0, T0 + 1000.0)]
+    assert [r.rank for r in collect.in_window(runs, w, "e", "t", None)] == [
+        "1", "2", "4", "5", "6"]  # a run touching either edge is in
     with pytest.raises(NoData) as raised:
         collect.in_window([runs[3], runs[0]], w, "e", "t", "3")
     said = str(raised.value)
@@ -334,7 +342,7 @@ def test_a_baseline_that_is_the_trial_itself_is_refused(
     assert "find_runs" not in c.asked
 
 
-@pytest.mark.parametrize("baseline", ["e/t/2", "e/u", "f/t"])
+@pytest.mark.parametrize("baseline", ["e/t/2", "e/u", "f/t", "e/a", "a/t"])
 def test_another_rank_or_trial_is_compared(monkeypatch: pytest.MonkeyPatch,
                                            baseline: str) -> None:
     Collected(monkeypatch, [run()])
