@@ -72,7 +72,7 @@ class StackSettings:
                      for name, port in DEFAULT_PORTS.items()}
             known = {f.name for f in fields(cls)} - {"ports"}
             return cls(ports=ports, **{k: v for k, v in doc.items() if k in known})
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):  # "ports": 5
             return None
 
 
@@ -82,7 +82,7 @@ def check(settings: StackSettings) -> None:
     check_ports(settings.ports)
     for service in ("prometheus", "alertmanager"):
         url = settings.external_url(service)
-        if not re.match(r"^https?://[^/\s]+(/\S*)?$", url):
+        if not re.fullmatch(r"https?://[^/\s]+(/\S*)?", url):  # no "\n" after it
             raise StackError(f"--{service}-external-url: {url!r} is not an http(s) URL like "
                              "http://host:port/")
     for flag, value in (("--scrape-interval", settings.scrape_interval),
