@@ -161,6 +161,11 @@ def test_the_recorded_window_is_the_one_holding_most_of_the_trials_samples() -> 
     for names in ([prefix + "1m", prefix + "10m"], [prefix + "10m", prefix + "1m"]):
         api = recorded_api({"5m": 200.0, "1m": 200.0, "10m": 200.0}, names, end)
         assert collect.recorded_window(api, DEPLOYMENT, sel, w).window == "5m"  # type: ignore[arg-type]
+    # The deployed window among the candidates (equal to the deployed names, another object),
+    # tied with one other: the deployed, whichever of the two a set gives first.
+    for other in ("1m", "2m", "10m", "15m", "30m", "1h", "2h", "6h", "1d", "90s"):
+        api = recorded_api({"5m": 200.0, other: 200.0}, [prefix + "5m", prefix + other], end)
+        assert collect.recorded_window(api, DEPLOYMENT, sel, w).window == "5m"  # type: ignore[arg-type]
     # None holds a sample: the deployed one.
     api = recorded_api({}, [prefix + "1m"], end)
     assert collect.recorded_window(api, DEPLOYMENT, sel, w).window == "5m"  # type: ignore[arg-type]
@@ -174,11 +179,13 @@ def test_the_step_histogram_is_each_trials_steps_per_bucket_over_the_window() ->
         ({"trial": "t", "le": "0.5"}, 30.0), ({"trial": "t", "le": "0.1"}, 10.0),
         ({"trial": "t", "le": "+Inf"}, 31.0), ({"trial": "t", "le": "0.25"}, 9.5),
         ({"trial": "u", "le": "0.1"}, 0.0), ({"trial": "u", "le": "+Inf"}, 0.0),
-        ({"trial": "v", "le": "0.1"}, math.nan), ({"trial": "w"}, 4.0)]})
+        ({"trial": "v", "le": "0.1"}, math.nan), ({"trial": "w"}, 4.0),
+        ({"trial": "x", "le": "0.1"}, 0.5), ({"trial": "x", "le": "+Inf"}, 0.5)]})
     found = collect.step_histogram(api, sel, 1800)  # type: ignore[arg-type]
     # Sorted by bound; a count that went down (a rate's extrapolation) is no negative bucket.
     assert found == {"t": [(0.1, 10.0), (0.25, 0.0), (0.5, 20.5), (math.inf, 1.0)],
-                     "w": [(math.inf, 4.0)]}  # u: no step; v: NaN only
+                     "w": [(math.inf, 4.0)],
+                     "x": [(0.1, 0.5), (math.inf, 0.0)]}  # u: no step; v: NaN only
 
 
 def alerts_range(w: Window, series: list[tuple[dict[str, str], list[tuple[float, float]]]]
@@ -385,6 +392,7 @@ def test_the_plots_span_the_trials_part_of_the_window_and_the_gpus_are_named() -
         ("Training loop", 3, None), ("GPUs", len(panels.gpu_panels({})), None),
         ("Nodes", len(panels.node_panels(DEPLOYMENT.names, {})), None)]
     assert doc.sections[1][1][0].series[0].name == "n1 GPU 0: SM activity (NVML GPM)"
+    assert not any("trial t" in p.spec.title for p in doc.sections[0][1])  # one trial: unnamed
     assert ("query", T0 + 1800.0, ('sum by (trial, le) (increase('
             f'trainwatch_trial_step_seconds_bucket{{{sel}}}[1800s]))')) in api.log
 
@@ -404,6 +412,16 @@ def test_a_trial_without_gpu_series_says_so_and_its_plots_span_the_whole_window(
     assert ("query", None, ('sum by (trial, le) (increase(trainwatch_trial_step_seconds_bucket'
             f'{{{sel}}}[3600s]))')) in api.log
     assert ("query", None, "trainwatch_host_info") in api.log  # read now: no instant asked
+
+
+def test_a_window_under_a_second_reads_the_histogram_over_a_second() -> None:
+    w = Window.of(None, T0, T0 + 0.4)
+    api = FakeAPI()
+    doc = collect.Document("p", "e", "t", None, w, None,
+                           [RankReport("e", "t", "0", "n1", "7", "1", "5m")])
+    collect.draw(api, doc, DEPLOYMENT, [run()], None)  # type: ignore[arg-type]
+    assert ("query", None, ("sum by (trial, le) (increase(trainwatch_trial_step_seconds_bucket"
+            '{experiment="e", trial="t"}[1s]))')) in api.log
 
 
 def test_several_trials_get_a_set_of_loop_panels_each() -> None:
