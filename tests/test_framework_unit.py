@@ -319,3 +319,13 @@ def test_a_first_step_without_a_fetch_hands_over_no_fetch_time(trial: Trial) -> 
     clock.end_step(5.5)
     assert _fetch(trial) == ([1] + [0] * (len(_fetch(trial)[0]) - 1), 0.0)
     assert _steps(trial)[1] == 0.5
+
+
+def test_a_negative_sample_count_publishes_no_rate() -> None:
+    # A user's samples function that returns a negative number: no made-up negative rate.
+    published: list[float] = []
+    consumption = StepConsumption(1.0, published.append)
+    consumption.add(0.5, 0.0, 4)  # the warm-up
+    consumption.add(0.5, 0.0, -4)
+    consumption.finish()
+    assert published == [] and not consumption.done
