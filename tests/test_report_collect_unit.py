@@ -166,9 +166,51 @@ def test_the_recorded_window_is_the_one_holding_most_of_the_trials_samples() -> 
     for other in ("1m", "2m", "10m", "15m", "30m", "1h", "2h", "6h", "1d", "90s"):
         api = recorded_api({"5m": 200.0, other: 200.0}, [prefix + "5m", prefix + other], end)
         assert collect.recorded_window(api, DEPLOYMENT, sel, w).window == "5m"  # type: ignore[arg-type]
+    # The deployed series have no answer, a candidate one sample: the candidate.
+    api = recorded_api({"1m": 1.0}, [prefix + "1m"], end)
+    assert collect.recorded_window(api, DEPLOYMENT, sel, w).window == "1m"  # type: ignore[arg-type]
     # None holds a sample: the deployed one.
     api = recorded_api({}, [prefix + "1m"], end)
     assert collect.recorded_window(api, DEPLOYMENT, sel, w).window == "5m"  # type: ignore[arg-type]
+
+
+def test_a_fired_alert_fired_unless_said_otherwise() -> None:
+    assert collect.FiredAlert("A", "", T0, T0, None).fired is True
+
+
+class Own:
+    """collect's own_baseline: the baselines made and the runs judged."""
+
+    def __init__(self) -> None:
+        self.asked: list[Any] = []
+
+    def Baselines(self, api: Any, deployment: Any, now: float, since: float) -> str:
+        self.asked.append(("baselines", now, since))
+        return "baselines"
+
+    def for_reports(self, baselines: str, runs: list[Run]) -> dict[Any, Any]:
+        self.asked.append(("for", baselines, [r.rank for r in runs]))
+        found = type("Found", (), {"line": lambda self: "23% slower", "comparison": "cmp"})
+        return {runs[0].key: found()}
+
+
+@pytest.mark.parametrize(("trials", "judged"), [(["t", "t"], True), (["t", "u"], False),
+                                                ([], False)])
+def test_a_report_of_one_trial_is_against_its_own_baseline(
+        monkeypatch: pytest.MonkeyPatch, trials: list[str], judged: bool) -> None:
+    own = Own()
+    monkeypatch.setattr(collect, "own_baseline", own)
+    reports = [RankReport("e", t, str(i), "n1", "7", "2", "5m", run=run(str(i)) if t == "t" else
+                          Run("e", t, str(i), "7", "n1", "1", T0, T0 + 10.0))
+               for i, t in enumerate(trials)]
+    reports.append(RankReport("e", "t", "9", "n1", "7", "2", "5m"))  # no run: not judged
+    doc = collect.Document("p", "e", None, None, window(), None, reports)
+    collect.against_own(None, DEPLOYMENT, doc, 600.0, T0 + 5.0)  # type: ignore[arg-type]
+    if judged:
+        assert own.asked == [("baselines", T0 + 5.0, 600.0), ("for", "baselines", ["0", "1"])]
+        assert (doc.baseline_line, doc.comparison) == ("23% slower", "cmp")
+    else:
+        assert own.asked == [] and (doc.baseline_line, doc.comparison) == (None, None)
 
 
 def test_the_step_histogram_is_each_trials_steps_per_bucket_over_the_window() -> None:
@@ -377,7 +419,7 @@ def test_the_plots_span_the_trials_part_of_the_window_and_the_gpus_are_named() -
               (T0 + 1800.0, (f"trainwatch_gpu_info * on (uuid) group_left () max by (uuid) "
                             f"({gpu_info})")): [({"uuid": "GPU-a", "name": "H100"}, 1.0)]},
         ranges={(f"max (trainwatch_trial_info{{{sel}}})", w.start, w.end, w.step):
-                [({}, [(T0 + 600.0, 1.0), (T0 + 1200.0, 1.0)])],
+                [({}, [(T0 + 600.0, 1.0), (T0 + 900.0, 1.0), (T0 + 1200.0, 1.0)])],
                 (busy, w.start, w.end, w.step): [({"uuid": "GPU-a", "gpu": "0", "instance": "h1:9100",
                                                    "source": "sm_active"},
                                                   [(T0 + 600.0, 0.5)])]})
