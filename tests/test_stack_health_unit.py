@@ -42,8 +42,8 @@ def timeouts(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 class Clock:
     """health's ``time``: monotonic seconds that move only when the module sleeps."""
 
-    def __init__(self) -> None:
-        self.now = 1000.0
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
         self.sleeps: list[float] = []
 
     def monotonic(self) -> float:
@@ -311,3 +311,33 @@ def test_reload_with_nothing_answering_names_the_reason() -> None:
         health.reload("alertmanager", url)
     assert str(err.value).startswith(f"alertmanager at {url} refused to reload its configuration (")
     assert "refused" in str(err.value).split("(", 1)[1].lower()  # ECONNREFUSED's reason
+
+
+def test_wait_scraped_counts_its_seconds_from_its_start(
+        server: tuple[str, Script], monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = Clock(now=3.0)  # a monotonic clock soon after boot
+    monkeypatch.setattr(health, "time", SimpleNamespace(monotonic=fake.monotonic, sleep=fake.sleep))
+    base, script = server
+    script.answer(_prometheus([_target("gpu", "down")], []))
+    said: list[str] = []
+    health.wait_scraped(base, "http://am:9093", timeout=5.1, say=said.append)
+    assert said == ["waiting 5 s for Prometheus's first scrape of gpu (at most 5 s)"]  # at 5.0
+
+
+@pytest.mark.parametrize("word", ["down", "unknown", "warming", "upgrading", ""])
+def test_only_a_target_whose_health_is_up_counts_as_scraped(
+        server: tuple[str, Script], clock: Clock, word: str) -> None:
+    base, script = server
+    script.answer(_prometheus([_target("gpu", "up"), _target("host", word)],
+                              ["http://am:9093/api/v2/alerts"]))
+    said: list[str] = []
+    health.wait_scraped(base, "http://am:9093", timeout=5.1, say=said.append)
+    assert clock.now == 1005.2
+    assert said == ["waiting 5 s for Prometheus's first scrape of host (at most 5 s)"]
+
+
+def test_a_target_is_a_value() -> None:
+    target = health.Target("gpu", "http://h/gpu", "up", "")
+    assert {target, health.Target("gpu", "http://h/gpu", "up", "")} == {target}
+    with pytest.raises(AttributeError):
+        target.health = "down"  # type: ignore[misc]
