@@ -329,3 +329,13 @@ def test_a_negative_sample_count_publishes_no_rate() -> None:
     consumption.add(0.5, 0.0, -4)
     consumption.finish()
     assert published == [] and not consumption.done
+
+
+def test_the_step_limit_is_samples_over_seconds_not_rounded() -> None:
+    published: list[float] = []
+    consumption = StepConsumption(5.0, published.append)
+    consumption.add(0.5, 0.0, 10)  # the warm-up
+    consumption.add(0.75, 0.0, 10)
+    consumption.finish()
+    assert published == [pytest.approx(10 / 0.75)]
+    assert published[0] != 13.0
