@@ -37,8 +37,10 @@ def expected() -> dict[Path, bytes]:
     return wanted
 
 
-def drift(chart_files: Path = CHART_FILES) -> list[str]:
-    """Files under ``chart_files`` that are missing, differ from their source, or have none."""
+def drift(chart_files: Path | None = None) -> list[str]:
+    """Files under ``chart_files`` (the chart's files/) that are missing, differ from their
+    source, or have none."""
+    chart_files = CHART_FILES if chart_files is None else chart_files
     wanted = expected()
     present = {p.relative_to(chart_files) for p in chart_files.rglob("*") if p.is_file()}
     problems = [f"{rel}: missing in the chart" for rel in sorted(wanted.keys() - present)]
@@ -48,15 +50,18 @@ def drift(chart_files: Path = CHART_FILES) -> list[str]:
     return problems
 
 
-def sync() -> None:
+def sync(chart_files: Path | None = None) -> None:
+    """Copy what differs or is missing into ``chart_files`` (the chart's files/), and remove
+    the copies whose source is gone; a copy already equal is left alone."""
+    chart_files = CHART_FILES if chart_files is None else chart_files
     wanted = expected()
     for rel, data in wanted.items():
-        target = CHART_FILES / rel
+        target = chart_files / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists() or target.read_bytes() != data:
             target.write_bytes(data)
-    for path in CHART_FILES.rglob("*"):
-        if path.is_file() and path.relative_to(CHART_FILES) not in wanted:
+    for path in chart_files.rglob("*"):
+        if path.is_file() and path.relative_to(chart_files) not in wanted:
             path.unlink()
 
 
