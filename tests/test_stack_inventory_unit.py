@@ -57,7 +57,9 @@ class Table:
         found = self.procs.get(pid)
         if found is None:
             raise ProcessLookupError(pid)
-        return pid if found.leader else 1
+        if found.leader:
+            return int(str(pid))  # equal, not the same object: as the kernel's answer is
+        return pid + 10_000 if pid % 2 else 1  # its session's leader: a pid above or below
 
 
 @pytest.fixture
@@ -214,3 +216,19 @@ def test_forget_removes_the_record_and_the_alive_entry(state: StateDir) -> None:
     assert not state.pid_file("gc").exists() and state.pid_file("grafana").exists()
     inv.forget("exporter")  # neither recorded nor alive
     assert inv.alive == {"grafana": record}
+
+
+def test_every_record_is_judged_whatever_came_before_it(state: StateDir, table: Table) -> None:
+    state.pid_file("exporter").write_text("not json")  # corrupt, first of all
+    alive = table.add("prometheus", 930)
+    alive.save(state.pid_file("prometheus"))
+    ProcRecord("pushgateway", 931, 5, ()).save(state.pid_file("pushgateway"))  # exited
+    table.add("alertmanager", 932, ours=False, marked=False, command="sshd")
+    table.procs[932].record.save(state.pid_file("alertmanager"))  # another program's now
+    late = table.add("gc", 933)
+    late.save(state.pid_file("gc"))
+    inv = take(state)
+    assert inv.alive == {"prometheus": alive, "gc": late}
+    assert list(inv.notes) == ["exporter", "pushgateway", "alertmanager"]
+    assert inv.notes["alertmanager"].endswith("is now another program (sshd); not touched")
+    assert sorted(p.name for p in state.run_dir.iterdir()) == ["gc.pid", "prometheus.pid"]
