@@ -169,6 +169,12 @@ def test_the_recorded_window_is_the_one_holding_most_of_the_trials_samples() -> 
     # The deployed series have no answer, a candidate one sample: the candidate.
     api = recorded_api({"1m": 1.0}, [prefix + "1m"], end)
     assert collect.recorded_window(api, DEPLOYMENT, sel, w).window == "1m"  # type: ignore[arg-type]
+    # Samples counted over the window's length however short or far back it starts.
+    for start, end_, seconds in ((T0, T0 + 0.4, 1), (T0, T0 + 1.6, 2), (1000.0, T0, T0 - 1000)):
+        api = FakeAPI()
+        collect.recorded_window(api, DEPLOYMENT, sel, Window.of(None, start, end_))  # type: ignore[arg-type]
+        assert ("query", end_, (f"sum (count_over_time({prefix}5m{{experiment=\"e\", "
+                f'trial="t"}}[{seconds:.0f}s]))')) in api.log
     # None holds a sample: the deployed one.
     api = recorded_api({}, [prefix + "1m"], end)
     assert collect.recorded_window(api, DEPLOYMENT, sel, w).window == "5m"  # type: ignore[arg-type]
@@ -456,14 +462,17 @@ def test_a_trial_without_gpu_series_says_so_and_its_plots_span_the_whole_window(
     assert ("query", None, "trainwatch_host_info") in api.log  # read now: no instant asked
 
 
-def test_a_window_under_a_second_reads_the_histogram_over_a_second() -> None:
-    w = Window.of(None, T0, T0 + 0.4)
+@pytest.mark.parametrize(("start", "end", "seconds"), [
+    (T0, T0 + 0.4, 1), (1000.0, T0, T0 - 1000)])  # under a second; from near 1970
+def test_the_histogram_is_over_the_windows_length_at_least_a_second(
+        start: float, end: float, seconds: float) -> None:
+    w = Window.of(None, start, end)
     api = FakeAPI()
     doc = collect.Document("p", "e", "t", None, w, None,
                            [RankReport("e", "t", "0", "n1", "7", "1", "5m")])
     collect.draw(api, doc, DEPLOYMENT, [run()], None)  # type: ignore[arg-type]
     assert ("query", None, ("sum by (trial, le) (increase(trainwatch_trial_step_seconds_bucket"
-            '{experiment="e", trial="t"}[1s]))')) in api.log
+            f'{{experiment="e", trial="t"}}[{seconds:.0f}s]))')) in api.log
 
 
 def test_several_trials_get_a_set_of_loop_panels_each() -> None:
