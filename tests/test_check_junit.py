@@ -110,6 +110,7 @@ def test_the_text_leaves_out_what_is_unknown() -> None:
 
 def test_the_json_is_the_baselines_with_the_bound_and_the_exit_code() -> None:
     c = Checked(judged(-0.23), 0.05)
+    assert as_json(c).startswith('{\n  "check": {\n    "trial": "exp/night-9",\n')
     b = json.loads(as_json(c))["check"]
     assert b == {**json.loads(json.dumps(c.baseline.as_dict())), "max_slowdown": 0.05,
                  "failed": True, "exit_code": EXIT_FOUND}
@@ -154,14 +155,18 @@ def test_check_reads_the_trials_run_against_the_baseline_asked(
 @pytest.mark.parametrize(("reference", "baseline", "said"), [
     ("exp/night-9/1", AUTO, "check takes experiment/trial"),
     ("exp/night-9", "exp/night-9", "--baseline exp/night-9 is the trial checked"),
+    ("abc/t", "abc/t", "--baseline abc/t is the trial checked"),  # sorts before "auto"
+    ("abc/t", "abc", "experiment/trial"),
     ("exp/night-9", "exp", "experiment/trial"),
     ("exp/night-9", AUTO, "slow")])
 def test_bad_input_is_refused_before_anything_is_read(
         monkeypatch: pytest.MonkeyPatch, reference: str, baseline: str, said: str) -> None:
     monkeypatch.setattr(check_module, "Baselines", Baselines)
     Baselines.made = []
+    given = (baseline + "x")[:-1]  # as an option gives it: equal, another object
+    assert given == baseline and given is not baseline
     with pytest.raises(ValueError, match=said):
-        check_module.check("api", "deployment", reference, baseline,  # type: ignore[arg-type]
+        check_module.check("api", "deployment", reference, given,  # type: ignore[arg-type]
                            "slow" if said == "slow" else "5%")
     assert Baselines.made == []
 
