@@ -146,3 +146,64 @@ def test_each_torchrun_rank_reports_its_own_gpu(monkeypatch: pytest.MonkeyPatch)
 def gpu_info(trial: ti.Trial) -> list[str]:
     return [s.labels["uuid"] for m in trial.registry.collect() for s in m.samples
             if s.name == names.GPU_INFO]
+
+
+class BadBytes:
+    """A UUID object whose ``.bytes`` cannot be a UUID's 16 bytes, but whose ``str()`` is."""
+
+    def __init__(self, data: object) -> None:
+        self.bytes = data
+
+    def __str__(self) -> str:
+        return NVML_UUID
+
+
+@pytest.mark.parametrize("data", [None, 7, [0x3C] * 4, [256] * 16, b"\x01" * 15],
+                         ids=["none", "int", "short", "over-255", "15-bytes"])
+def test_unusable_uuid_bytes_fall_back_to_the_string_form(data: object) -> None:
+    assert torch_devices.uuid_from_properties(Props(uuid=BadBytes(data))) == NVML_UUID
+
+
+def test_properties_without_a_uuid_attribute_give_none() -> None:
+    assert torch_devices.uuid_from_properties(types.SimpleNamespace(name="old build")) is None
+    assert torch_devices.uuid_from_properties(Props(uuid=CUuuid([0] * 16))) is None
+    assert torch_devices.uuid_from_properties(Props(uuid="0" * 32)) is None
+
+
+def test_the_bus_id_lookup_writes_each_field_in_nvmls_width(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = fake_nvml(monkeypatch, {"0000000a:3b:1f.0": NVML_UUID.encode(),
+                                    "00000001:04:02.0": "GPU-as-text"})
+    props = Props(pci_domain_id=0xA, pci_bus_id=0x3B, pci_device_id=0x1F)
+    assert torch_devices._uuid_by_pci_bus_id(props) == NVML_UUID
+    assert torch_devices._uuid_by_pci_bus_id(
+        Props(pci_domain_id=1, pci_bus_id=4, pci_device_id=2)) == "GPU-as-text"  # str from NVML
+    assert asked == ["0000000a:3b:1f.0", "00000001:04:02.0"]
+
+
+def test_a_failed_bus_id_lookup_is_logged(monkeypatch: pytest.MonkeyPatch,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    fake_nvml(monkeypatch, {})
+    with caplog.at_level("WARNING", logger="trial_instrumentation.torch_devices"):
+        assert torch_devices._uuid_by_pci_bus_id(Props(pci_bus_id=0x3B)) is None
+    assert [r.getMessage().startswith("trainwatch: no NVML UUID for CUDA device")
+            for r in caplog.records] == [True]
+
+
+def test_nothing_chosen_when_cuda_is_not_available(monkeypatch: pytest.MonkeyPatch) -> None:
+    FakeCuda(allocated={0: 5}).install(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert torch_devices.training_devices(0) == ((), False)
+
+
+@pytest.mark.parametrize(("cuda", "local_rank", "chosen"), [
+    (FakeCuda(count=3, allocated={2: 1}), 0, ((2,), True)),  # the last device is looked at
+    (FakeCuda(count=2, allocated={2: 9}, current=1), 0, ((0,), False)),  # beyond count: not seen
+    (FakeCuda(count=3, current=2), 0, ((0,), False)),  # LOCAL_RANK 0 is a device, not "none"
+    (FakeCuda(count=3, current=0), 2, ((2,), False)),
+])
+def test_training_device_choice_at_the_edges(monkeypatch: pytest.MonkeyPatch, cuda: FakeCuda,
+                                             local_rank: int | None,
+                                             chosen: tuple[tuple[int, ...], bool]) -> None:
+    cuda.install(monkeypatch)
+    assert torch_devices.training_devices(local_rank) == chosen
