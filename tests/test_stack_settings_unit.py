@@ -160,3 +160,10 @@ def test_two_services_on_one_port_are_named_later_one_first() -> None:
 def test_a_bad_port_is_named_before_a_shared_one() -> None:
     with pytest.raises(StackError, match="^--webhook-port: 0 "):
         check_ports({"exporter": 20910, "grafana": 20910, "webhook": 0})
+
+
+def test_settings_are_not_changed_in_place() -> None:
+    settings = StackSettings(PORTS)
+    with pytest.raises(AttributeError):
+        settings.for_ = "1m"  # type: ignore[misc]
+    assert settings.for_ is None
