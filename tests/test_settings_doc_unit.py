@@ -140,3 +140,37 @@ def test_the_repositorys_table_is_current() -> None:
     root = Path(__file__).resolve().parent.parent
     text = (root / settings_doc.DOC).read_text()
     assert settings_doc.rewritten(text) == text
+
+
+def test_check_finds_a_stale_table_whichever_way_it_sorts(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    b, e = settings_doc.BEGIN, settings_doc.END
+    for old in ("| a |", "| z |", "| t | extra |", ""):  # before and after "| t |"
+        _doc(monkeypatch, tmp_path, f"a\n{b}\n{old}\n{e}\nz\n")
+        assert settings_doc.main(["--check"]) == 1, old
+
+
+def test_help_describes_the_command_by_the_docstrings_first_paragraph(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        settings_doc.main(["--help"])
+    assert exited.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Write docs/instrumentation.md's settings table from the settings declared in" in out
+    assert "# rewrite the table" not in out and ">>>" not in out
+
+
+def test_run_as_a_module_it_checks_and_exits_with_the_answer(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import runpy
+    import sys
+    (tmp_path / "docs").mkdir()
+    stale = f"{settings_doc.BEGIN}\n| stale |\n{settings_doc.END}\n"
+    (tmp_path / "docs" / "instrumentation.md").write_text(stale)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["settings_doc", "--check"])
+    monkeypatch.delitem(sys.modules, "trial_instrumentation.settings_doc")  # runpy's own copy
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_module("trial_instrumentation.settings_doc", run_name="__main__")
+    assert exited.value.code == 1
+    assert (tmp_path / "docs" / "instrumentation.md").read_text() == stale
