@@ -80,3 +80,9 @@ def test_no_server_holding_it_names_each_and_why() -> None:
 def test_a_real_client_is_accepted() -> None:
     api = PrometheusAPI("http://127.0.0.1:1/")
     assert holding([api], "e", None, None) is api
+
+
+def test_no_server_at_all_holds_nothing() -> None:
+    with pytest.raises(NotOnAnyServer) as err:
+        holding([], "exp", "t1", None)
+    assert str(err.value) == "no Prometheus given holds exp/t1 ()"

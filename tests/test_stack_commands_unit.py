@@ -377,3 +377,11 @@ def test_notifications_each_with_its_time_and_rendered_text(
 def test_say_line_prints_a_line(capsys: pytest.CaptureFixture[str]) -> None:
     commands.say_line("one")
     assert capsys.readouterr().out == "one\n"
+
+
+def test_of_several_that_will_not_stop_the_first_is_named(
+        state: StateDir, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    world.inv.alive.update(prometheus=record("prometheus", 101), webhook=record("webhook", 105))
+    code, said, _ = run_down(state, world, monkeypatch, {101, 105})
+    assert said[-1] == "could not stop pid 101 (prometheus); stop it yourself"
+    assert code == EXIT_FOUND

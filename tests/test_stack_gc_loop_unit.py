@@ -183,3 +183,10 @@ def test_the_loop_refuses_a_bad_command_line(argv: list[str], capsys: pytest.Cap
     with pytest.raises(SystemExit) as exit_:
         gc_loop.main(argv)
     assert exit_.value.code == 2
+
+
+def test_a_pass_is_a_value() -> None:
+    last = Pass(1.5, 0, 30.0)
+    assert {last, Pass(1.5, 0, 30.0)} == {last}
+    with pytest.raises(AttributeError):
+        last.exit = 1  # type: ignore[misc]

@@ -233,3 +233,10 @@ def test_grafana_provisioning_points_the_dashboards_at_this_checkout(tmp_path: P
         provider["options"]["path"] = str(REPO / "grafana" / "dashboards")
     assert yaml.safe_load(written) == shipped
     assert written.startswith("apiVersion: 1\n")  # the shipped order kept
+
+
+def test_a_spec_is_a_value(path: dict[str, str], state: StateDir) -> None:
+    spec = build("pushgateway", state, StackSettings(PORTS))
+    assert spec is not None
+    with pytest.raises(AttributeError):
+        spec.optional = True  # type: ignore[misc]
