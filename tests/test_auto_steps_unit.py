@@ -195,3 +195,12 @@ def test_an_optimizer_after_the_per_batch_decision_is_still_timed(
     assert not run.steps.optimizer_seen  # decided already: it stays per batch
     run.fetch(3.0, 3.5)
     assert run.rec.steps[1:] == [(2.0, 8)] and run.trains == [0.5]
+
+
+def test_the_limit_is_64_fetches_without_an_optimizer(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = Run(monkeypatch)
+    for i in range(64):
+        run.fetch(float(i), i + 0.5)
+    assert not run.steps.per_batch and run.rec.steps == []
+    run.fetch(64.0, 64.5)
+    assert run.steps.per_batch and len(run.rec.steps) == 64

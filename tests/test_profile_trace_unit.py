@@ -265,3 +265,8 @@ def test_the_collector_leaves_out_what_a_trace_does_not_have() -> None:
         names.PROFILE_SELF_SECONDS: [({}, 0.0)],
         names.PROFILE_OP_SELF_SECONDS: [],
     }
+
+
+def test_the_split_limit_is_the_documented_32_mib() -> None:
+    assert profile_trace.SPLIT_MAX_BYTES == 32 * 2**20  # docs/design.md, docs/instrumentation.md
+    assert profile_trace.TOP_OPS == 5  # the op label's bound
