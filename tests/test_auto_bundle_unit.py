@@ -108,3 +108,14 @@ def test_the_command_takes_exactly_one_destination(
     assert capsys.readouterr() == (
         "", "usage: python -m trial_instrumentation.auto.bundle DEST\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_run_as_a_module_it_exits_with_mains_answer(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import runpy
+    monkeypatch.setattr(sys, "argv", ["bundle"])  # no DEST: usage, 2
+    monkeypatch.delitem(sys.modules, "trial_instrumentation.auto.bundle")  # runpy's own copy
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_module("trial_instrumentation.auto.bundle", run_name="__main__")
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.startswith("usage: ")
