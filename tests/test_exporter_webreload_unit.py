@@ -5,6 +5,7 @@ process). The same over real exporter processes: tests/test_exporter_web_reload.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
 import os
 import signal
@@ -12,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -216,17 +218,75 @@ def test_the_watched_files_are_the_config_and_the_tls_files(tmp_path: Path) -> N
     assert live.reload() is True and live.current().settings is settings  # reread: the same
 
 
-def test_after_the_files_moved_the_new_ones_are_watched(tmp_path: Path) -> None:
-    """A reload that names other TLS files stamps those, so the next look sees no change."""
-    before = Settings(web_tls_cert_file=CERT, web_tls_key_file=KEY)
-    after = Settings(web_tls_cert_file=CERT_B, web_tls_key_file=KEY_B)
+@pytest.mark.parametrize(("old", "new"), [((CERT, KEY), (CERT_B, KEY_B)),
+                                          ((CERT_B, KEY_B), (CERT, KEY))])
+def test_after_the_files_moved_the_new_ones_are_watched(old: tuple[str, str],
+                                                        new: tuple[str, str]) -> None:
+    """A reload that names other TLS files stamps those, so the next look sees no change
+    (whichever way the names sort)."""
+    before = Settings(web_tls_cert_file=old[0], web_tls_key_file=old[1])
+    after = Settings(web_tls_cert_file=new[0], web_tls_key_file=new[1])
+    assert stamp(old) != stamp(new)
     reread = Reread(after)
     live = LiveWebConfig(before, reread, None, interval=0.0)
     assert live.reload() is True and reread.calls == 1
     for _ in range(3):
         live.current()
     assert reread.calls == 1
-    assert live._stamp == stamp([CERT_B, KEY_B])
+    assert live._stamp == stamp(new)
+
+
+def test_a_change_while_the_files_are_read_is_read_at_the_next_look(tmp_path: Path) -> None:
+    path = tmp_path / "c.yml"
+    path.write_text("a")
+    edits = iter(["during the first read"])
+
+    class Editing(Reread):
+        def __call__(self) -> Settings:
+            for text in edits:  # an operator saving again while the exporter reads
+                path.write_text(text)
+                break
+            return super().__call__()
+
+    reread = Editing(Settings())
+    live = LiveWebConfig(Settings(), reread, str(path), interval=0.0)
+    path.write_text("bb")
+    live.current()
+    assert reread.calls == 1
+    live.current()
+    assert reread.calls == 2  # the stamp was taken before the read, so the edit is new
+    live.current()
+    assert reread.calls == 2
+
+
+def test_the_files_are_looked_at_once_a_second_by_default(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(webreload, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    path = tmp_path / "c.yml"
+    path.write_text("a")
+    reread = Reread(Settings(web_basic_auth_users={"alice": ALICE}))
+    live = LiveWebConfig(Settings(), reread, str(path))
+    path.write_text("bb")
+    clock[0] = 1000.75
+    assert live.current().auth is None and reread.calls == 0
+    clock[0] = 1001.0  # the look is due at exactly the interval
+    assert live.current().auth is not None and reread.calls == 1
+    path.write_text("ccc")
+    clock[0] = 1001.75
+    live.current()
+    assert reread.calls == 1  # the next look is a second after that one
+    clock[0] = 1002.0
+    live.current()
+    assert reread.calls == 2
+
+
+def test_a_web_config_cannot_be_changed_once_made() -> None:
+    """Connections and requests read it without the lock: a reload replaces it whole."""
+    config = build(Settings(web_basic_auth_users={"alice": ALICE}))
+    for name in ("settings", "auth", "context"):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(config, name, None)
 
 
 def test_sighup_reloads_from_a_thread_of_its_own() -> None:
