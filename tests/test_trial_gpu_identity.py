@@ -201,6 +201,7 @@ def test_nothing_chosen_when_cuda_is_not_available(monkeypatch: pytest.MonkeyPat
     (FakeCuda(count=2, allocated={2: 9}, current=1), 0, ((0,), False)),  # beyond count: not seen
     (FakeCuda(count=3, current=2), 0, ((0,), False)),  # LOCAL_RANK 0 is a device, not "none"
     (FakeCuda(count=3, current=0), 2, ((2,), False)),
+    (FakeCuda(count=2, current=1), 5, ((1,), False)),  # LOCAL_RANK far beyond: current
 ])
 def test_training_device_choice_at_the_edges(monkeypatch: pytest.MonkeyPatch, cuda: FakeCuda,
                                              local_rank: int | None,
