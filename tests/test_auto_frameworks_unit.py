@@ -169,3 +169,15 @@ def test_a_failure_is_one_warning_and_the_trainer_is_still_made(
         "trainwatch: automatic instrumentation disabled in this process after an error"]
     assert "AttributeError" in caplog.records[0].getMessage()
     assert capsys.readouterr().err == ""
+
+
+def test_the_framework_is_told_by_its_name_not_by_which_string_object(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    class Trainer:
+        def __init__(self) -> None:
+            self.callbacks: list[Any] = []
+
+    name = "".join(["light", "ning"])  # equal to the literal, not the same object
+    frameworks.patch(Trainer, name, ready())
+    assert [type(c) for c in Trainer().callbacks] == [LightningCallback]
+    assert capsys.readouterr().err.startswith("trainwatch: timing Lightning's Trainer")
