@@ -308,3 +308,60 @@ def test_sighup_reloads_from_a_thread_of_its_own() -> None:
         assert live.current().auth is not None
     finally:
         signal.signal(signal.SIGUSR1, previous)  # type: ignore[arg-type]
+
+
+def test_a_file_rewritten_shorter_is_read_again(tmp_path: Path) -> None:
+    """Any change of the stamp, not only a larger one (a shorter file in the same inode)."""
+    path = tmp_path / "c.yml"
+    path.write_text("a long line")
+    reread = Reread(Settings())
+    live = LiveWebConfig(Settings(), reread, str(path), interval=0.0)
+    inode = os.stat(path).st_ino
+    path.write_text("short")
+    assert os.stat(path).st_ino == inode
+    live.current()
+    assert reread.calls == 1
+
+
+def test_a_long_certificate_path_is_cut_in_the_reload_line(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    long_name = tmp_path / ("c" * 130 + ".crt")
+    long_name.symlink_to(CERT_B)
+    shown = str(long_name)[:117] + "..."
+    live = LiveWebConfig(Settings(web_tls_cert_file=CERT, web_tls_key_file=KEY),
+                         Reread(Settings(web_tls_cert_file=str(long_name), web_tls_key_file=KEY_B)))
+    with caplog.at_level(logging.INFO, logger=webreload.__name__):
+        assert live.reload() is True
+    assert messages(caplog) == [
+        (logging.INFO, f"web config reloaded (SIGHUP): 0 basic-auth user(s), TLS certificate {shown}")]
+
+
+def test_requests_that_find_a_look_due_at_once_look_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two requests past the hot path wait for the lock; the second finds the look done."""
+    clock, asked = [1000.0], [0]
+
+    def monotonic() -> float:
+        asked[0] += 1
+        return clock[0]
+
+    monkeypatch.setattr(webreload, "time", SimpleNamespace(monotonic=monotonic))
+    looks = []
+    real_stamp = webreload.stamp
+    monkeypatch.setattr(webreload, "stamp", lambda paths: looks.append(1) or real_stamp(paths))
+    path = tmp_path / "c.yml"
+    path.write_text("a")
+    live = LiveWebConfig(Settings(), Reread(Settings()), str(path))
+    looks.clear()
+    clock[0], asked[0] = 1001.5, 0
+    with live._lock:
+        requests = [threading.Thread(target=live.current) for _ in range(2)]
+        for request in requests:
+            request.start()
+        deadline = time.perf_counter() + 5
+        while asked[0] < 2:  # both past the hot path, neither past the lock
+            assert time.perf_counter() < deadline
+            time.sleep(0.001)
+    for request in requests:
+        request.join(5)
+    assert looks == [1]
