@@ -9,7 +9,7 @@ import re
 from trainwatch.diagnose.figures import RankReport
 from trainwatch.diagnose.traces import TraceSummary
 from trainwatch.report.collect import Document
-from trainwatch.report.trace_table import section
+from trainwatch.report.trace_table import duration, section
 from trainwatch.report.window import Window
 
 NOW = 1_790_000_000.0
@@ -66,3 +66,35 @@ def test_no_capture_is_one_line_that_says_how_to_get_one() -> None:
     said = ("No profiler trace of this trial: <code>trainwatch profile --experiment e --trial t"
             "</code> records one of its next steps while it runs.")
     assert re.findall(r'<p class="note" data-profile="none">(.*?)</p>', html) == [said]
+
+
+def test_durations_are_milliseconds_from_one_and_microseconds_under_it() -> None:
+    assert (duration(1e-3), duration(0.000999), duration(0.0123), duration(None)) == (
+        "1.0 ms", "999 µs", "12.3 ms", "-")
+
+
+def test_the_operator_device_is_shown_or_a_dash() -> None:
+    assert cells(section(doc(GPU)), "operator times on") == ["cuda"]
+    bare = TraceSummary("/traces/r.gz", "7-7", "", 0.002, [("aten::addmm", 0.001)])
+    assert cells(section(doc(bare)), "operator times on") == ["-"]
+
+
+def test_a_capture_stamped_ahead_of_now_was_captured_0_seconds_ago() -> None:
+    """The trial's clock 30 s ahead of the reader's: no negative or wrapped age."""
+    ahead = TraceSummary("/traces/r.gz", "7-7", "cpu", 0.002, [("aten::addmm", 0.001)],
+                         ended=NOW + 30.0)
+    assert cells(section(doc(ahead)), "captured") == ["2026-09-21 14:13:50 UTC (0 seconds ago)"]
+
+
+def test_a_trace_without_operators_says_so_whatever_its_self_time() -> None:
+    for self_seconds in (0.01, None):
+        empty = TraceSummary("/traces/r.gz", "7-7", "cpu", self_seconds, [])
+        html = section(doc(empty))
+        assert "No operator self time in this trace." in html and 'data-profile="ops"' not in html
+
+
+def test_a_split_of_another_device_names_it() -> None:
+    other = TraceSummary("/traces/r.gz", "7-7", "mps", 0.002, [("aten::addmm", 0.001)],
+                         split_device="mps", split={"idle": 0.001, "compute": 0.003})
+    html = section(doc(other))
+    assert '<p class="note">mps.</p>' in html and 'data-device="mps"' in html
