@@ -365,3 +365,14 @@ def test_requests_that_find_a_look_due_at_once_look_once(
     for request in requests:
         request.join(5)
     assert looks == [1]
+
+
+def test_a_request_between_looks_takes_no_lock(tmp_path: Path) -> None:
+    """The hot path: a reload holding the lock does not hold up the requests meanwhile."""
+    live = LiveWebConfig(Settings(), Reread(Settings()), str(tmp_path / "c.yml"), interval=3600.0)
+    served: list[object] = []
+    with live._lock:
+        request = threading.Thread(target=lambda: served.append(live.current()))
+        request.start()
+        request.join(2)
+        assert served == [live._config]
