@@ -71,6 +71,7 @@ def test_no_capture_is_one_line_that_says_how_to_get_one() -> None:
 def test_durations_are_milliseconds_from_one_and_microseconds_under_it() -> None:
     assert (duration(1e-3), duration(0.000999), duration(0.0123), duration(None)) == (
         "1.0 ms", "999 µs", "12.3 ms", "-")
+    assert (duration(0.25), duration(1.5)) == ("250.0 ms", "1,500.0 ms")
 
 
 def test_the_operator_device_is_shown_or_a_dash() -> None:
