@@ -5,6 +5,8 @@ drift it names, in order, and a sync that rewrites only what differs and removes
 from __future__ import annotations
 
 import os
+import runpy
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,14 +46,17 @@ def test_drift_names_missing_then_differing_then_orphaned_files_each_sorted(
     assert drift() == ["nested/deeper/fleet.json: missing in the chart",
                        "rules/a.yml: missing in the chart", "rules/b.yml: missing in the chart"]
     (chart / "rules").mkdir()
-    (chart / "rules" / "b.yml").write_bytes(b"groups: [old]\n")
+    (chart / "rules" / "b.yml").write_bytes(b"groups: [old]\n")  # sorts after its source
     (chart / "rules" / "a.yml").write_bytes(b"groups: [a]\n")  # equal: not named
+    (chart / "nested" / "deeper").mkdir(parents=True)
+    (chart / "nested" / "deeper" / "fleet.json").write_bytes(b"[]\n")  # sorts before it
     (chart / "rules" / "gone.yml").write_bytes(b"x\n")
     (chart / "rules" / "also-gone.yml").write_bytes(b"x\n")
-    assert drift(chart) == ["nested/deeper/fleet.json: missing in the chart",
+    assert drift(chart) == ["nested/deeper/fleet.json: differs from its source",
                             "rules/b.yml: differs from its source",
                             "rules/also-gone.yml: no source any more",
                             "rules/gone.yml: no source any more"]
+    (chart / "nested" / "deeper" / "fleet.json").unlink()
     assert drift(chart / "rules") == [  # another chart folder: everything relative to it
         "nested/deeper/fleet.json: missing in the chart", "rules/a.yml: missing in the chart",
         "rules/b.yml: missing in the chart", "a.yml: no source any more",
@@ -65,7 +70,7 @@ def test_sync_copies_what_differs_leaves_equal_copies_alone_and_removes_orphans(
     (chart / "rules").mkdir()
     (chart / "rules" / "a.yml").write_bytes(b"groups: [a]\n")
     os.utime(chart / "rules" / "a.yml", ns=(1_000_000_000, 1_000_000_000))
-    (chart / "rules" / "b.yml").write_bytes(b"groups: [old]\n")
+    (chart / "rules" / "b.yml").write_bytes(b"groups: [a]\n")  # sorts before its source
     (chart / "rules" / "gone.yml").write_bytes(b"x\n")
     sync()
     assert drift() == []
@@ -91,3 +96,21 @@ def test_check_syncs_nothing_and_names_each_problem_exit_1_and_a_sync_exits_0(
     assert main([]) == 0
     assert capsys.readouterr().err == "" and drift() == []
     assert main(["--check"]) == 0 and capsys.readouterr().err == ""
+
+
+# This file imported the module already: runpy runs it again as __main__, and says so.
+@pytest.mark.filterwarnings("ignore:'helm.sync_chart_files' found in sys.modules")
+def test_help_says_what_it_copies_and_python_m_runs_main(
+        folders: tuple[Path, Path], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    assert ("Copy the rule files, dashboards, Grafana provisioning and Alertmanager config into "
+            "the chart.") in " ".join(capsys.readouterr().out.split())
+    # As `make chart-files` runs it: a fresh module, the real folders, the committed copies.
+    monkeypatch.undo()
+    monkeypatch.setattr(sys, "argv", ["sync_chart_files", "--check"])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_module("helm.sync_chart_files", run_name="__main__")
+    assert done.value.code == 0 and capsys.readouterr().err == ""
