@@ -112,3 +112,14 @@ def test_another_error_is_raised_after_the_flush_and_stdout_is_left_alone(
     with pytest.raises(ValueError, match="a bug"):
         cli.main([])
     assert out.flushes == 1 and dups == []
+
+
+# This file imported trainwatch.cli already: runpy runs it again as __main__, and says so.
+@pytest.mark.filterwarnings("ignore:'trainwatch.cli' found in sys.modules")
+def test_python_m_trainwatch_cli_runs_main_and_exits_with_its_code(
+        monkeypatch: pytest.MonkeyPatch, calls: list[tuple[str, argparse.Namespace]]) -> None:
+    import runpy
+    monkeypatch.setattr(cli.sys, "argv", ["trainwatch", "usage"])
+    with pytest.raises(SystemExit) as done:
+        runpy.run_module("trainwatch.cli", run_name="__main__")
+    assert done.value.code == 10 + list(RUNNERS).index("usage") and len(calls) == 1
