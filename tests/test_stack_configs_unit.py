@@ -89,6 +89,8 @@ def test_write_if_changed_writes_only_new_text(tmp_path: Path) -> None:
     assert not configs.write_if_changed(path, "one\n")
     path.chmod(0o644)
     assert configs.write_if_changed(path, "two\n") and path.read_text() == "two\n"
+    assert configs.write_if_changed(path, "one\n") and path.read_text() == "one\n"  # sorts first
+    assert configs.write_if_changed(path, "one\nmore\n") and path.read_text() == "one\nmore\n"
 
 
 def _digest(config: Path, *files: Path) -> str:
@@ -166,7 +168,7 @@ def test_rules_get_for_and_rate_window_when_given(
 
 
 @pytest.mark.parametrize("stdout, stderr, said", [
-    ("out line\n", "first\nValueError: bad --for\n", "ValueError: bad --for"),
+    ("out line\n", "first\nsecond\nValueError: bad --for\n", "ValueError: bad --for"),
     ("one\nlast of stdout\n", "  \n", "last of stdout"),
     ("", "", "no output"),
 ])
@@ -178,6 +180,13 @@ def test_a_failed_rendering_says_its_last_line(repo: Path, generator: Generator,
         configs.rule_files(state, StackSettings(PORTS))
     assert str(err.value) == ("rendering rules with --for/--rate-window/--runbook-url failed: "
                               f"{said}")
+
+
+def test_a_rendering_killed_by_a_signal_failed(repo: Path, generator: Generator,
+                                               state: StateDir) -> None:
+    generator.returncode, generator.stderr = -9, ""
+    with pytest.raises(StackError, match="failed: no output$"):
+        configs.rule_files(state, StackSettings(PORTS))
 
 
 def test_rules_without_a_checkout_are_a_stack_error(tmp_path: Path, state: StateDir,
