@@ -5,9 +5,11 @@ status file keeps, what the log gets and when, and how the loop runs and ends.""
 from __future__ import annotations
 
 import argparse
+import runpy
 import signal
 import sys
 import time
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -88,7 +90,7 @@ def test_a_pass_that_deleted_prints_all_it_said_stamped(
                                  "2023-11-14T22:13:20Z 1 group(s) deleted\n")
 
 
-@pytest.mark.parametrize("code", [1, 2])
+@pytest.mark.parametrize("code", [1, 2, -1])
 def test_a_failing_pass_prints_its_errors_stamped(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         clock: SimpleNamespace, code: int) -> None:
@@ -176,7 +178,10 @@ def test_a_signal_ends_the_loop_before_its_next_pass(
 
 @pytest.mark.parametrize("argv", [["--status", "s.json"], ["--every", "30s"],
                                   ["--every", "0s", "--status", "s.json"],
-                                  ["--every", "30s", "--status", "s.json", "--", "--job"]])
+                                  ["--every", "30s", "--status", "s.json", "--", "--job"],
+                                  # without "--", what follows is gc's all the same
+                                  ["--every", "30s", "--status", "s.json", "x"],
+                                  ["--every", "30s", "--status", "s.json", "!"]])
 def test_the_loop_refuses_a_bad_command_line(argv: list[str], capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     _loop(monkeypatch, 1, [0])
@@ -190,3 +195,25 @@ def test_a_pass_is_a_value() -> None:
     assert {last, Pass(1.5, 0, 30.0)} == {last}
     with pytest.raises(AttributeError):
         last.exit = 1  # type: ignore[misc]
+
+
+def test_every_line_is_flushed_at_once_into_the_log(
+        monkeypatch: pytest.MonkeyPatch, clock: SimpleNamespace, tmp_path: Path) -> None:
+    printed: list[tuple[str, bool]] = []
+    monkeypatch.setattr(gc_loop, "print", lambda text, flush=False: printed.append((text, flush)),
+                        raising=False)
+    monkeypatch.setattr(gc, "run", FakeGc(1, err="cannot reach\n"))
+    gc_loop.one_pass(argparse.Namespace())
+    _loop(monkeypatch, 1, [0])
+    gc_loop.main(["--every", "30s", "--status", str(tmp_path / "s.json")])
+    assert printed == [("2023-11-14T22:13:20Z cannot reach", True),
+                       ("trainwatch gc  every 30 s", True)]
+
+
+def test_the_module_runs_its_main(monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys, "argv", ["gc_loop", "--help"])
+    with warnings.catch_warnings(), pytest.raises(SystemExit) as exit_:
+        warnings.simplefilter("ignore")  # runpy: the module is imported already
+        runpy.run_module("trainwatch.stack.gc_loop", run_name="__main__")
+    assert exit_.value.code == 0 and "run `trainwatch gc` every interval" in capsys.readouterr().out
