@@ -169,6 +169,8 @@ def test_the_path_hint_names_the_installs_command_when_the_shell_finds_another_o
     assert path_hint() == hint
     found[0] = "/usr/local/bin/trainwatch"
     assert path_hint() == hint
+    found[0] = "/a/bin/trainwatch"  # another, sorting before this install's path
+    assert path_hint() == hint
     found[0] = str(bin_dir / "trainwatch")
     assert path_hint() is None
     os.symlink(bin_dir / "trainwatch", tmp_path / "link")
