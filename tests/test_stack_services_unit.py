@@ -117,9 +117,20 @@ def test_the_webhook_records_into_the_state_and_serves_the_runbooks(
     assert services.notifications_file(state) == state.root / "webhook" / "notifications.jsonl"
 
 
-def test_an_unknown_service_is_a_value_error(path: dict[str, str], state: StateDir) -> None:
-    with pytest.raises(ValueError, match="^unknown service 'postgres'$"):
-        build("postgres", state, StackSettings(PORTS))
+@pytest.mark.parametrize("name", ["postgres", "aaa", "zookeeper", "alertmanagers", ""])
+def test_an_unknown_service_is_a_value_error(path: dict[str, str], state: StateDir,
+                                             name: str) -> None:
+    with pytest.raises(ValueError, match=f"^unknown service '{name}'$"):
+        build(name, state, StackSettings(PORTS))
+
+
+def test_a_name_made_at_run_time_is_the_same_service(path: dict[str, str], state: StateDir,
+                                                    tmp_path: Path) -> None:
+    path["grafana"] = str(_install(tmp_path / "g", "grafana"))
+    for name in ("exporter", "pushgateway", "alertmanager", "prometheus", "grafana", "gc",
+                 "webhook"):
+        made = "".join(list(name))  # equal, not the same object as the literal
+        assert build(made, state, StackSettings(PORTS)) == build(name, state, StackSettings(PORTS))
 
 
 def test_gc_runs_every_default_interval_against_the_stacks_pushgateway(
@@ -233,6 +244,7 @@ def test_grafana_provisioning_points_the_dashboards_at_this_checkout(tmp_path: P
         provider["options"]["path"] = str(REPO / "grafana" / "dashboards")
     assert yaml.safe_load(written) == shipped
     assert written.startswith("apiVersion: 1\n")  # the shipped order kept
+    assert written.index("name: trainwatch") < written.index("allowUiUpdates")
 
 
 def test_a_spec_is_a_value(path: dict[str, str], state: StateDir) -> None:
