@@ -163,3 +163,32 @@ def test_another_window_renames_the_records_and_their_expressions() -> None:
     assert again.names == RecordNames("10m") and again.replaced_window == "3m"
     assert "a:b:rate10m" in again.queries
     assert d.replaced_window is None and d.names == RecordNames("3m")  # the original unchanged
+
+
+def test_rules_as_prometheus_answers_them_in_json_are_read_the_same() -> None:
+    """Types and names decoded from JSON are new strings, never the literals' objects."""
+    import json
+    rules = json.loads(json.dumps([{"type": "recording", "name": SHARE, "query": "sum(x)"},
+                                   *required()]))
+    d = Deployment.from_rules(rules)
+    assert d.names == RecordNames("3m") and list(d.alerts) == list(REQUIRED_ALERTS)
+    assert d.queries == {SHARE: (("sum(x)", {}),)}
+
+
+def test_over_the_same_window_is_the_same_deployment_and_a_later_sorting_one_is_another(
+        ) -> None:
+    d = Deployment.from_rules([{"type": "recording", "name": SHARE,
+                                "query": "rate(x[3m])"}, *required()])
+    three = str(3) + "m"  # equal to the window, built at run time (not the same object)
+    assert d.over(three) is d
+    later = d.over("4m")  # sorts after 3m: renamed all the same
+    assert later.names == RecordNames("4m") and later.replaced_window == "3m"
+    assert later.queries == {RecordNames("4m").phase_share: (("rate(x[4m])", {}),)}
+
+
+def test_a_rule_and_a_deployment_cannot_be_changed() -> None:
+    import dataclasses
+    d = Deployment.from_rules([{"type": "recording", "name": SHARE}, *required()])
+    for value, field in ((d, "queries"), (d.alerts[REQUIRED_ALERTS[0]], "threshold")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, None)
