@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -103,39 +103,34 @@ def test_a_c_handler_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     assert installed == []
 
 
+def _raised_on_another_thread(action: Callable[[], object]) -> list[BaseException]:
+    """What ``action`` raised when run on a thread of its own ([] when nothing)."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            action()
+        except BaseException as err:  # noqa: BLE001 - returned for the caller's assert
+            errors.append(err)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return errors
+
+
 def test_off_the_main_thread_nothing_is_installed_or_removed() -> None:
     def users(signum: int, frame: FrameType | None) -> None:
         pass
 
     signal.signal(signal.SIGTERM, users)
     hooks, _ = _hooks()
-    errors: list[BaseException] = []
-
-    def install() -> None:
-        try:
-            hooks.install()
-        except BaseException as err:  # noqa: BLE001 - shown by the assert below
-            errors.append(err)
-
-    thread = threading.Thread(target=install)
-    thread.start()
-    thread.join()
-    assert errors == []
+    assert _raised_on_another_thread(hooks.install) == []
     assert signal.getsignal(signal.SIGTERM) is users
     # Installed on the main thread, it is not removed from another one (nor tried: Python
     # refuses signal handlers off the main thread with a ValueError).
     hooks.install()
-
-    def uninstall() -> None:
-        try:
-            hooks.uninstall()
-        except BaseException as err:  # noqa: BLE001 - shown by the assert below
-            errors.append(err)
-
-    thread = threading.Thread(target=uninstall)
-    thread.start()
-    thread.join()
-    assert errors == []
+    assert _raised_on_another_thread(hooks.uninstall) == []
     assert signal.getsignal(signal.SIGTERM) == hooks._on_sigterm
     hooks.uninstall()
     assert signal.getsignal(signal.SIGTERM) is users
