@@ -4,6 +4,8 @@ directory and its files real in tmp_path. Each line printed, and the exit code."
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -137,7 +139,13 @@ def test_grafana_absent_without_a_note_is_optional(state: StateDir, world: World
     _all_alive(world, state)
     del world.inv.alive["grafana"]
     code, said = run_status(state)
-    assert "grafana       not running (optional)" in said and code == EXIT_OK
+    assert said[4:6] == ["grafana       not running (optional)",  # and the services after it
+                         "webhook       http://127.0.0.1:20919   pid 105    alive"]
+    assert code == EXIT_OK
+    del world.inv.alive["webhook"]
+    code, said = run_status(state)
+    assert said[5] == "webhook       http://127.0.0.1:20919              DOWN" and code == EXIT_FOUND
+    world.inv.alive["webhook"] = record("webhook", 105)
     world.inv.notes["grafana"] = "pid 7 has exited"
     code, said = run_status(state)
     assert "grafana       http://127.0.0.1:20914              DOWN  (pid 7 has exited)" in said
@@ -243,6 +251,8 @@ def test_gc_down_or_without_a_pass(state: StateDir, world: World) -> None:
     (20.0, 1, False, "alive, LEFT GROUPS: last pass 20 s ago, exit 1"),
     (99.6, 1, False, "alive, LEFT GROUPS: last pass 100 s ago, exit 1"),
     (100.0, 1, False, "alive, FAILING: last pass 100 s ago, exit 1"),
+    (250.0, 0, False, "alive, FAILING: last pass 250 s ago, exit 0"),  # well past, not just at
+    (250.0, 1, False, "alive, FAILING: last pass 250 s ago, exit 1"),
     (20.0, 2, False, "alive, FAILING: last pass 20 s ago, exit 2"),
 ])
 def test_gc_alive_is_judged_by_its_last_pass(state: StateDir, world: World, age: float, code: int,
@@ -385,3 +395,64 @@ def test_of_several_that_will_not_stop_the_first_is_named(
     code, said, _ = run_down(state, world, monkeypatch, {101, 105})
     assert said[-1] == "could not stop pid 101 (prometheus); stop it yourself"
     assert code == EXIT_FOUND
+
+
+def test_a_service_that_answers_nothing_is_not_ready(state: StateDir, world: World) -> None:
+    _all_alive(world, state)
+    world.status["http://127.0.0.1:20913/-/ready"] = None  # connection refused: no status at all
+    code, said = run_status(state)
+    assert said[3] == "alertmanager  http://127.0.0.1:20913   pid 103    alive, NOT READY"
+    assert code == EXIT_FOUND
+
+
+def test_a_target_up_as_prometheus_spells_it_in_json_is_healthy(state: StateDir,
+                                                                 world: World) -> None:
+    # health.targets decodes JSON: its "up" is an equal string, not the literal's object.
+    _all_alive(world, state)
+    world.targets = [Target("trainwatch-exporter", "http://x/metrics", json.loads('"up"'), "")]
+    assert run_status(state)[0] == EXIT_OK
+
+
+def test_down_forgets_each_stopped_service_and_only_those_left(
+        state: StateDir, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Records read back from pid files: their service names are equal strings, not literals.
+    exporter = ProcRecord(json.loads('"exporter"'), 100, 1, ())
+    prometheus = ProcRecord(json.loads('"prometheus"'), 101, 1, ())
+    world.inv.alive.update(exporter=exporter, prometheus=prometheus)
+    for service in ("exporter", "prometheus"):
+        state.pid_file(service).write_text("{}")
+    code, said, _ = run_down(state, world, monkeypatch, {100})  # the exporter will not stop
+    assert said[-1] == "could not stop pid 100 (exporter); stop it yourself" and code == EXIT_FOUND
+    assert state.pid_file("exporter").exists()
+    assert not state.pid_file("prometheus").exists()
+
+
+def test_one_notification_is_not_none(state: StateDir, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = notifications_file(state)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"received": "2026-01-02T03:04:05Z", "notification": {"receiver": "pager"}}\n')
+    monkeypatch.setattr(commands, "notification_text", lambda note, templates: "firing")
+    said: list[str] = []
+    assert commands.notifications(state, said.append) == EXIT_OK
+    assert said == ["--- 2026-01-02T03:04:05Z via receiver pager", "firing"]
+
+
+class _Terminal:
+    """A stdout that records writes and flushes in order (a pipe to `make run`'s log)."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.events.append(f"write {text!r}")
+        return len(text)
+
+    def flush(self) -> None:
+        self.events.append("flush")
+
+
+def test_say_line_flushes_each_line_as_it_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = _Terminal()
+    monkeypatch.setattr(sys, "stdout", out)
+    commands.say_line("one")
+    assert out.events[-1] == "flush" and "write 'one'" in out.events
