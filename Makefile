@@ -22,7 +22,7 @@ DEBIAN_TOOLS := prometheus prometheus-pushgateway prometheus-node-exporter prome
 ARGS ?=
 
 .PHONY: run stop status demo test test-matrix tools helm-tools venv run-venv bench gpu-check lint generate rules dashboards chart-files trial-settings-doc clean \
-	rule-mutation chart-mutation promql-tools \
+	rule-mutation chart-mutation string-mutation promql-tools \
 	image image-base image-tools image-test-tools image-name compose-schema browser-tools \
 	slurm-tools
 
@@ -270,6 +270,13 @@ rule-mutation: tools venv promql-tools
 # docs/chart-mutation-report.md. Not part of `make test` (about 15 minutes on 2 cores).
 chart-mutation: venv helm-tools
 	$(PY) -m mutation.chart
+
+# String-literal mutation of the Python targets (mutation/strings.py): one name swapped for
+# another the module uses, or the last name dropped from a comma list, against each target's fast
+# tests (mutation/targets.toml); writes docs/string-mutation-report.md. Not part of `make test`;
+# `make string-mutation TARGETS="compare runs"` runs some targets only.
+string-mutation: venv
+	$(PY) -m mutation.strings $(TARGETS)
 
 # Prometheus's own PromQL grammar (the Lezer parser of its web UI), from npm; run with node.
 PROMQL_NPM_PACKAGE := @prometheus-io/lezer-promql@0.315.0

@@ -55,8 +55,13 @@ def copy_tree(work: Path) -> None:
 def annotation_spans(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
     """(start, end) of every annotation: never evaluated under ``from __future__ import
     annotations``, so a mutant there (``int | None`` -> ``int - None``) is equivalent."""
+    return annotation_spans_in(path.read_text())
+
+
+def annotation_spans_in(text: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """annotation_spans of a module's source text."""
     spans = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(text)):
         found = []
         if isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None:
             found.append(node.annotation)

@@ -1,0 +1,247 @@
+"""String-literal mutants of the Python targets: the bugs cosmic-ray never makes (it has no
+operator for string literals), of the kind issue 36's audit found slipping through: one name
+swapped for another the module also uses (a label, a metric, a column, a key: ``"trial"`` where
+``"experiment"`` was meant) and the last item dropped from a comma list (``"experiment, trial,
+rank"`` losing ``rank``, a ``by (...)`` losing a label).
+
+    python -m mutation.strings                # every target of mutation/targets.toml
+    python -m mutation.strings compare runs   # some targets; the others keep their last results
+    python -m mutation.strings --report       # rewrite the report from the kept results
+
+Each target's module (targets.toml's ``module``) gets its own copy of the working tree
+(.mutation/strings-NAME); every mutant is written there alone and the target's own tests run
+against it (``pytest -x``), as mutation/run.py runs cosmic-ray's. Killed: a test failed or timed
+out. Results are kept in mutation/string_results/NAME.json (committed) and summed up in
+docs/string-mutation-report.md; a survivor that cannot change behaviour is explained in
+mutation/string_equivalents.toml (module, the stripped source line, the literal and its mutant,
+why). Docstrings, f-strings, type annotations and the ``__main__`` guard are not mutated.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime
+import json
+import re
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mutation.ledger import head
+from mutation.run import annotation_spans_in, copy_tree
+
+REPO = Path(__file__).resolve().parent.parent
+STATE = REPO / ".mutation"
+RESULTS = REPO / "mutation" / "string_results"
+REPORT = REPO / "docs" / "string-mutation-report.md"
+EQUIVALENTS = REPO / "mutation" / "string_equivalents.toml"
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:]*\Z")
+LIST = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:, ?[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One literal rewritten: where, what it was, what it became."""
+
+    path: str  # relative to the repository
+    line: int
+    col: int  # the literal's start and end, as ast gives them (UTF-8 byte offsets)
+    end: int
+    source: str  # the line, stripped, as the equivalents file names it
+    original: str
+    mutant: str
+    kind: str  # "swap" or "drop"
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def _skipped(tree: ast.AST) -> set[int]:
+    """ids of the constants not to mutate: docstrings, f-string parts, the __main__ guard."""
+    skipped = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            skipped |= {id(child) for child in ast.walk(node)}
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) \
+                and node.left.id == "__name__":
+            skipped |= {id(child) for child in ast.walk(node)}
+    return skipped
+
+
+def literals(text: str) -> Iterator[ast.Constant]:
+    """The module's one-line str literals that may be mutated, in source order."""
+    tree = ast.parse(text)
+    skipped = _skipped(tree)
+    found = [node for node in ast.walk(tree) if isinstance(node, ast.Constant)
+             and isinstance(node.value, str) and id(node) not in skipped
+             and node.lineno == node.end_lineno]
+    yield from sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def mutants(path: str, text: str) -> list[Mutant]:
+    """Every literal that is a name: swapped for the next name (in sorted order) the module's
+    literals hold; every literal holding a comma list of names: its last name dropped.
+
+    >>> src = 'BY = "experiment, trial"\\nA = "rank"\\nB = "trial"\\n'
+    >>> [(m.original, m.mutant, m.kind) for m in mutants("x.py", src)]
+    [('experiment, trial', 'experiment', 'drop'), ('rank', 'trial', 'swap'), ('trial', 'rank', 'swap')]
+    """
+    lines = text.splitlines()
+    spans = annotation_spans_in(text)
+    nodes = [n for n in literals(text)
+             if not any(a <= (n.lineno, n.col_offset) and (n.lineno, n.end_col_offset or 0) <= b
+                        for a, b in spans)]
+    names = sorted({n.value for n in nodes if NAME.match(n.value) and len(n.value) > 1})
+    found = []
+    for node in nodes:
+        value, line = node.value, lines[node.lineno - 1]
+        new, kind = None, ""
+        if value in names and len(names) > 1:
+            new, kind = names[(names.index(value) + 1) % len(names)], "swap"
+        else:
+            lists = list(LIST.finditer(value))
+            if lists:
+                last = lists[-1]
+                items = re.split(r", ?", last.group())
+                kept = last.group()[:last.group().rindex(items[-1])].rstrip(", ")
+                new, kind = value[:last.start()] + kept + value[last.end():], "drop"
+        if new is not None and new != value:
+            found.append(Mutant(path, node.lineno, node.col_offset, node.end_col_offset or 0,
+                                line.strip(), value, new, kind))
+    return found
+
+
+def apply(text: str, m: Mutant) -> str:
+    """``text`` with the mutant's literal rewritten (repr of the new value), the rest as is."""
+    lines = text.splitlines(keepends=True)
+    raw = lines[m.line - 1].encode()
+    lines[m.line - 1] = (raw[:m.col] + repr(m.mutant).encode() + raw[m.end:]).decode()
+    return "".join(lines)
+
+
+def modules(target: dict[str, Any]) -> list[str]:
+    root = REPO / target["module"]
+    if root.is_dir():
+        return sorted(p.relative_to(REPO).as_posix() for p in root.rglob("*.py"))
+    return [target["module"]]
+
+
+def run_target(target: dict[str, Any]) -> dict[str, Any]:
+    name = target["name"]
+    work = STATE / f"strings-{name}"
+    on = head(REPO, target["module"])
+    copy_tree(work)
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+               *target["tests"]]
+    started = time.monotonic()
+    baseline = subprocess.run(command, cwd=work, capture_output=True, text=True, check=False)
+    if baseline.returncode != 0:
+        raise SystemExit(f"{name}: the tests fail without a mutant:\n{baseline.stdout[-3000:]}")
+    timeout = max(20.0, 10 * (time.monotonic() - started))
+    results = []
+    for path in modules(target):
+        text = (work / path).read_text()
+        for m in mutants(path, text):
+            (work / path).write_text(apply(text, m))
+            try:
+                rc = subprocess.run(command, cwd=work, capture_output=True, text=True,
+                                    check=False, timeout=timeout).returncode
+                status = "survived" if rc == 0 else "killed"
+            except subprocess.TimeoutExpired:
+                status = "killed"
+            finally:
+                (work / path).write_text(text)
+            results.append({**asdict(m), "status": status})
+            print(f"  {name} {m.path}:{m.line} {m.original!r} -> {m.mutant!r}: {status}",
+                  flush=True)
+    return {"name": name, "module": target["module"], "head": on,
+            "ran": datetime.date.today().isoformat(),
+            "seconds": round(time.monotonic() - started, 1), "mutants": results}
+
+
+def explain(m: dict[str, Any], equivalents: list[dict[str, str]]) -> str | None:
+    for e in equivalents:
+        if (e["module"], e["source"], e["original"], e["mutant"]) == \
+                (m["path"], m["source"], m["original"], m["mutant"]):
+            return e["why"]
+    return None
+
+
+def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]]) -> bool:
+    """docs/string-mutation-report.md from the kept results; True when every survivor is
+    explained."""
+    rows, survivors, total, killed, explained = [], [], 0, 0, 0
+    for r in results:
+        alive = [m for m in r["mutants"] if m["status"] == "survived"]
+        why = [explain(m, equivalents) for m in alive]
+        n, k = len(r["mutants"]), len(r["mutants"]) - len(alive)
+        total, killed = total + n, killed + k
+        explained += sum(w is not None for w in why)
+        score = f"{k / n:.1%}" if n else "-"
+        rows.append(f"| {r['name']} | `{r['module']}` | {n} | {k} | {len(alive)} "
+                    f"({sum(w is not None for w in why)} equivalent) | **{score}** | "
+                    f"{r['seconds'] / 60:.1f} min | {r['ran']} | {r['head']} |")
+        survivors += [f"- `{m['path']}:{m['line']}` {m['kind']} `{m['original']}` -> "
+                      f"`{m['mutant']}` in `{m['source']}`: "
+                      + (f"equivalent: {w}" if w else "**unexplained**")
+                      for m, w in zip(alive, why, strict=True)]
+    non_equivalent = total - explained
+    lines = [
+        "# String mutation report", "",
+        ("Written by `make string-mutation` (mutation/strings.py) from every target's last run, "
+        "kept in mutation/string_results/. Each mutant rewrites one string literal of a target's "
+        "module, the kind of bug cosmic-ray never makes: a name swapped for the next name the "
+        "module's literals hold (sorted), or the last name dropped from a comma list; it runs "
+        "against the target's fast unit tests (mutation/targets.toml) and is killed when one "
+        "fails. Survivors that cannot change behaviour are explained in "
+        "mutation/string_equivalents.toml."), "",
+        f"Overall, {len(results)} targets: {killed} of {total} mutants killed"
+        + (f", **{killed / total:.1%}**; {killed} of {non_equivalent} non-equivalent ones, "
+           f"**{killed / non_equivalent:.1%}**." if total and non_equivalent else "."), "",
+        "| target | module | mutants | killed | survived | score | time | ran | head |",
+        "|---|---|---|---|---|---|---|---|---|", *rows, "", "## Survivors", "",
+        *(survivors or ["None."]), ""]
+    REPORT.write_text("\n".join(lines))
+    return explained == total - killed
+
+
+def _load_all() -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
+
+
+def main(argv: list[str]) -> int:
+    config = tomllib.loads((REPO / "mutation" / "targets.toml").read_text())
+    targets = {t["name"]: t for t in config["target"]}
+    equivalents = tomllib.loads(EQUIVALENTS.read_text()).get("equivalent", []) \
+        if EQUIVALENTS.exists() else []
+    if argv != ["--report"]:
+        unknown = set(argv) - set(targets)
+        if unknown:
+            raise SystemExit(f"unknown targets {sorted(unknown)}; known: {sorted(targets)}")
+        RESULTS.mkdir(exist_ok=True)
+        for name in argv or list(targets):
+            print(f"== {name}: {targets[name]['module']}", flush=True)
+            result = run_target(targets[name])
+            (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+            alive = sum(m["status"] == "survived" for m in result["mutants"])
+            print(f"== {name}: {len(result['mutants'])} mutants, {alive} survived, "
+                  f"{result['seconds'] / 60:.1f} min", flush=True)
+    ok = write_report(_load_all(), equivalents)
+    print(f"report: {REPORT.relative_to(REPO)}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
