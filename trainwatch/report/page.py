@@ -88,7 +88,7 @@ def header(doc: Document) -> str:
     reports = doc.reports
     gpus = sorted({(g.instance or "", g.gpu or "", g.uuid) for r in reports for g in r.gpus})
     gpu_text = "<br>".join(
-        e(f"GPU {gpu} on {inst or '?'}: {uuid} {doc.gpu_names.get(uuid, '')}".rstrip())
+        e(f"GPU {gpu or '?'} on {inst or '?'}: {uuid} {doc.gpu_names.get(uuid, '')}".rstrip())
         for inst, gpu, uuid in gpus) or "none reported by the trial"
     read = ("now (as `trainwatch diagnose` reads it)" if doc.evaluated_at is None else
             f"{utc(doc.evaluated_at)} (the last sample of the trial in the window; a run that "
