@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.sslproto
+import dataclasses
 import email.utils
 import logging
 import os
+import re
 import socket
 import ssl
 import struct
@@ -29,6 +31,7 @@ from exporter.httpserver import TLS_READ_BUFFER, HTTPServer, Limits, _log_quietl
 from exporter.tls import server_context
 
 HERE = Path(__file__).parent
+README = HERE.parent / "README.md"
 CERT, KEY = str(HERE / "test_exporter_tls.crt"), str(HERE / "test_exporter_tls.key")
 LONG = 30.0  # a deadline no test waits for
 
@@ -492,6 +495,61 @@ def test_asyncios_tls_read_buffer_is_cut_only_when_tls_is_served(
 def test_the_tls_read_buffer_holds_one_whole_record_and_is_less_than_asyncios() -> None:
     record = 16 * 1024 + 2048 + 5  # plaintext, expansion allowed by RFC 8446, header
     assert record <= TLS_READ_BUFFER < 256 * 1024
+
+
+def test_a_client_that_does_not_read_its_response_is_cut_off_at_the_write_deadline() -> None:
+    body = os.urandom(1 << 25)  # far more than the loopback socket buffers hold
+
+    def large(request: Request) -> Response:
+        return Response(200, body)
+
+    limits = Limits(write_timeout=0.3, idle_timeout=LONG, first_request_timeout=LONG)
+    with running(large, limits) as server:
+        client = Client(server.server_address[1])
+        client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.send(get("/large"))
+        poll(lambda: server.open_connections == 1, what="the request to be taken")
+        start = time.monotonic()
+        poll(lambda: server.open_connections == 0, what="the stalled connection to be cut")
+        took = time.monotonic() - start
+        client.close()
+    assert took < 1.5
+
+
+def what_a_client_may_cost() -> str:
+    """The README's section on the server's limits, as one line."""
+    text = README.read_text().split("### What a client may cost\n", 1)[1].split("\n#", 1)[0]
+    return " ".join(text.split())
+
+
+def test_the_readme_states_the_default_limits_the_server_uses() -> None:
+    text = what_a_client_may_cost()
+
+    def number(pattern: str) -> float:
+        found = re.findall(pattern, text)
+        assert len(found) == 1, pattern
+        return float(found[0].replace(",", ""))
+
+    limits = Limits()
+    assert number(r"one of (\d+) scrape threads") == limits.workers
+    assert number(r"backlog is ([\d,]+)") == limits.backlog
+    assert number(r"within (\d+) s of its first byte") == limits.header_timeout
+    assert number(r"fit in (\d+) KiB") * 1024 == limits.max_header_bytes
+    assert number(r"first request within (\d+) s of the connection") == \
+        limits.first_request_timeout
+    assert number(r"idles at most (\d+) s") == limits.idle_timeout
+    assert number(r"cut off after (\d+) s") == limits.write_timeout
+    assert number(r"holds at most (\d+) connections") == limits.max_connections_per_client
+    assert number(r"all together at most ([\d,]+)") == limits.max_connections
+    assert number(r"must finish within (\d+) s") == limits.handshake_timeout
+    assert number(r"TLS read buffer is cut to (\d+) KiB") * 1024 == TLS_READ_BUFFER
+
+
+def test_limits_are_frozen_and_hashable() -> None:
+    limits = Limits(workers=2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        limits.workers = 3  # type: ignore[misc]
+    assert hash(limits) == hash(Limits(workers=2))
 
 
 # ------------------------------------------------------------------ start, stop and close

@@ -89,6 +89,16 @@ def test_metrics_is_gzipped_when_the_client_accepts_gzip(accepted: str) -> None:
     assert len(response.body) < len(plain) / 4  # compressed, not only wrapped
 
 
+def test_gzip_is_the_fastest_level_with_gzips_whole_window() -> None:
+    chunk = os.urandom(20 * 1024)  # incompressible alone
+    body = web._gzip(chunk + chunk)
+    assert gzip.decompress(body) == chunk + chunk
+    # RFC 1952: a gzip header's XFL byte is 4 where "the compressor used the fastest algorithm".
+    assert body[:3] == b"\x1f\x8b\x08" and body[8] == 4
+    # The repeat lies 20 KiB back: found within deflate's 32 KiB window (RFC 1951), not 16 KiB.
+    assert len(body) < len(chunk) * 1.1
+
+
 @pytest.mark.parametrize("accepted", ["identity", "deflate, br", ""])
 def test_metrics_is_plain_when_gzip_is_not_accepted(accepted: str) -> None:
     response = ask(routes(), "/metrics", accept_encoding=accepted)
