@@ -172,7 +172,8 @@ def test_standing_aside_in_a_forked_child_leaves_the_parents_trial_unclosed() ->
 
 
 def test_close_marks_the_exit_code_and_only_the_making_process_closes() -> None:
-    for code, clean in ((0, True), (None, True), (3, False), (1, False), ("bad config", False)):
+    for code, clean in ((0, True), (None, True), (False, True), (3, False), (1, False),
+                        (-1, False), ("bad config", False)):
         state, trial = _Auto(), Closable()
         state.trial, state.exit_code = trial, code
         state.close()

@@ -430,11 +430,12 @@ def test_a_top_apart_unreadable_while_listed_keeps_its_last_figures_and_adds_no_
     assert tree._apart == {ROOT + 2: (3.5, 1000.0, 3000.0)}
     assert sample.workers == 0 and sample.workers_cpu == 0.4375
     assert "exe" not in child.calls and "cpu_times" not in child.calls  # not looked at
-    new = Ps(root(), worker(ROOT + 5, environ={"RANK": "1"}))
-    new.table[ROOT + 5].fail["cpu_times"] = psutil.AccessDenied(ROOT + 5)
-    fresh = tree_of(new)
-    fresh.sample()
-    assert fresh._apart == {ROOT + 5: (0.0, 0.0, 0.0)}
+    for error in (psutil.AccessDenied(ROOT + 5), FileNotFoundError(2, "gone")):
+        new = Ps(root(), worker(ROOT + 5, environ={"RANK": "1"}))
+        new.table[ROOT + 5].fail["cpu_times"] = error
+        fresh = tree_of(new)
+        fresh.sample()
+        assert fresh._apart == {ROOT + 5: (0.0, 0.0, 0.0)}, error
 
 
 @pytest.mark.parametrize("error", [psutil.AccessDenied(ROOT + 2), PermissionError(13)])
@@ -446,6 +447,9 @@ def test_a_process_apart_whose_reads_are_refused_counts_its_cpu_and_no_reads(
     tree = tree_of(ps)
     tree.sample()
     assert tree._apart == {ROOT + 2: (3.75, 0.0, 0.0)}
+    no_chars = tree_of(Ps(root(), worker(ROOT + 2, exe="/bin/yes", io=(64.0,))))
+    no_chars.sample()
+    assert no_chars._apart == {ROOT + 2: (0.875, 64.0, 0.0)}
     no_io = tree_of(Ps(root(), worker(ROOT + 2, exe="/bin/yes", cpu=(2.0, 0.0, 0.0, 0.0))))
     no_io._io = False
     no_io.sample()
@@ -635,6 +639,9 @@ def test_without_the_boot_clock_a_workers_age_is_psutils_and_never_negative(
     assert tree.sample().worker_seconds == 7.25
     clock.wall += 1.0
     assert tree.sample().worker_seconds == 8.25 + 0.5
+    del ps.table[ROOT + 2]  # gone at half a second old: that half second stays counted
+    clock.wall += 0.25
+    assert tree.sample().worker_seconds == 8.5 + 0.5
 
 
 # --- the collector -------------------------------------------------------------------------
