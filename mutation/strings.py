@@ -6,6 +6,8 @@ rank"`` losing ``rank``, a ``by (...)`` losing a label).
 
     python -m mutation.strings                # every target of mutation/targets.toml
     python -m mutation.strings compare runs   # some targets; the others keep their last results
+    python -m mutation.strings --survivors gc # only the last run's survivors, against the tests
+                                              # as they are now (the module must be unchanged)
     python -m mutation.strings --report       # rewrite the report from the kept results
 
 Each target's module (targets.toml's ``module``) gets its own copy of the working tree
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import datetime
+import hashlib
 import json
 import re
 import subprocess
@@ -41,7 +44,10 @@ RESULTS = REPO / "mutation" / "string_results"
 REPORT = REPO / "docs" / "string-mutation-report.md"
 EQUIVALENTS = REPO / "mutation" / "string_equivalents.toml"
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:]*\Z")
-LIST = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:, ?[A-Za-z_][A-Za-z0-9_]*)+")
+_NAMES = r"[A-Za-z_][A-Za-z0-9_]*(?:, ?[A-Za-z_][A-Za-z0-9_]*)+"
+# A comma list of names: the whole literal, or a PromQL grouping's labels (not prose).
+LIST = re.compile(rf"\A(?P<names>{_NAMES})\Z|\b(?:by|without|on|ignoring|group_left|group_right) ?"
+                  rf"\((?P<labels>{_NAMES})\)")
 
 
 @dataclass(frozen=True)
@@ -113,10 +119,11 @@ def mutants(path: str, text: str) -> list[Mutant]:
         else:
             lists = list(LIST.finditer(value))
             if lists:
-                last = lists[-1]
-                items = re.split(r", ?", last.group())
-                kept = last.group()[:last.group().rindex(items[-1])].rstrip(", ")
-                new, kind = value[:last.start()] + kept + value[last.end():], "drop"
+                group = "names" if lists[-1].group("names") else "labels"
+                start, end = lists[-1].span(group)
+                names_ = value[start:end]
+                kept = names_[:names_.rindex(re.split(r", ?", names_)[-1])].rstrip(", ")
+                new, kind = value[:start] + kept + value[end:], "drop"
         if new is not None and new != value:
             found.append(Mutant(path, node.lineno, node.col_offset, node.end_col_offset or 0,
                                 line.strip(), value, new, kind))
@@ -138,37 +145,76 @@ def modules(target: dict[str, Any]) -> list[str]:
     return [target["module"]]
 
 
-def run_target(target: dict[str, Any]) -> dict[str, Any]:
-    name = target["name"]
-    work = STATE / f"strings-{name}"
-    on = head(REPO, target["module"])
+def _digest(paths: list[str]) -> str:
+    return hashlib.sha256(b"".join((REPO / p).read_bytes() for p in paths)).hexdigest()[:16]
+
+
+def _runner(target: dict[str, Any], work: Path) -> tuple[list[str], float]:
+    """The target's pytest command, checked to pass unmutated in ``work``, and its timeout."""
     copy_tree(work)
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                *target["tests"]]
     started = time.monotonic()
     baseline = subprocess.run(command, cwd=work, capture_output=True, text=True, check=False)
     if baseline.returncode != 0:
-        raise SystemExit(f"{name}: the tests fail without a mutant:\n{baseline.stdout[-3000:]}")
-    timeout = max(20.0, 10 * (time.monotonic() - started))
+        raise SystemExit(f"{target['name']}: the tests fail without a mutant:\n"
+                         f"{baseline.stdout[-3000:]}")
+    return command, max(20.0, 10 * (time.monotonic() - started))
+
+
+def _judge(work: Path, m: Mutant, command: list[str], timeout: float) -> str:
+    text = (work / m.path).read_text()
+    (work / m.path).write_text(apply(text, m))
+    try:
+        rc = subprocess.run(command, cwd=work, capture_output=True, text=True, check=False,
+                            timeout=timeout).returncode
+        return "survived" if rc == 0 else "killed"
+    except subprocess.TimeoutExpired:
+        return "killed"
+    finally:
+        (work / m.path).write_text(text)
+
+
+def run_target(target: dict[str, Any]) -> dict[str, Any]:
+    name, started = target["name"], time.monotonic()
+    work = STATE / f"strings-{name}"
+    on = head(REPO, target["module"])
+    command, timeout = _runner(target, work)
     results = []
     for path in modules(target):
-        text = (work / path).read_text()
-        for m in mutants(path, text):
-            (work / path).write_text(apply(text, m))
-            try:
-                rc = subprocess.run(command, cwd=work, capture_output=True, text=True,
-                                    check=False, timeout=timeout).returncode
-                status = "survived" if rc == 0 else "killed"
-            except subprocess.TimeoutExpired:
-                status = "killed"
-            finally:
-                (work / path).write_text(text)
+        for m in mutants(path, (work / path).read_text()):
+            status = _judge(work, m, command, timeout)
             results.append({**asdict(m), "status": status})
             print(f"  {name} {m.path}:{m.line} {m.original!r} -> {m.mutant!r}: {status}",
                   flush=True)
     return {"name": name, "module": target["module"], "head": on,
-            "ran": datetime.date.today().isoformat(),
+            "digest": _digest(modules(target)), "ran": datetime.date.today().isoformat(),
             "seconds": round(time.monotonic() - started, 1), "mutants": results}
+
+
+def rerun_survivors(target: dict[str, Any], last: dict[str, Any]) -> dict[str, Any]:
+    """``last`` with its survivors run again against the tests as they are now; refused when
+    the module changed since (its mutants may differ: run the target whole)."""
+    name = target["name"]
+    if last.get("digest") != _digest(modules(target)):
+        raise SystemExit(f"{name}: the module changed since its last run; run it whole")
+    work = STATE / f"strings-{name}"
+    command, timeout = _runner(target, work)
+    made = {(m.path, m.line, m.col, m.original, m.mutant)
+            for path in modules(target) for m in mutants(path, (REPO / path).read_text())}
+    kept = []
+    for m in last["mutants"]:
+        if (m["path"], m["line"], m["col"], m["original"], m["mutant"]) not in made:
+            continue  # no longer made (the generator changed since)
+        if m["status"] == "survived":
+            fields = {k: m[k] for k in Mutant.__dataclass_fields__}
+            m = {**m, "status": _judge(work, Mutant(**fields), command, timeout)}
+            print(f"  {name} {m['path']}:{m['line']} {m['original']!r} -> {m['mutant']!r}: "
+                  f"{m['status']}", flush=True)
+        kept.append(m)
+    return {**last, "mutants": kept,
+            "reruns": [*last.get("reruns", []),
+                       f"{datetime.date.today().isoformat()}: survivors run again"]}
 
 
 def explain(m: dict[str, Any], equivalents: list[dict[str, str]]) -> str | None:
@@ -226,14 +272,20 @@ def main(argv: list[str]) -> int:
     targets = {t["name"]: t for t in config["target"]}
     equivalents = tomllib.loads(EQUIVALENTS.read_text()).get("equivalent", []) \
         if EQUIVALENTS.exists() else []
+    again = argv[:1] == ["--survivors"]
+    argv = argv[1:] if again else argv
     if argv != ["--report"]:
         unknown = set(argv) - set(targets)
+        if again and not argv:
+            raise SystemExit("--survivors needs the targets to run again")
         if unknown:
             raise SystemExit(f"unknown targets {sorted(unknown)}; known: {sorted(targets)}")
         RESULTS.mkdir(exist_ok=True)
         for name in argv or list(targets):
             print(f"== {name}: {targets[name]['module']}", flush=True)
-            result = run_target(targets[name])
+            kept = RESULTS / f"{name}.json"
+            result = rerun_survivors(targets[name], json.loads(kept.read_text())) if again \
+                else run_target(targets[name])
             (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
             alive = sum(m["status"] == "survived" for m in result["mutants"])
             print(f"== {name}: {len(result['mutants'])} mutants, {alive} survived, "

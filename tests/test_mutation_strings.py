@@ -54,6 +54,9 @@ def test_a_list_inside_a_longer_string_drops_only_its_last_name() -> None:
     assert (m.mutant, m.kind) == ("sum by (experiment) (x)", "drop")
     (m,) = mutants("m.py", 'Q = "a,b,c"\n')
     assert m.mutant == "a,b"
+    assert mutants("m.py", 'H = "what it read (files, sockets, caches)"\n') == []  # prose
+    (m,) = mutants("m.py", 'Q = "max without (gpu, uuid) (x) / on (a, b) y"\n')
+    assert m.mutant == "max without (gpu, uuid) (x) / on (a) y"  # the last list only
 
 
 def test_apply_rewrites_the_literal_at_its_byte_offsets_and_nothing_else() -> None:
@@ -109,3 +112,29 @@ def test_every_mutant_is_a_real_change_of_one_literal() -> None:
                        if a != b]
             assert len(changed) == 1 and changed[0][0].strip() == m.source
             ast.parse(after)
+
+
+def test_survivors_run_again_keep_the_killed_and_drop_what_is_no_longer_made(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    path = "trainwatch/gc.py"
+    made = mutants(path, (strings.REPO / path).read_text())
+    target = {"name": "gc", "module": path, "tests": []}
+    gone = {**result("gc", ["survived"])["mutants"][0], "path": path}  # not a mutant of gc.py
+    last = {"name": "gc", "digest": strings._digest([path]), "reruns": [],
+            "mutants": [{**vars(made[0]), "status": "survived"},
+                        {**vars(made[1]), "status": "killed"},
+                        {**vars(made[2]), "status": "survived"}, gone]}
+    judged: list[Mutant] = []
+    monkeypatch.setattr(strings, "_runner", lambda t, work: (["pytest"], 20.0))
+
+    def judge(work: Path, m: Mutant, command: list[str], timeout: float) -> str:
+        judged.append(m)
+        return "killed" if m == made[0] else "survived"
+
+    monkeypatch.setattr(strings, "_judge", judge)
+    again = strings.rerun_survivors(target, last)
+    assert judged == [made[0], made[2]]  # the survivors only, the killed one not again
+    assert [m["status"] for m in again["mutants"]] == ["killed", "killed", "survived"]
+    assert len(again["reruns"]) == 1
+    with pytest.raises(SystemExit, match="changed since its last run"):
+        strings.rerun_survivors(target, {**last, "digest": "0" * 16})
