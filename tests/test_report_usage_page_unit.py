@@ -374,6 +374,7 @@ def test_a_page_without_groups_says_so_instead_of_the_causes(
     assert ('<p class="empty">No GPU-seconds recorded in the last 7d: 2026-10-27 07:52:12 UTC '
             "to 2026-11-03 07:52:12 UTC.</p>") in text
     assert 'class="causes"' not in text
+    assert "each point the GPUs on average over 1m.</p>" in text  # a minute unless told
     assert re.findall(r'data-group="([^"]*)"', text) == ["total"]
     assert math.isclose(json.loads(text.split('id="usage-json">')[1].split("</script>")[0])[
         "since_seconds"], 7 * 86_400.0)
