@@ -113,6 +113,13 @@ class _StepTimer(StepClock):
         self._after_step = None
         super().end_step(now)
 
+    def end_epoch(self) -> None:
+        """The epoch's last step ends; a fetch that found the data's end (an iterable dataset
+        shorter than the Trainer's count of steps) begins no step: the next epoch's first step
+        starts at its own first fetch, not before what comes between the epochs."""
+        self.end_step()
+        self._first_fetch = None
+
 
 # The type of an object, settable even where the class shadows ``__class__`` with a read-only
 # property (Accelerate's DataLoaderShard reports the wrapped loader's class through one).
@@ -216,7 +223,7 @@ class TrainwatchCallback(TrainerCallback):  # type: ignore[misc]
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._timer is not None:
-            self._timer.end_step()
+            self._timer.end_epoch()
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._finish(clean=True)
