@@ -181,14 +181,14 @@ def test_settled_answers_once_nothing_new_came_for_two_grouping_intervals(
     state = StateDir(tmp_path)
     probe = demo_run.settled(state)
     assert probe() is None  # nothing yet, first look: not settled
-    clock.now += 5.9
+    clock.now += 5.75
     assert probe() is None
     deliver(state, note("firing", "a"))
-    clock.now += 6.0
+    clock.now += 6.5
     assert probe() is None  # a new one came: the wait starts again
-    clock.now += 5.99
+    clock.now += 5.5
     assert probe() is None
-    clock.now += 0.01  # 6.0 s, two intervals of 3 s, without news
+    clock.now += 0.5  # 6.0 s, two intervals of 3 s, without news
     assert probe() == [("2026-01-01T00:00:00Z", note("firing", "a"))]
 
 
@@ -472,9 +472,11 @@ def whole(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
     monkeypatch.setattr(demo_run, "start_stack", start_stack)
     monkeypatch.setattr(demo_run, "start_trials", start_trials)
     monkeypatch.setattr(demo_run, "_story", story)
-    monkeypatch.setattr(demo_run, "http_status", lambda u: seen["calls"].append(("http", u)) or (
-        200 if u in (f"http://127.0.0.1:{settings.ports[s]}{demo_run.READY_PATHS[s]}"
-                     for s in ("prometheus", "alertmanager")) else 503))
+    answers = {"prometheus": 200, "alertmanager": 200, "webhook": 204, "grafana": None}
+    by_url = {f"http://127.0.0.1:{settings.ports[s]}{demo_run.READY_PATHS[s]}": answers.get(s, 503)
+              for s in DEFAULT_PORTS}
+    monkeypatch.setattr(demo_run, "http_status", lambda u: seen["calls"].append(("http", u)) or
+                        by_url[u])
     monkeypatch.setattr(show, "print_next_steps", next_steps)
     seen["settings"] = settings
     return seen
@@ -512,3 +514,40 @@ def test_a_failed_story_still_stops_the_trials_and_keeps_what_was_delivered(
         demo_run.run(tmp_path / "s", 45.0, io.StringIO())
     assert "terminate" in whole["trials"]["slow-loader"].asked
     assert not any(c[0] == "next" for c in whole["calls"])
+
+
+def test_a_second_run_in_the_same_state_directory_runs_too(whole: dict[str, Any],
+                                                            tmp_path: Path) -> None:
+    demo_run.run(tmp_path / "s", 45.0, io.StringIO())
+    whole["trials"]["slow-loader"].returncode = None
+    demo_run.run(tmp_path / "s", 45.0, io.StringIO())
+    assert [c[0] for c in whole["calls"] if c[0] == "next"] == ["next", "next"]
+
+
+def test_the_healthy_trial_not_judged_is_waited_for_60_seconds(story: Story,
+                                                               clock: Clock) -> None:
+    deliver(story.state, note("firing", "slow-loader"))
+    story.judged = [[]] * 1000
+    with pytest.raises(DemoError, match="^gave up after 60 s waiting for the healthy trial to "
+                       "be judged$"):
+        tell(story)
+    assert clock.now == 1060.0
+
+
+def test_a_resolution_never_delivered_is_waited_for_60_seconds_after_the_trials(
+        story: Story, clock: Clock) -> None:
+    deliver(story.state, note("firing", "slow-loader"))
+    with pytest.raises(DemoError, match="^gave up after 60 s waiting for the resolution to be "
+                       "delivered$"):
+        tell(story)
+    assert clock.now == 1000.5 + 60.0  # one poll for the judgement, then the resolution's
+
+
+def test_notifications_that_never_settle_are_waited_for_30_seconds(
+        story: Story, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    deliver(story.state, note("firing", "slow-loader"), note("resolved", "slow-loader"))
+    monkeypatch.setattr(demo_run, "settled", lambda state: lambda: None)
+    with pytest.raises(DemoError, match="^gave up after 30 s waiting for Alertmanager's last "
+                       "notifications$"):
+        tell(story)
+    assert clock.now == 1000.5 + 30.0

@@ -8,6 +8,7 @@ that records the templates folder it was given."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ TEMPLATES = Path("/t/templates")
 
 
 def firing(alertname: str, state: str = "firing", **labels: str) -> dict[str, Any]:
-    return {"labels": {"alertname": alertname, **labels}, "state": state}
+    """An alert as Prometheus's JSON gives it (its strings decoded, not the literals here)."""
+    return json.loads(json.dumps({"labels": {"alertname": alertname, **labels}, "state": state}))
 
 
 def test_alerts_are_grouped_per_trial_and_node_sorted_once_each() -> None:

@@ -29,7 +29,9 @@ A, B, C = "http://127.0.0.1:3101", "http://127.0.0.1:3102", "http://127.0.0.1:31
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    return cli._parser().parse_args(list(argv))
+    """Parsed as from a command line: each word a string of its own (as sys.argv's are), never
+    the interned literal the code compares it with."""
+    return cli._parser().parse_args(["".join(list(word)) for word in argv])
 
 
 @dataclass
@@ -394,3 +396,12 @@ def test_only_check_offers_junit_and_trials_since_defaults_to_an_hour(
         1700000000.0)
     with pytest.raises(SystemExit):
         parse("diagnose")  # --experiment is required
+
+
+def test_compare_of_a_rank_on_the_second_server_reads_that_server(
+        world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    world.held = {B: {("e", "t1"), ("e", "t2")}}
+    assert diagnose_cli.run(parse("compare", "--prometheus", A, "--prometheus", B,
+                                  "e/t1", "e/t2/0")) == 0
+    assert capsys.readouterr().out == "TEXT compared e/t1 e/t2/0\n"
+    assert world.calls[-1] == ("compare_refs", B, "e/t1", "e/t2/0", None)

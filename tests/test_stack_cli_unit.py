@@ -21,7 +21,9 @@ from trainwatch.stack.settings import DEFAULT_PORTS, StackSettings
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    return cli._parser().parse_args(["stack", *argv])
+    """Parsed as from a command line: each word a string of its own (as sys.argv's are), never
+    the interned literal the code compares it with."""
+    return cli._parser().parse_args(["stack", *("".join(list(word)) for word in argv)])
 
 
 @pytest.fixture

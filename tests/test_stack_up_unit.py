@@ -458,7 +458,7 @@ def test_the_cli_pointer_is_none_only_where_the_cli_finds_this_stack_already(
     line = f"export TRAINWATCH_STATE_DIR='{state.root}' TRAINWATCH_PROMETHEUS={prom}"
     assert up_mod.cli_pointer(state, prom, {"TRAINWATCH_STATE_DIR": str(state.root)}) is None
     assert up_mod.cli_pointer(state, prom, {"TRAINWATCH_STATE_DIR": str(state.root),
-                                            ENV_PROMETHEUS: prom}) is None
+                                            ENV_PROMETHEUS: "".join(prom)}) is None  # equal
     assert up_mod.cli_pointer(state, prom, {"TRAINWATCH_STATE_DIR": str(state.root),
                                             ENV_PROMETHEUS: "http://127.0.0.1:1"}) == line
     assert up_mod.cli_pointer(state, prom, {"TRAINWATCH_STATE_DIR": str(tmp_path),
@@ -472,3 +472,44 @@ def test_say_defaults_to_printing_each_line(stack: Stack,
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "starting: pushgateway answers (0.0 s)"
     assert out.endswith(f"export {names.ENV_PUSHGATEWAY}={url('pushgateway')}\n")
+
+
+@pytest.mark.parametrize(("log", "kept"), [("", False), ("!", True)])
+def test_a_failed_up_removes_a_new_state_dir_whose_logs_are_all_empty(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch, log: str, kept: bool) -> None:
+    def writes_log(name: str, argv: Any, root: str, path: Path, cwd: Path,
+                   env: Any) -> tuple[Any, ProcRecord]:
+        path.write_text(log)
+        return None, ProcRecord(name, 1000, 99, tuple(argv))
+    monkeypatch.setattr(procs, "spawn", writes_log)
+    stack.fail = "pushgateway"
+    with pytest.raises(StackError):
+        run_up(stack)
+    assert stack.state.root.exists() is kept
+
+
+def test_a_new_state_dir_already_gone_when_up_fails_still_gives_ups_own_error(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    def removed_then_fails(name: str, *args: Any) -> None:
+        shutil.rmtree(stack.state.root)
+        raise StackError("webhook exited")
+    monkeypatch.setattr(health, "wait_ready", removed_then_fails)
+    with pytest.raises(StackError, match="webhook exited"):
+        run_up(stack)
+
+
+def test_asking_a_running_service_for_a_lower_port_is_refused_too(stack: Stack) -> None:
+    stack.alive = {"exporter": stack.record("exporter", port=31910)}
+    with pytest.raises(StackError, match="exporter already runs on port 31910"):
+        run_up(stack, ask(exporter=31900))
+
+
+def test_a_service_whose_command_lost_an_argument_is_restarted(stack: Stack) -> None:
+    stack.extra_arg = {"webhook": "--old-flag"}
+    stack.alive = {"webhook": stack.record("webhook")}
+    stack.extra_arg = {}
+    assert run_up(stack) == EXIT_OK
+    assert stack.said[0] == "webhook: its command line changed; restarting it"
+    assert "webhook" in stack.spawned()

@@ -143,3 +143,37 @@ def test_a_command_that_cannot_run_exits_127_with_the_systems_reason(
 
 def test_the_site_folder_holds_the_sitecustomize_that_times_torch() -> None:
     assert (run.SITE / "sitecustomize.py").is_file()
+
+
+def test_only_a_leading_double_dash_is_dropped_whatever_sorts_before_it(
+        execs: list[tuple[str, list[str], dict[str, str]]]) -> None:
+    for command in (["+x", "--"], ["+", "a"], ["!", "--", "b"]):  # each sorts before "--"
+        execs.clear()
+        assert run.run(parse("--pushgateway", PGW, *command)) == 2
+        assert [(file, argv) for file, argv, _ in execs] == [(command[0], command)]
+
+
+class Stderr:
+    """A stderr that keeps what was written apart from what was flushed."""
+
+    def __init__(self) -> None:
+        self.pending, self.flushed = "", ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        return len(text)
+
+    def flush(self) -> None:
+        self.flushed, self.pending = self.flushed + self.pending, ""
+
+
+def test_the_line_is_flushed_before_the_command_replaces_this_process(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    err = Stderr()
+    at_exec: list[str] = []
+    monkeypatch.setattr(run.sys, "stderr", err)
+    monkeypatch.setattr(run.os, "execvpe", lambda file, argv, env: at_exec.append(err.flushed))
+    monkeypatch.setenv("TRAINWATCH_STATE_DIR", str(tmp_path))
+    assert run.run(parse("--experiment", "e", "--trial", "t", "--pushgateway", PGW, "true")) == 2
+    assert at_exec == [("trainwatch run: experiment e, trial t (names from flags and "
+                       f"environment), pushing to {PGW}\n")]
