@@ -85,8 +85,9 @@ def test_one_name_given_says_where_the_other_came_from_and_an_empty_flag_is_no_f
     [(_, _, env)] = execs
     assert (env[names.ENV_EXPERIMENT], env[names.ENV_TRIAL], env[names.ENV_PUSHGATEWAY]) == (
         "mine", "99", PGW)
+    # The experiment is the flag's, not Slurm's job name: the line says so.
     assert capsys.readouterr().err == ("trainwatch run: experiment mine, trial 99 (names from "
-                                       f"Slurm, Slurm), pushing to {PGW}\n")
+                                       f"flag or environment, Slurm), pushing to {PGW}\n")
     execs.clear()
     monkeypatch.setenv(names.ENV_TRIAL, "env-trial")  # both named: by flag and variable
     assert run.run(parse("--experiment", "mine", "--", "true")) == 2
@@ -177,3 +178,13 @@ def test_the_line_is_flushed_before_the_command_replaces_this_process(
     assert run.run(parse("--experiment", "e", "--trial", "t", "--pushgateway", PGW, "true")) == 2
     assert at_exec == [("trainwatch run: experiment e, trial t (names from flags and "
                        f"environment), pushing to {PGW}\n")]
+
+
+def test_a_trial_named_by_its_variable_and_an_experiment_chosen_here_say_so_each(
+        execs: list[tuple[str, list[str], dict[str, str]]], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(names.ENV_TRIAL, "lr-0.1")
+    monkeypatch.setenv("SLURM_JOB_ID", "99")  # not the trial: the variable names it
+    assert run.run(parse("--pushgateway", PGW, "python", "train.py")) == 2
+    assert capsys.readouterr().err == ("trainwatch run: experiment train, trial lr-0.1 (names "
+                                       f"from the script, flag or environment), pushing to {PGW}\n")

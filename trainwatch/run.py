@@ -53,10 +53,14 @@ def environment(args: argparse.Namespace, env: dict[str, str]) -> tuple[dict[str
         if value:
             out[variable] = value
     experiment, trial, where = naming.choose(out, command)
-    picked = [v for v in (names.ENV_EXPERIMENT, names.ENV_TRIAL) if out.get(v)]
+    picked = [bool(out.get(v)) for v in (names.ENV_EXPERIMENT, names.ENV_TRIAL)]
     out.setdefault(names.ENV_EXPERIMENT, experiment)
     out.setdefault(names.ENV_TRIAL, trial)
-    source = "flags and environment" if len(picked) == 2 else where
+    # naming's "<the experiment's source>, <the trial's>", each named here the flag's or
+    # variable's where one was given (naming leaves those to the library and does not say so)
+    source = "flags and environment" if all(picked) else ", ".join(
+        "flag or environment" if given else chosen
+        for given, chosen in zip(picked, where.split(", ", 1), strict=True))
     try:
         out[names.ENV_PUSHGATEWAY] = pushgateway_url(None, out)  # the flag's, the variable's
     except NoPrometheus:
