@@ -58,9 +58,9 @@ def environment(args: argparse.Namespace, env: dict[str, str]) -> tuple[dict[str
     out.setdefault(names.ENV_TRIAL, trial)
     # naming's "<the experiment's source>, <the trial's>", each named here the flag's or
     # variable's where one was given (naming leaves those to the library and does not say so)
+    chosen = where.split(", ")
     source = "flags and environment" if all(picked) else ", ".join(
-        "flag or environment" if given else chosen
-        for given, chosen in zip(picked, where.split(", ", 1), strict=True))
+        "flag or environment" if given else chosen[i] for i, given in enumerate(picked))
     try:
         out[names.ENV_PUSHGATEWAY] = pushgateway_url(None, out)  # the flag's, the variable's
     except NoPrometheus:
