@@ -398,9 +398,18 @@ def test_off_the_main_thread_no_handler_is_put_in_or_taken_out(
                                 lambda s: None)
 
     def in_a_thread(call: Any) -> None:
-        thread = threading.Thread(target=call)
+        raised: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                call()
+            except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+                raised.append(exc)
+
+        thread = threading.Thread(target=run)
         thread.start()
         thread.join()
+        assert raised == []
 
     in_a_thread(profiler.install)
     assert signal.getsignal(signal.SIGUSR2) is user
