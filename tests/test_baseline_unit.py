@@ -6,6 +6,7 @@ one boundary the module reads through (``_per_run`` and ``batched.read``)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from typing import Any
 
@@ -453,3 +454,89 @@ def test_a_life_under_a_second_has_a_rate_and_one_under_zero_none(
     found = fresh()
     found.read_rates([short, skewed])
     assert found.rates(short) == (6.0, 6.0) and found.rates(skewed) == (None, None)
+
+
+# -- the GPU products' queries, answered as Prometheus answers them ----------------------------
+
+_AGGREGATE = re.compile(r"\Amax by \((?P<by>[\w, ]*)\) \((?P<metric>[\w:]+)\{(?P<inner>.*)\}\)\Z")
+_MATCHER = re.compile(r'(\w+)(=~|=)"((?:[^"\\]|\\.)*)", ?')
+
+
+def answered(series: list[dict[str, str]], expr: str) -> list[tuple[dict[str, str], float]]:
+    """``max by (labels) (metric{matchers})`` over ``series`` (each a sample of value 1): the
+    series the matchers select (an absent label is ""), one per value of the ``by`` labels,
+    with only those labels, as Prometheus answers it."""
+    found = _AGGREGATE.match(expr)
+    assert found is not None, expr
+    labels = [label.strip() for label in found["by"].split(",")]
+    wanted = [(k, op, json.loads(f'"{v}"')) for k, op, v in _MATCHER.findall(found["inner"] + ", ")]
+    groups: dict[tuple[str, ...], dict[str, str]] = {}
+    for s in series:
+        if s["__name__"] != found["metric"] or not all(
+                (re.fullmatch(v, s.get(k, "")) if op == "=~" else s.get(k, "") == v)
+                for k, op, v in wanted):
+            continue
+        key = tuple(s.get(label, "") for label in labels)
+        groups[key] = {k: v for k, v in zip(labels, key) if v}
+    return [(group, 1.0) for group in groups.values()]
+
+
+def test_a_runs_products_are_the_names_of_its_own_gpus_uuids_kept_apart_by_uuid(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ended = make("a", start=1_000.0, end=1_250.0)
+    other = make("b", start=2_000.0, end=2_250.0)
+    held = [{"__name__": names.GPU_INFO, "experiment": "e", "trial": trial, "rank": "0",
+             "uuid": uuid, "pid": pid, "job": "trainwatch_trial"}
+            for trial, uuid, pid in (("a", "GPU-1", "1"), ("a", "GPU-1", "2"),  # two processes
+                                     ("a", "GPU-2", "1"), ("b", "GPU-3", "1"))]
+    products = [{"__name__": baseline.GPU_IDENTITY, "uuid": uuid, "name": name,
+                 "instance": instance}
+                for uuid, name, instance in (("GPU-1", "H100", "n1:9400"),
+                                             ("GPU-1", "H100", "n1:9401"),  # a second exporter
+                                             ("GPU-2", "H100 NVL", "n1:9400"),
+                                             ("GPU-3", "A100", "n2:9400"),
+                                             ("GPU-4", "B200", "n3:9400"))]  # nobody's
+    monkeypatch.setattr(baseline.batched, "read", lambda api, items, kind=None: [
+        answered(held + products, expr) for expr, _ in items])
+    found = fresh()
+    found.read_gpus([ended, other])
+    # each run's own products, each GPU's by its uuid: not another's, not one left unnamed
+    assert found.gpus(ended) == frozenset({"H100", "H100 NVL"})
+    assert found.gpus(other) == frozenset({"A100"})
+
+
+def test_the_json_names_each_figure_as_the_baseline_and_the_trials_rows_name_it() -> None:
+    # every figure a value of its own, so that one said under another's name shows
+    j = Judgement("slower", 3, median=16.0, change=-0.21875, low=-0.0625, high=0.09375)
+    why = [compare.Change(names.DATALOADER_NEXT, 0.0214, 0.853)]
+    b = Baseline("e/t", "the median of the last 3 runs of e", "step", 12.5,
+                 ["e/a", "e/b", "e/c"], [15.0, 16.0, 17.5], j, reasons=why)
+    said = b.as_dict()
+    plain = [f.name for f in dataclasses.fields(Baseline)
+             if f.name not in ("reference", "comparison", "judgement", "reasons")]
+    assert {k: said.get(k) for k in plain} == {k: getattr(b, k) for k in plain}
+    assert (said["trial"], said["state"], said["line"]) == ("e/t", "slower", b.line())
+    assert said["judgement"] == {f.name: getattr(j, f.name) for f in dataclasses.fields(j)}
+    assert said["reasons"] == [{f.name: getattr(r, f.name) for f in dataclasses.fields(r)}
+                               for r in why]
+    # the change under the names `trials --json` gives it in a row that holds this baseline
+    run = make("t", start=1_000.0, end=1_500.0)
+
+    class Judged(Listed):
+        def read_gpus(self, runs: Any) -> None:
+            pass
+
+        def read_rates(self, runs: Any) -> None:
+            pass
+
+        def of(self, run: Run, pinned: str = baseline.AUTO, reasons: bool = True) -> Baseline:
+            return b
+
+    shown = TrialRow("e", "t", "0", "node", None, None, None, None, False, pid=run.pid,
+                     started=run.start)
+    for_rows(Judged({run: 1.0}), [shown])
+    vs = [f.name for f in dataclasses.fields(TrialRow) if f.name.startswith("vs_baseline")]
+    assert len(vs) == 2 and {k: said.get(k) for k in vs} == {k: getattr(shown, k) for k in vs}
+    assert said["vs_baseline"] != said["vs_baseline_text"]
+    # nothing else: not the comparison (its sides are diagnose's), not the reference twice
+    assert set(said) == {"trial", "state", "line", "judgement", "reasons", *plain, *vs}
