@@ -161,3 +161,45 @@ def test_reads_with_no_block_device_series_are_all_remote_and_idle_cores_need_bo
     assert evaluate(c.IDLE_CORES, {"node_cpu": 0.75, "cpu_count": 16.0}) == 4.0
     assert evaluate(c.IDLE_CORES, {"node_cpu": 0.75}) is None
     assert evaluate(c.IDLE_CORES, {"cpu_count": 16.0}) is None
+
+
+def test_a_cause_threshold_is_named_as_thresholds_yaml_and_its_annotation_name_it() -> None:
+    """docs/design.md: the loader's thresholds are `causes` under their alert, carried to
+    diagnose as its ``cause_<name>`` annotations: a cause threshold's name is its key."""
+    keyed = [t for d in (c.LOADER, c.EXCHANGE) for t in d.thresholds if t.key is not None]
+    assert len(keyed) == 5  # four of the loader's, one of the exchange's
+    assert [t.name for t in keyed] == [t.key for t in keyed]
+
+
+# What `decide`'s callers give it: each figure and threshold by the name the module's example
+# (and exchange.decide's) spells, not through the table's objects.
+LOADER_AT = {"worker_busy": 0.5, "disk_busy": 0.6, "network_busy": 0.6, "rchar_over_read": 4.0,
+             "cpu_saturated": 0.9}
+# A rank whose workers wait, on a node with 4 idle cores of 16 and nothing else busy.
+WAITING = {"worker_cpu": 0.2, "node_cpu": 0.75, "cpu_count": 16.0, "disk_busy": 0.1,
+           "read_bytes": 5e5, "rchar": 6e5, "network_busy": 0.1}
+
+
+@pytest.mark.parametrize(("figures", "cause"), [
+    ({**WAITING, "worker_cpu": 0.7}, "too_few_workers"),
+    ({**WAITING, "worker_cpu": 0.7, "node_cpu": 0.95}, "decode_bound"),  # saturated: no core
+    ({**WAITING, "disk_busy": 0.8}, "storage_bound"),
+    ({**WAITING, "rchar": 3e6, "network_busy": 0.7}, "remote_storage"),
+    (WAITING, "latency_bound")])
+def test_the_loader_decision_reads_figures_and_thresholds_by_their_names(
+        figures: dict[str, float], cause: str) -> None:
+    assert decide(c.LOADER, figures, LOADER_AT) == cause
+
+
+EXCHANGE_AT = {"straggler": 1.25, "dataloader_bound": 0.3, "network_busy": 0.6}
+QUIET = {"straggler_ratio": 1.1, "loader_share": 0.1, "network_busy": 0.2}
+
+
+@pytest.mark.parametrize(("figures", "cause"), [
+    ({**QUIET, "straggler_ratio": 1.4}, "straggler"),
+    ({**QUIET, "loader_share": 0.35}, "loader"),
+    ({**QUIET, "network_busy": 0.9}, "network"),
+    (QUIET, "exchange")])
+def test_the_exchange_decision_reads_figures_and_thresholds_by_their_names(
+        figures: dict[str, float], cause: str) -> None:
+    assert decide(c.EXCHANGE, figures, EXCHANGE_AT) == cause
