@@ -3,6 +3,9 @@ tests/test_after_the_run_live.py)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from trainwatch.diagnose import compare
@@ -12,6 +15,7 @@ from trainwatch.diagnose.runs import (
     FAILED,
     RUNNING,
     STALE,
+    STATES,
     TERMINATED,
     Run,
     latest_per_rank,
@@ -135,3 +139,18 @@ def test_a_life_range_is_offset_from_the_last_sample_back_to_the_final_push() ->
     assert longer.filled_life_range("129s") == "[1s] offset 260s"
     assert longer.filled_life_range("130s") is None
     assert longer.filled_life_range("3m") is None  # shorter than the window: nothing filled
+
+
+def test_the_state_words_are_the_ones_the_design_gives_each_its_own() -> None:
+    """docs/design.md ("Its state is one word, the same in diagnose, trials, compare and
+    report"): the words, in its order, and each state a run can be says its own."""
+    design = (Path(__file__).resolve().parent.parent / "docs" / "design.md").read_text()
+    said = re.search(r"Its state is one word, the same in [^:]*:(.*?)\.\n", design, re.DOTALL)
+    assert said is not None
+    words = re.findall(r"`([^`]+)`", re.sub(r"\([^)]*\)", "", said[1]))  # not what is in ()
+    assert STATES == tuple(words) == ("running", "ended clean", "failed", "terminated", "stale")
+    ended = {reason: run(exit_reason=reason).state(stale_after=5.0, now=9e9)
+             for reason in (names.EXIT_CLEAN, names.EXIT_FAILED, names.EXIT_TERMINATED)}
+    assert list(ended.values()) == [ENDED_CLEAN, FAILED, TERMINATED] == list(words[1:4])
+    pushing = run(current=True, pushed=195.0)
+    assert [pushing.state(5.0, now) for now in (200.0, 201.0)] == [words[0], words[4]]

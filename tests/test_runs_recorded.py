@@ -39,14 +39,16 @@ EDGE = BASE + 385 - WIDE
 
 
 def _run(trial: str, rank: str, pid: str, times: list[float], started: float,
-         exit_reason: str | None = None, experiment: str = "e") -> list[tuple[str, float, int]]:
+         exit_reason: str | None = None, experiment: str = "e",
+         nodename: str = "n1") -> list[tuple[str, float, int]]:
     """(series, value, time) samples of one run as Prometheus scrapes its Pushgateway group:
     its info (with pid), its start time, push_time_seconds one second before each scrape and,
     in its final push only, the exit marker."""
     key = f'experiment="{experiment}",trial="{trial}",rank="{rank}"'
     out = []
     for t in times:
-        out.append((f'{names.TRIAL_INFO}{{{key},pid="{pid}",nodename="n1",world_size="2"}}', 1, t))
+        out.append((f'{names.TRIAL_INFO}{{{key},pid="{pid}",nodename="{nodename}",world_size="2"}}',
+                    1, t))
         out.append((f"{names.START_TIME}{{{key}}}", started, t))
         out.append((f"push_time_seconds{{{key}}}", t - 1, t))
     if exit_reason is not None:
@@ -71,6 +73,11 @@ RUNS = [
     *_run("t", "0", "800", [BASE + 207, BASE + 209], BASE + 206, experiment="q"),
     # experiment m: samples off the whole second, its last 501 ms into its last 1 s bucket
     *_run("t", "0", "900", [BASE + 250.5, BASE + 251.0, BASE + 251.501], BASE + 249, experiment="m"),
+    # experiment c: a container's process (pid 1) that failed on one node and its restart, pid
+    # 1 again, on another node
+    *_run("t", "0", "1", [BASE + 300, BASE + 305, BASE + 310], BASE + 299, names.EXIT_FAILED,
+          "c", nodename="n1"),
+    *_run("t", "0", "1", [BASE + 330, BASE + 335], BASE + 329, experiment="c", nodename="n2"),
 ]
 
 
@@ -274,3 +281,27 @@ def test_a_bucket_time_that_is_no_unix_time_is_refused_as_one() -> None:
         with pytest.raises(PrometheusError, match=r"answered .*_over_time\(timestamp.* with "
                            r"'-5' where a Unix time \(finite, 0 to 4102444800: 1970 to 2100\)"):
             find_runs(PrometheusAPI(url), 600, now=1795696000.0)
+
+
+def test_a_restart_with_the_same_pid_on_another_node_is_another_run(api: PrometheusAPI) -> None:
+    runs = find_runs(api, 600, experiment="c", now=BASE + 340.25)
+    assert [(r.nodename, r.first - BASE, r.last - BASE) for r in runs] == [
+        ("n1", 300, 310), ("n2", 330, 335)]
+    assert [r.exit_reason for r in runs] == ["failed", None]
+
+
+def test_a_run_one_bound_read_finds_and_the_other_does_not_waits_for_the_next_read(
+        api: PrometheusAPI, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first and last buckets are two queries: a run whose first sample came between them
+    is in one answer only, and is left out (found whole by the next read), not half read."""
+    get = PrometheusAPI.get
+
+    def late(self: PrometheusAPI, path: str, **params: str) -> Any:
+        data = get(self, path, **params)
+        if params.get("query", "").startswith("max_over_time("):  # read before it came
+            data["result"] = [s for s in data["result"] if s["metric"].get("pid") != "200"]
+        return data
+
+    monkeypatch.setattr(PrometheusAPI, "get", late)
+    runs = find_runs(api, 600, experiment="e", trial="t", now=BASE + 400.25)
+    assert sorted(r.pid for r in runs) == ["100", "300"]
