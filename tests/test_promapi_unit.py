@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import typing
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +25,7 @@ from trainwatch.promapi import (
     LARGEST_COUNT,
     POST_PAST,
     TIME,
+    Kind,
     PrometheusAPI,
     PrometheusError,
     _number,
@@ -107,7 +109,8 @@ def test_an_instant_query_is_a_get_of_query_at_prometheus_now_or_at_the_pinned_i
     script.answer(vector())
     api.pinned(1_700_000_000.12345).query("up")
     [sent] = script.requests
-    assert sent.query == {"query": ["up"], "time": ["1700000000.123"]}
+    assert (sent.method, sent.path, sent.query) == ("GET", "/api/v1/query",  # an instant too
+                                                    {"query": ["up"], "time": ["1700000000.123"]})
 
 
 def test_a_call_with_no_parameters_has_no_query_string(api: PrometheusAPI, script: Script) -> None:
@@ -437,3 +440,21 @@ def test_a_long_string_in_an_answer_is_quoted_cut_to_40_characters(
     assert str(caught.value).endswith(
         "an alert without its labels or state ({'labels': {'a': 1}, "
         "'state': 'yyyyyyyyyyyyyyyyy...yyyyyyyyyyyyyyyyyy'})")
+
+
+def test_each_kind_the_type_allows_is_checked_as_its_name_says(api: PrometheusAPI,
+                                                                script: Script) -> None:
+    """Kind's values as a caller may spell them: "any" takes every float, "count" a whole
+    number 0 to 2**53, "time" a Unix time 1970 to 2100 (5e9 s is past 2100, under 2**53)."""
+    def takes(kind: Any, value: str) -> bool:
+        script.answer(vector(({}, [1.0, value])))
+        try:
+            api.query("x", kind)
+        except PrometheusError:
+            return False
+        return True
+
+    found = {kind: tuple(takes(kind, v) for v in ("-1", "5e9", "NaN", "7"))
+             for kind in typing.get_args(Kind)}
+    assert found == {"any": (True, True, True, True), "count": (False, True, False, True),
+                     "time": (False, False, False, True)}
