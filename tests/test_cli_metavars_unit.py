@@ -1,0 +1,51 @@
+"""What `trainwatch <command> --help` and a usage error show an option's value as: every option
+parsed as a duration (cliutil.duration, span: ``90``, ``30m``, ``1h30m``) shows DURATION, whatever
+the command, and every option naming a server (Prometheus, the Pushgateway) shows URL, so the
+usage line says what to write there."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from trainwatch import cli
+from trainwatch.cliutil import duration, span
+
+
+def commands() -> dict[str, argparse.ArgumentParser]:
+    [sub] = [a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    found = dict(sub.choices)
+    for name, parser in list(found.items()):  # `trainwatch baseline set`, ...: one level more
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                found |= {f"{name} {n}": p for n, p in a.choices.items()}
+    return found
+
+
+def shown(parser: argparse.ArgumentParser, option: str) -> str | None:
+    """The word the usage line shows after ``option`` (None: it takes no value)."""
+    usage = " ".join(parser.format_usage().split())
+    found = re.search(rf"\[?{re.escape(option)}(?: ([A-Z_]+))?[\] ]", usage + " ")
+    assert found is not None, (option, usage)
+    return found[1]
+
+
+def test_every_duration_option_shows_duration_in_every_command() -> None:
+    seen = []
+    for name, parser in commands().items():
+        for a in parser._actions:
+            if a.type in (duration, span):
+                seen.append((name, a.option_strings[-1], shown(parser, a.option_strings[-1])))
+    assert {word for *_, word in seen} == {"DURATION"}, seen
+    # gc's four, among them
+    assert {o for n, o, _ in seen if n == "gc"} == {"--max-age", "--ended-after", "--timeout",
+                                                    "--budget"}
+
+
+def test_every_server_option_shows_url() -> None:
+    # `trainwatch run --pushgateway` shows PUSHGATEWAY (no metavar): left to its owner
+    seen = [(name, option, shown(parser, option)) for name, parser in commands().items()
+            for a in parser._actions for option in a.option_strings[-1:]
+            if option in ("--prometheus", "--pushgateway") and name != "run"]
+    assert {word for *_, word in seen} == {"URL"}, seen
+    assert ("gc", "--pushgateway", "URL") in seen
