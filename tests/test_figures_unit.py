@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from trainwatch.contract import remedies
-from trainwatch.contract.alerts import TRIAL_STALE
+from trainwatch.contract.alerts import RANK_STRAGGLER, TRIAL_STALE
+from trainwatch.contract.promql import select
 from trainwatch.contract.records import RecordNames
 from trainwatch.diagnose import figures
 from trainwatch.diagnose.deployed import AlertRule, Deployment
@@ -455,3 +456,25 @@ def test_an_unknown_experiment_lists_the_experiments_or_says_there_are_none() ->
 
 def test_push_age_is_seconds_since_each_ranks_last_push() -> None:
     assert figures.push_age(experiment="e", trial="t") == AGE
+
+
+def test_a_straggler_is_named_with_the_node_its_own_info_says() -> None:
+    """The trial's ranks' nodes (each rank's trainwatch_trial_info nodename) name a straggler
+    where it runs: rank 1 on n2, not rank 0's node nor none."""
+    deployment = Deployment(RecordNames("5m"), {
+        TRIAL_STALE: AlertRule(TRIAL_STALE, 40.0, "x"),
+        RANK_STRAGGLER: AlertRule(RANK_STRAGGLER, 1.25, "fix the slow rank")})
+    own = select(deployment.names.rank_step_mean, experiment="e", trial="t")
+    rows = two_ranks()  # rank 0 on n1, rank 1 on n2
+
+    class Spread(FakeAPI):
+        def query(self, expr: str, kind: Any = None) -> list[tuple[dict[str, str], float]]:
+            if expr == own:
+                return [(lab("0"), 0.2), (lab("1"), 0.32)]
+            if expr.startswith(f"{own} / on"):  # each rank's own step over the median's
+                return [(lab("0"), 0.8), (lab("1"), 1.6)]
+            return super().query(expr, kind)
+
+    got = by_rank(gather_figures(Spread(rows), deployment, "e", "t"))  # type: ignore[arg-type]
+    spread = got["t/0"][0].ranks
+    assert spread is not None and spread.stragglers == (("1", "n2", 1.6),)
