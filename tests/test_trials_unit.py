@@ -23,6 +23,7 @@ from trainwatch.contract.records import RecordNames
 from trainwatch.diagnose import trials
 from trainwatch.diagnose.deployed import AlertRule, Deployment
 from trainwatch.diagnose.runs import ENDED_CLEAN, FAILED, RUNNING, STALE, Run
+from trainwatch.promapi import ANY, PrometheusAPI, PrometheusError
 from trial_instrumentation import names
 
 NOW = 10_000.0
@@ -342,3 +343,31 @@ def test_a_nodes_instances_are_read_over_the_whole_lookback() -> None:
                                  0.2) == {"b": [""]}
     assert trials.node_instances(FakeAPI({(None, hosts("1s")): [({"nodename": "b"}, 1.0)]}),  # type: ignore[arg-type]
                                  0.0) == {"b": [""]}
+
+
+class Checked(FakeAPI):
+    """FakeAPI whose answers are checked as the real client checks each value it is asked
+    for (PrometheusAPI._sample with the kind asked: a count, a time, any number)."""
+
+    def pinned(self, at: float | None) -> Checked:
+        return Checked(self.rows, self.series, at, self.log)
+
+    def query(self, expr: str, kind: Any = None) -> list[tuple[dict[str, str], float]]:
+        found = super().query(expr, kind)
+        client = PrometheusAPI("http://127.0.0.1:9")
+        return [(labels, client._sample([NOW, str(value)], kind or ANY, expr)[1])
+                for labels, value in found]
+
+
+def test_an_ended_runs_steps_are_read_as_a_count_and_its_other_figures_as_numbers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    given_runs(monkeypatch, [R2])
+    r2 = life("u", "0", "[1005s] offset 5s", "[705s] offset 5s")
+    [row] = trials.list_trials(Checked(table()), DEPLOYMENT, "e", now=NOW)  # type: ignore[arg-type]
+    assert row.steps == 2010
+    negative = table() | {(6000.0, r2["gpu"]): [(lab("u", "0"), -0.5)]}  # any number: kept
+    [row] = trials.list_trials(Checked(negative), DEPLOYMENT, "e", now=NOW)  # type: ignore[arg-type]
+    assert row.gpu_busy == -0.5
+    broken = table() | {(6000.0, r2["steps"]): [(lab("u", "0"), -3.0)]}  # no count of steps
+    with pytest.raises(PrometheusError, match=r"'-3.0' where a count .* is due"):
+        trials.list_trials(Checked(broken), DEPLOYMENT, "e", now=NOW)  # type: ignore[arg-type]
