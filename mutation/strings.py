@@ -16,7 +16,8 @@ against it (``pytest -x``), as mutation/run.py runs cosmic-ray's. Killed: a test
 out. Results are kept in mutation/string_results/NAME.json (committed) and summed up in
 docs/string-mutation-report.md; a survivor that cannot change behaviour is explained in
 mutation/string_equivalents.toml (module, the stripped source line, the literal and its mutant,
-why). Docstrings, f-strings, type annotations and the ``__main__`` guard are not mutated.
+why). Docstrings, f-strings, type annotations, ``__all__`` and the ``__main__`` guard are not
+mutated.
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def _skipped(tree: ast.AST) -> set[int]:
         if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) \
                 and node.left.id == "__name__":
             skipped |= {id(child) for child in ast.walk(node)}
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
+                                                for t in node.targets):
+            skipped |= {id(child) for child in ast.walk(node.value)}  # star imports' list
     return skipped
 
 

@@ -15,6 +15,8 @@ from mutation.strings import Mutant, apply, explain, mutants
 SOURCE = '''"""Module docstring: "rank", "trial"."""
 from __future__ import annotations
 
+__all__ = ["BY", "LABEL", "f"]
+
 BY = "experiment, trial, rank"
 LABEL = "trial"
 
@@ -32,16 +34,17 @@ if __name__ == "__main__":
 def test_names_are_swapped_for_the_next_name_and_lists_lose_their_last_name() -> None:
     found = [(m.line, m.original, m.mutant, m.kind) for m in mutants("m.py", SOURCE)]
     assert found == [
-        (4, "experiment, trial, rank", "experiment, trial", "drop"),
-        (5, "trial", "ignored", "swap"),  # names sorted: ignored, rank, trial (wraps around)
-        (10, "rank", "trial", "swap"),
-        (14, "ignored", "rank", "swap"),
+        (6, "experiment, trial, rank", "experiment, trial", "drop"),
+        (7, "trial", "ignored", "swap"),  # names sorted: ignored, rank, trial (wraps around)
+        (12, "rank", "trial", "swap"),
+        (16, "ignored", "rank", "swap"),
     ]
 
 
 def test_docstrings_fstrings_annotations_and_the_main_guard_are_left_alone() -> None:
     originals = {m.source for m in mutants("m.py", SOURCE)}
-    assert not any("__main__" in s or '"""' in s or "Frame" in s for s in originals)
+    assert not any("__main__" in s or '"""' in s or "Frame" in s or "__all__" in s
+                   for s in originals)
     assert all(m.original != "Frame" and m.original != "__main__" for m in mutants("m.py", SOURCE))
 
 
