@@ -516,6 +516,22 @@ def test_a_loader_finding_says_what_the_same_figures_also_show(
         f"  also: {note}" for note in notes]
 
 
+def test_a_copy_bound_verdict_carries_what_its_phases_hide_as_the_loaders_does() -> None:
+    """The sibling of the loader's notes: the copies' share is to_device plus from_device, so
+    neither of them is the larger share elsewhere; train_batch is, and the saturated CPUs."""
+    d = Deployment.from_rules(loaded_rules())
+    v = verdict_module.decide(verdict_module.Measurements(
+        {"to_device": 0.25, "from_device": 0.125, "train_batch": 0.5}, node_cpu=0.95), d.alerts)
+    assert (v.kind, v.notes) == ("memory_copies", (
+        ("train_batch takes a larger share of the step (50.0%): with a faster copy, the step "
+         "is the limit"),
+        ("node CPUs saturated (95.0% > threshold 90.0%): the loader and the training compete "
+         "for them")))
+    v = verdict_module.decide(verdict_module.Measurements(
+        {"to_device": 0.25, "from_device": 0.125, "train_batch": 0.3}, node_cpu=0.5), d.alerts)
+    assert (v.kind, v.notes) == ("memory_copies", ())  # 37.5% copies: the largest
+
+
 def test_a_cpu_finding_carries_no_phase_note() -> None:
     d = Deployment.from_rules(loaded_rules())
     v = verdict_module.decide(verdict_module.Measurements(
