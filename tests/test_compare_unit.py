@@ -516,3 +516,19 @@ def test_one_run_read_twice_while_it_runs_is_the_same_run_however_spelled(
     monkeypatch.setattr(compare, "run_side", lambda *_: next(sides))
     found = compare.compare_refs(None, None, "e/t", "e/t/0", now=300.0)  # type: ignore[arg-type]
     assert found.delta_step_seconds == pytest.approx(0.1)
+
+
+def test_two_runs_are_compared_whichever_sorts_first(runs: Known) -> None:
+    runs += [key_run("a", "0"), key_run("b", "1")]
+    found = compare.compare_refs(None, DEPLOYMENT, "e/b/1", "e/a", now=NOW)  # type: ignore[arg-type]
+    assert (found.a.reference, found.b.reference) == ("e/b rank 1", "e/a")
+    assert found.delta_step_seconds == pytest.approx(1.0)
+
+
+def test_a_difference_of_exactly_the_resolution_is_no_change() -> None:
+    tiny = compare.RESOLUTION  # against a step of 0 s: 1% of it is 0, the resolution decides
+    found = compare.compare(side("a", tiny, {}), side("b", 0.0, {}))
+    assert found.summary.startswith("No change: ") and found.changes == []
+    found = compare.compare(side("a", 2 * tiny, {}), side("b", 0.0, {}))
+    assert found.summary.startswith("a takes 0.0 ms per step, infx b's")
+    assert [(c.phase, c.explained) for c in found.changes] == [(compare.UNTIMED, 1.0)]
