@@ -13,7 +13,9 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-ENV_STATE_DIR = "TRAINWATCH_STATE_DIR"
+from trial_instrumentation import names
+
+ENV_STATE_DIR = names.CLI_ENV_STATE_DIR
 # The checkout holding prometheus/, grafana/ and exporter/ (`pip install -e .` keeps it there).
 REPO = Path(__file__).resolve().parent.parent
 

@@ -20,7 +20,7 @@ from trainwatch.layout import ENV_STATE_DIR, StateDir
 from trainwatch.procs import CorruptRecord, ProcRecord
 from trial_instrumentation import names
 
-ENV_PROMETHEUS = "TRAINWATCH_PROMETHEUS"
+ENV_PROMETHEUS = names.CLI_ENV_PROMETHEUS
 # How the stack tells each of its services where to listen; read back from a process's argv.
 LISTEN_FLAG = "--web.listen-address="
 

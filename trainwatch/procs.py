@@ -18,8 +18,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-MARK_STACK = "TRAINWATCH_STACK"
-MARK_SERVICE = "TRAINWATCH_STACK_SERVICE"
+from trial_instrumentation import names
+
+MARK_STACK = names.CLI_ENV_STACK
+MARK_SERVICE = names.CLI_ENV_STACK_SERVICE
 
 
 class CorruptRecord(ValueError):

@@ -158,9 +158,14 @@ ENV_SLURM_JOB_NAME = "SLURM_JOB_NAME"
 # run`): set (not 0) with trial_instrumentation/auto/site on PYTHONPATH, it times the process.
 AUTO_ENV = "TRAINWATCH_AUTO"
 # TRAINWATCH_* variables that other parts of trainwatch read (the operator CLI and the stack it
-# starts): not the library's, but not a typo either.
-OTHER_ENV = ("TRAINWATCH_PROMETHEUS", "TRAINWATCH_STATE_DIR", "TRAINWATCH_STACK",
-             "TRAINWATCH_STACK_SERVICE", "TRAINWATCH_DEMO_STATE_DIR", AUTO_ENV)
+# starts): not the library's, but not a typo either. Defined here, read there.
+CLI_ENV_PROMETHEUS = "TRAINWATCH_PROMETHEUS"  # trainwatch/lookup.py: the Prometheus to ask
+CLI_ENV_STATE_DIR = "TRAINWATCH_STATE_DIR"  # trainwatch/layout.py: the local stack's folder
+CLI_ENV_STACK = "TRAINWATCH_STACK"  # trainwatch/procs.py: marks the stack's processes
+CLI_ENV_STACK_SERVICE = "TRAINWATCH_STACK_SERVICE"  # ... and which service each one is
+CLI_ENV_DEMO_STATE_DIR = "TRAINWATCH_DEMO_STATE_DIR"  # an older `make demo`'s: read by none now
+OTHER_ENV = (CLI_ENV_PROMETHEUS, CLI_ENV_STATE_DIR, CLI_ENV_STACK, CLI_ENV_STACK_SERVICE,
+             CLI_ENV_DEMO_STATE_DIR, AUTO_ENV)
 # torchrun's variables. LOCAL_RANK picks the GPU a rank reports when nothing better is known
 # (see torch_devices.training_devices).
 ENV_RANK = "RANK"
