@@ -4,6 +4,7 @@ written back, and the report's counts."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +142,17 @@ def test_survivors_run_again_keep_the_killed_and_drop_what_is_no_longer_made(
     assert len(again["reruns"]) == 1
     with pytest.raises(SystemExit, match="changed since its last run"):
         strings.rerun_survivors(target, {**last, "digest": "0" * 16})
+
+
+def test_kept_results_lose_the_mutants_no_longer_made_only_while_the_module_is_unchanged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = "trainwatch/gc.py"
+    made = mutants(path, (strings.REPO / path).read_text())
+    gone = {**result("gc", ["survived"])["mutants"][0], "path": path}
+    kept = {**vars(made[0]), "status": "killed"}
+    monkeypatch.setattr(strings, "RESULTS", tmp_path)
+    targets = {"gc": {"name": "gc", "module": path, "tests": []}}
+    for digest, expected in ((strings._digest([path]), [kept]), ("0" * 16, [kept, gone])):
+        (tmp_path / "gc.json").write_text(json.dumps(
+            {"name": "gc", "digest": digest, "mutants": [kept, gone]}))
+        assert strings._load_all(targets)[0]["mutants"] == expected
