@@ -394,3 +394,15 @@ def test_this_machines_nics_report_a_speed_only_where_sysfs_has_a_positive_one()
         expected = link_speed_bytes(Path("/sys/class/net"), device)
         assert registry.get_sample_value("trainwatch_network_speed_bytes",
                                          {"device": device}) == expected, device
+
+
+@pytest.mark.parametrize(("broken", "section"), [
+    ("cpu_times", "cpu"), ("virtual_memory", "memory"), ("net_io_counters", "network"),
+    ("disk_io_counters", "disk"),
+])
+def test_the_error_names_the_section_that_failed_and_no_other(broken: str, section: str) -> None:
+    from exporter.collector import CollectorError
+    collector = HostCollector(FakePsutil({"vda": disk_io(3)}, broken=broken), nodename="n1")
+    with pytest.raises(CollectorError) as err:
+        list(collector.collect())
+    assert str(err.value) == f"{section}: OSError('cannot read {broken}')"

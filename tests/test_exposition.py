@@ -11,7 +11,12 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    UnknownMetricFamily,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import exposition
@@ -206,3 +211,13 @@ def test_a_new_process_empties_the_memo_after_exactly_its_bound(
     more.add_metric(["new"], 2.0)
     assert render([more]).decode().splitlines()[2] == 'trainwatch_test_reads_total{device="new"} 2.0'
     assert exposition._kept == 1 and list(exposition._series[COUNTER]) == [("new",)]
+
+
+def test_a_foreign_unknown_family_is_written_untyped() -> None:
+    unknown = UnknownMetricFamily("trainwatch_test_odd", "Odd.", labels=["k"])
+    unknown.add_metric(["v"], 5.0)
+    assert unknown.type == "unknown"  # prometheus_client's word; the text format's is untyped
+    assert render([unknown]).decode() == (
+        "# HELP trainwatch_test_odd Odd.\n"
+        "# TYPE trainwatch_test_odd untyped\n"
+        'trainwatch_test_odd{k="v"} 5.0\n')
