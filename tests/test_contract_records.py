@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from benchmarks.stack import REPO
 from tests.frozen import assert_frozen
-from trainwatch.contract.records import RecordNames
+from trainwatch.contract.records import IDLE_CAUSES, USAGE_GROUPS, RecordNames
 
 SHARE = "trial_phase:trainwatch_trial_phase_seconds:share_rate"
 
@@ -50,3 +53,18 @@ def test_the_per_rank_gpu_seconds_records_are_the_six_rolled_up() -> None:
 def test_record_names_are_frozen_values() -> None:
     assert_frozen(RecordNames("5m"))
     assert RecordNames("5m") == RecordNames("5m") and RecordNames("5m") != RecordNames("1m")
+
+
+def test_the_usage_groupings_are_the_words_the_readme_offers() -> None:
+    (line,) = [line for line in (REPO / "README.md").read_text().splitlines()
+               if line.startswith("trainwatch usage ") and "--by namespace" in line]
+    comment = re.sub(r"\([^)]*\)", "", line.split("#", 1)[1]).removeprefix(" or ")
+    assert set(USAGE_GROUPS) == {"namespace", *(w.strip() for w in comment.split(","))}
+
+
+def test_the_idle_causes_say_the_words_design_md_gives_them() -> None:
+    (row,) = [line for line in (REPO / "docs" / "design.md").read_text().splitlines()
+              if line.startswith("| `trial:trainwatch_trial_gpu_idle:seconds_1m` |")]
+    listed = re.findall(r'`([a-z_]+)` \((?:"([^"]+)"|[^"])', row.split("`cause` is one of", 1)[1])
+    # A cause the table quotes no words for is said by its own name.
+    assert IDLE_CAUSES == {cause: words or cause for cause, words in listed}
