@@ -97,3 +97,15 @@ def test_the_settings_are_shown_all_but_the_password_and_cannot_be_changed() -> 
 def test_the_profile_size_is_documented_in_mebibytes() -> None:
     assert config._mebibytes(200 * 2**20) == "`200`"
     assert config._mebibytes(3 * 2**19) == "`1.5`"
+
+
+@pytest.mark.parametrize("served", [{names.ENV_PULL_PORT: "9123"},
+                                    {names.ENV_PUSHGATEWAY: "http://127.0.0.1:9091"}])
+def test_serving_or_pushing_alone_needs_the_experiment_and_the_trial(served: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="^experiment is required when pushing or serving"):
+        config.resolve(env=served)
+    with pytest.raises(ValueError, match="^trial is required when pushing or serving"):
+        config.resolve(env={**served, names.ENV_EXPERIMENT: "e"})
+    named = config.resolve(env={**served, names.ENV_EXPERIMENT: "e", names.ENV_TRIAL: "t"})
+    assert (named.experiment, named.trial) == ("e", "t")
+    assert config.resolve(env={}).experiment == ""  # neither: nothing is required
