@@ -343,3 +343,34 @@ def test_nvml_failing_to_count_gpus_is_success_0_not_a_failed_scrape() -> None:
     nvml.nvmlDeviceGetCount = broken  # type: ignore[method-assign,assignment]
     assert success(r) == 0
     assert series_of(r, 0) == []
+
+
+def test_the_first_samples_are_taken_on_the_scrapes_own_nvml_lane(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """prime() counts the GPUs on the lane a scrape counts them on: a count stuck in the
+    driver at start-up holds that one lane, and the first scrape says so by its name, rather
+    than a second count racing the first."""
+    import threading
+
+    from exporter.collector import CollectorTimeout
+    from exporter.deadline import scrape_deadline
+    nvml = FakeNvml.with_gpus(2)
+    entered, go = threading.Event(), threading.Event()
+    real = nvml.nvmlDeviceGetCount
+
+    def count() -> int:
+        if not entered.is_set():  # the first count (the prime's) hangs until let go
+            entered.set()
+            go.wait(5)
+        return real()
+
+    monkeypatch.setattr(nvml, "nvmlDeviceGetCount", count)
+    collector = GpuCollector(NvmlSession(nvml))
+    collector.prime()
+    assert entered.wait(5)
+    try:
+        with scrape_deadline("0.3"), pytest.raises(CollectorTimeout) as err:
+            list(collector.collect())
+    finally:
+        go.set()
+    assert str(err.value) == "gpu-nvml: no answer by the scrape's deadline"
