@@ -291,6 +291,7 @@ def main(argv: list[str]) -> int:
     targets = {t["name"]: t for t in config["target"]}
     equivalents = tomllib.loads(EQUIVALENTS.read_text()).get("equivalent", []) \
         if EQUIVALENTS.exists() else []
+    ok = True
     again = argv[:1] == ["--survivors"]
     argv = argv[1:] if again else argv
     if argv != ["--report"]:
@@ -303,13 +304,18 @@ def main(argv: list[str]) -> int:
         for name in argv or list(targets):
             print(f"== {name}: {targets[name]['module']}", flush=True)
             kept = RESULTS / f"{name}.json"
-            result = rerun_survivors(targets[name], json.loads(kept.read_text())) if again \
-                else run_target(targets[name])
+            try:
+                result = rerun_survivors(targets[name], json.loads(kept.read_text())) if again \
+                    else run_target(targets[name])
+            except SystemExit as err:  # one target's refusal leaves the others to run
+                print(f"== {name}: not run: {err}", flush=True)
+                ok = False
+                continue
             (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
             alive = sum(m["status"] == "survived" for m in result["mutants"])
             print(f"== {name}: {len(result['mutants'])} mutants, {alive} survived, "
                   f"{result['seconds'] / 60:.1f} min", flush=True)
-    ok = write_report(_load_all(targets), equivalents)
+    ok = write_report(_load_all(targets), equivalents) and ok
     print(f"report: {REPORT.relative_to(REPO)}")
     return 0 if ok else 1
 
