@@ -361,6 +361,10 @@ def test_the_signal_asks_and_the_users_handler_still_runs_once(
     assert signal.getsignal(signal.SIGUSR2) is user
     profiler.uninstall()  # again: nothing
     assert signal.getsignal(signal.SIGUSR2) is user
+    profiler.install()  # a trial started again: chained again
+    assert signal.getsignal(signal.SIGUSR2) == profiler._on_signal
+    profiler.uninstall()
+    assert signal.getsignal(signal.SIGUSR2) is user
 
 
 def test_a_default_or_ignored_previous_handler_is_not_called(tmp_path: Path) -> None:
