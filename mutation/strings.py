@@ -6,8 +6,9 @@ rank"`` losing ``rank``, a ``by (...)`` losing a label).
 
     python -m mutation.strings                # every target of mutation/targets.toml
     python -m mutation.strings compare runs   # some targets; the others keep their last results
-    python -m mutation.strings --survivors gc # only the last run's survivors, against the tests
-                                              # as they are now (the module must be unchanged)
+    python -m mutation.strings --survivors gc # only the last run's survivors (and mutants it did
+                                              # not have), against the tests as they are now
+                                              # (the module must be unchanged)
     python -m mutation.strings --report       # rewrite the report from the kept results
 
 Each target's module (targets.toml's ``module``) gets its own copy of the working tree
@@ -197,21 +198,23 @@ def run_target(target: dict[str, Any]) -> dict[str, Any]:
 
 
 def rerun_survivors(target: dict[str, Any], last: dict[str, Any]) -> dict[str, Any]:
-    """``last`` with its survivors run again against the tests as they are now; refused when
-    the module changed since (its mutants may differ: run the target whole)."""
+    """``last`` with its survivors run again against the tests as they are now, and the
+    mutants the generator makes now that the last run did not have run for the first time;
+    refused when the module changed since (its mutants may differ: run the target whole)."""
     name = target["name"]
     if last.get("digest") != _digest(modules(target)):
         raise SystemExit(f"{name}: the module changed since its last run; run it whole")
     work = STATE / f"strings-{name}"
     command, timeout = _runner(target, work)
-    made = _made(target)
+    made = {(m.path, m.line, m.col, m.original, m.mutant): m
+            for path in modules(target) for m in mutants(path, (REPO / path).read_text())}
+    before = {(m["path"], m["line"], m["col"], m["original"], m["mutant"]): m
+              for m in last["mutants"]}
     kept = []
-    for m in last["mutants"]:
-        if (m["path"], m["line"], m["col"], m["original"], m["mutant"]) not in made:
-            continue  # no longer made (the generator changed since)
+    for key, mutant in made.items():  # what is no longer made is left out
+        m = before.get(key) or {**asdict(mutant), "status": "survived"}
         if m["status"] == "survived":
-            fields = {k: m[k] for k in Mutant.__dataclass_fields__}
-            m = {**m, "status": _judge(work, Mutant(**fields), command, timeout)}
+            m = {**m, "status": _judge(work, mutant, command, timeout)}
             print(f"  {name} {m['path']}:{m['line']} {m['original']!r} -> {m['mutant']!r}: "
                   f"{m['status']}", flush=True)
         kept.append(m)

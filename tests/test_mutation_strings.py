@@ -118,7 +118,7 @@ def test_every_mutant_is_a_real_change_of_one_literal() -> None:
             ast.parse(after)
 
 
-def test_survivors_run_again_keep_the_killed_and_drop_what_is_no_longer_made(
+def test_survivors_run_again_keep_the_killed_drop_the_unmade_and_run_the_new(
         monkeypatch: pytest.MonkeyPatch) -> None:
     path = "trainwatch/gc.py"
     made = mutants(path, (strings.REPO / path).read_text())
@@ -133,12 +133,15 @@ def test_survivors_run_again_keep_the_killed_and_drop_what_is_no_longer_made(
 
     def judge(work: Path, m: Mutant, command: list[str], timeout: float) -> str:
         judged.append(m)
-        return "killed" if m == made[0] else "survived"
+        return "killed" if m in (made[0], made[4]) else "survived"
 
     monkeypatch.setattr(strings, "_judge", judge)
     again = strings.rerun_survivors(target, last)
-    assert judged == [made[0], made[2]]  # the survivors only, the killed one not again
-    assert [m["status"] for m in again["mutants"]] == ["killed", "killed", "survived"]
+    # The survivors and the mutants the last run lacked; the killed one not again.
+    assert judged == [made[0], *made[2:]]
+    assert [m["status"] for m in again["mutants"][:5]] == [
+        "killed", "killed", "survived", "survived", "killed"]
+    assert len(again["mutants"]) == len(made) and gone not in again["mutants"]
     assert len(again["reruns"]) == 1
     with pytest.raises(SystemExit, match="changed since its last run"):
         strings.rerun_survivors(target, {**last, "digest": "0" * 16})
