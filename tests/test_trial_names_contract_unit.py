@@ -82,3 +82,16 @@ def test_every_trainwatch_variable_a_user_sets_is_documented() -> None:
     assert variables - documented == set()
     assert {names.ENV_PUSHGATEWAY, names.CLI_ENV_PROMETHEUS, names.AUTO_ENV} <= variables
     assert set(names.OTHER_ENV) >= internal | {names.CLI_ENV_PROMETHEUS, names.CLI_ENV_STATE_DIR}
+
+
+def test_the_phase_names_are_the_documented_ones_in_their_order() -> None:
+    row = documented_row(names.PHASE_SECONDS)
+    standard = row.split("The standard phases (Determined's names) are ", 1)[1].split(";", 1)[0]
+    assert tuple(re.findall(r"`([a-z_]+)`", standard)) == names.STANDARD_PHASES
+    assert f"`{names.WAIT_FOR_RANKS}` is the time a rank of a multi-rank trial waits" in row
+
+
+def test_the_phase_buckets_off_word_is_the_documented_one() -> None:
+    said = " ".join(INSTRUMENTATION.split())
+    assert (f"`{names.ENV_PHASE_BUCKETS}={names.PHASE_BUCKETS_NONE}` (the phases push sums and "
+            "counts only") in said
