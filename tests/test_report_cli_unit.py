@@ -81,6 +81,64 @@ def umask_027() -> Any:
     os.umask(old)
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o002, 0o000, 0o077])
+def test_the_page_has_the_mode_a_new_file_gets_under_each_umask(
+        rec: Recorder, tmp_path: Path, capsys: pytest.CaptureFixture[str], umask: int) -> None:
+    out, made = tmp_path / "r.html", tmp_path / "made"
+    old = os.umask(umask)
+    try:
+        made.touch()  # what open() gives a new file: 0666 less the umask
+        code, _, err = main(capsys, "--experiment", "e", "--prometheus", "http://a",
+                            "-o", str(out))
+        assert os.umask(umask) == umask  # the run left the umask as it was
+    finally:
+        os.umask(old)
+    assert (code, err) == (EXIT_OK, "")
+    assert oct(out.stat().st_mode & 0o777) == oct(made.stat().st_mode & 0o777)
+
+
+@pytest.mark.parametrize(("size", "said"), [(1535, "1 kB"), (1536, "2 kB"), (0, "0 kB")])
+def test_the_size_said_is_in_kibibytes(rec: Recorder, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch, size: int,
+                                       said: str) -> None:
+    # 1535 bytes are 1.499 KiB, 1536 are 1.5: the line rounds them apart.
+    monkeypatch.setattr(page, "page", lambda doc: "a" * size)
+    out = tmp_path / "r.html"
+    code, told, _ = main(capsys, "--experiment", "e", "--prometheus", "http://a",
+                         "-o", str(out))
+    assert code == EXIT_OK and told.startswith(f"wrote {out} ({said}): ")
+
+
+def test_the_output_is_required(rec: Recorder, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["report", "--experiment", "e", "--prometheus", "http://a"])
+    assert exited.value.code == EXIT_USAGE
+    assert "the following arguments are required: -o/--output" in capsys.readouterr()[1]
+    assert rec.calls == []
+
+
+def test_the_temp_file_is_closed_on_a_failure_even_as_descriptor_0(
+        rec: Recorder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A process started with stdin closed: the temp file gets descriptor 0.
+    rec.fail = LookupError("no samples")
+    saved = os.dup(0)
+    try:
+        os.close(0)
+        code, _, _ = main(capsys, "--experiment", "e", "--prometheus", "http://a",
+                          "-o", str(tmp_path / "r.html"))
+        try:
+            os.fstat(0)
+            still = True
+        except OSError:
+            still = False
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+    assert code == EXIT_USAGE and not still
+    assert list(tmp_path.iterdir()) == []
+
+
 def main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = cli.main(["report", *argv])
     out, err = capsys.readouterr()

@@ -7,6 +7,8 @@ boundary from both sides."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from trainwatch.contract.records import RecordNames
@@ -30,6 +32,12 @@ def test_a_lines_and_a_panels_defaults_are_plain() -> None:
     assert (spec.stacked, spec.drop_zero, spec.byte_rate, spec.title_names_source) == (
         False, False, False, False)
     assert spec.when_empty == "no data in this window"
+    # Both are frozen (and so hashable): one spec serves every report without being changed.
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        line.scale = 2.0  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.stacked = True  # type: ignore[misc]
+    assert len({spec, PanelSpec("k", "T", "y", (Line("up", "{job}"),))}) == 1
 
 
 @pytest.mark.parametrize("several", [False, True])
