@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from typing import Any
 
@@ -125,6 +126,20 @@ def test_an_ended_rank_says_how_when_and_how_long_it_ran(reason: str, how: str) 
     assert "Running" not in said and "without a word" not in said
 
 
+@pytest.mark.parametrize(("exit_reason", "last", "said"), [
+    (None, 20_500.0, "Running: started 8.3 hours ago, last push 8.2 hours ago"),
+    ("clean", 20_500.0, "Ended 8.2 hours ago (clean, 12,345 steps in 8 minutes)"),
+    (None, 20_500.0, "Stopped pushing 8.2 hours ago without a word"),
+])
+def test_times_ago_are_differences_on_any_clock(exit_reason: str | None, last: float,
+                                                said: str) -> None:
+    # A clock near its epoch (now 50000 s, the run from 20000 s to 20500 s): "ago" is now
+    # minus then, not a remainder that equals it only while then is past half of now.
+    stale = math.inf if said.startswith("Running") else 60.0
+    r = report(run=run(first=20_000.0, last=last, exit_reason=exit_reason))
+    assert said in page.state(doc(reports=[r], now=50_000.0, stale_after=stale), r)
+
+
 def test_a_rank_without_a_verdict_has_unknown_steps_and_without_a_run_no_state() -> None:
     r = report(run=run(exit_reason="clean", current=False), verdict=None)
     assert "(clean, ? steps in 89 minutes)" in page.state(doc(reports=[r]), r)
@@ -223,7 +238,7 @@ def test_a_figure_is_its_plot_or_its_note_and_says_where_raw_figures_came_from()
     assert drawn == ('<figure class="panel" data-panel="steps-t" data-state="plot" '
                      'data-source="recorded"><figcaption>Steps &lt;per&gt; second</figcaption>'
                      "<svg/></figure>")
-    raw = page.figure("steps-t", "Steps", "<svg/>", source=RAW)
+    raw = page.figure("steps-t", "Steps", "<svg/>", source=json.loads('"raw"'))  # equal, not RAW itself
     assert 'data-source="raw"><figcaption>Steps <span class="source">(from the raw series' in raw
     empty = page.figure("gpu-sm", "SM", None, "not <exported>")
     assert empty == ('<figure class="panel" data-panel="gpu-sm" data-state="empty">'
@@ -268,7 +283,9 @@ def test_sections_draw_each_panel_over_the_span_and_the_loop_its_histograms_and_
 def test_sections_span_the_window_without_a_span_and_only_the_loop_has_histograms(
         drawn: Drawn) -> None:
     lines = Panel(spec("cpu"), [Series("n", [(START, 0.5)])])
-    d = doc(sections=[("Nodes", [lines], None)], histogram={"t-9": [(0.1, 3.0)]})
+    # Only the section named "Training loop" has them: not one sorting before or after it.
+    d = doc(sections=[("Nodes", [lines], None), ("Tuning", [], None),
+                      ("Training loop (old)", [], None)], histogram={"t-9": [(0.1, 3.0)]})
     text = "".join(page.sections(d))
     assert drawn.panels == [("cpu", (START, END))] and drawn.histograms == []
     assert "data-limits" not in text and "step-histogram" not in text
