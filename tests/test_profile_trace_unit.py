@@ -270,3 +270,107 @@ def test_the_collector_leaves_out_what_a_trace_does_not_have() -> None:
 def test_the_split_limit_is_the_documented_32_mib() -> None:
     assert profile_trace.SPLIT_MAX_BYTES == 32 * 2**20  # docs/design.md, docs/instrumentation.md
     assert profile_trace.TOP_OPS == 5  # the op label's bound
+
+
+def test_sub_microsecond_times_still_count() -> None:
+    """Times are in µs and may be fractions of one: a capture whose only device time is 0.6 µs
+    ran on the GPU, and an operator of 0.7 µs is among the top ones."""
+    summary = profile_trace.summarise(Profiler([Op("k", 3, 0.6)]), "/f.gz", 0, 1)
+    assert summary.device == "cuda" and summary.top_ops == (("k", pytest.approx(0.6e-6)),)
+    cpu = profile_trace.summarise(Profiler([Op("tiny", 0.7), Op("none", 0.0)]), "/c.gz", 0, 1)
+    assert cpu.device == "cpu" and cpu.top_ops == (("tiny", pytest.approx(0.7e-6)),)
+
+
+def test_a_summary_is_a_value() -> None:
+    import dataclasses
+    summary = ProfileSummary("/p", 3, 5, "cpu", 0.25, (("aten::mm", 0.2),))
+    assert hash(summary) == hash(ProfileSummary("/p", 3, 5, "cpu", 0.25, (("aten::mm", 0.2),)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        summary.steps = 6  # type: ignore[misc]
+
+
+def test_the_cut_leaves_a_tenth_of_headroom_and_writes_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events that compress alike: the first estimate, 90% of the events' share of the limit,
+    fits at once (one rewrite of a large file, not a search)."""
+    trace = cpu_trace(3000, steps=4)
+    path = tmp_path / "even.json.gz"
+    Profiler([], trace=trace).export_chrome_trace(str(path))
+    full, total = path.stat().st_size, len(trace["traceEvents"])
+    limit = full // 3
+    writes: list[str] = []
+    real_open = gzip.open
+
+    def counting_open(name: Any, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
+        if "w" in mode:
+            writes.append(str(name))
+        return real_open(name, mode, *args, **kwargs)
+
+    monkeypatch.setattr(profile_trace.gzip, "open", counting_open)
+    profile_trace.write(Profiler([], trace=trace), path, 0, 4, limit)
+    with real_open(path, "rt") as file:
+        kept = json.load(file)["trainwatch"]["kept_events"]
+    assert kept == int(total * limit / full * 0.9)
+    assert writes == [str(path)] * 2  # the export (this stand-in's gzip), then one cut
+
+
+def test_a_limit_below_an_empty_trace_keeps_no_event_and_stops(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    trace = cpu_trace(400)
+    path = tmp_path / "tiny.json.gz"
+    with caplog.at_level(logging.WARNING, logger="trial_instrumentation.profile_trace"):
+        profile_trace.write(Profiler([], trace=trace), path, 0, 2, 16)
+    with gzip.open(path, "rt") as file:
+        written = json.load(file)
+    assert written["traceEvents"] == [] and written["trainwatch"]["kept_events"] == 0
+    assert caplog.records[-1].getMessage().endswith(f"kept the first 0 of {402} events")
+
+
+def test_a_file_at_its_limit_is_neither_cut_nor_said_to_be(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    trace = cpu_trace(50)
+    path = tmp_path / "at.json.gz"
+    Profiler([], trace=trace).export_chrome_trace(str(path))
+    with caplog.at_level(logging.INFO, logger="trial_instrumentation.profile_trace"):
+        profile_trace.write(Profiler([], trace=trace), path, 0, 2, path.stat().st_size)
+    assert caplog.records == []
+
+
+def test_a_file_over_both_limits_is_still_cut_to_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the split limit too: read back anyway, because it must be cut."""
+    trace = cpu_trace(1000)
+    path = tmp_path / "both.json.gz"
+    Profiler([], trace=trace).export_chrome_trace(str(path))
+    full = path.stat().st_size
+    monkeypatch.setattr(profile_trace, "SPLIT_MAX_BYTES", full // 4)
+    profile_trace.write(Profiler([], trace=trace), path, 0, 2, full // 2)
+    assert path.stat().st_size <= full // 2
+    with gzip.open(path, "rt") as file:
+        assert json.load(file)["trainwatch"]["cut"] is True
+
+
+def test_at_its_own_limit_a_file_over_the_split_limit_is_not_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = cpu_trace(200)
+    path = tmp_path / "eq.json.gz"
+    Profiler([], trace=trace).export_chrome_trace(str(path))
+    size = path.stat().st_size
+    monkeypatch.setattr(profile_trace, "SPLIT_MAX_BYTES", size // 4)
+    loaded: list[Path] = []
+    monkeypatch.setattr(profile_trace, "_load", lambda p: loaded.append(p) or trace)
+    summary = profile_trace.write(Profiler([], trace=trace), path, 0, 2, size)
+    assert loaded == [] and summary.split is None
+
+
+def test_an_event_without_a_time_sorts_as_time_zero(tmp_path: Path) -> None:
+    early = {"ph": "X", "cat": "cpu_op", "name": "half", "ts": 0.5, "dur": 1}
+    timeless = {"ph": "i", "name": "no time"}
+    trace = cpu_trace(3000, steps=4)
+    trace["traceEvents"][1:1] = [early, timeless]
+    path = tmp_path / "ts.json.gz"
+    Profiler([], trace=trace).export_chrome_trace(str(path))
+    profile_trace.write(Profiler([], trace=trace), path, 0, 4, path.stat().st_size // 3)
+    with gzip.open(path, "rt") as file:
+        first = json.load(file)["traceEvents"][:3]
+    assert [e["name"] for e in first] == ["ProfilerStep#0", "no time", "half"]
