@@ -136,8 +136,9 @@ def test_any_figure_missing_gives_no_note(missing: str) -> None:
 
 
 def test_node_cpu_at_the_threshold_gives_no_note_just_above_it_does() -> None:
-    at = dataclasses.replace(BUSY, node_cpu=0.9)
-    assert compute_threads_note(at, ComputeThreads(6, 8, None), RULES) is None
+    for below in (0.9, 0.4217):  # 9 threads on 8 free cores: only the CPU keeps the note out
+        at = dataclasses.replace(BUSY, node_cpu=below)
+        assert compute_threads_note(at, ComputeThreads(9, 8, None), RULES) is None
     above = dataclasses.replace(BUSY, node_cpu=0.9001)
     assert compute_threads_note(above, ComputeThreads(9, 8, None), RULES) == note(
         9, 8.0, 8, 0.9001, 0.0, 8)
