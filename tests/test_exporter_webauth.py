@@ -337,3 +337,9 @@ def test_the_options_are_named_so_a_number_cannot_land_in_the_wrong_one() -> Non
     with pytest.raises(TypeError):
         BasicAuth(users, 5)  # type: ignore[misc]
     assert BasicAuth(users=users, burst=5).check(header("u", "p"))
+
+
+def test_a_user_name_not_in_utf8_is_denied_not_a_crash(auth: BasicAuth) -> None:
+    raw = "Basic " + base64.b64encode(b"prom\xffetheus:s3cret").decode()
+    assert auth.verify(raw) is Verdict.DENIED
+    assert auth.check(header("prometheus", "s3cret"))  # the real user is unaffected

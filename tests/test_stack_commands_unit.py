@@ -456,3 +456,10 @@ def test_say_line_flushes_each_line_as_it_is_said(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(sys, "stdout", out)
     commands.say_line("one")
     assert out.events[-1] == "flush" and "write 'one'" in out.events
+
+
+def test_the_gc_line_carries_gcs_own_note(state: StateDir, world: World) -> None:
+    _all_alive(world, state)
+    world.inv.notes.update(gc="found again after a restart", grafana="pid 7 has exited")
+    _, said = run_status(state)
+    assert said[6].endswith("alive: last pass 12 s ago, exit 0  (found again after a restart)")

@@ -341,3 +341,11 @@ def test_a_target_is_a_value() -> None:
     assert {target, health.Target("gpu", "http://h/gpu", "up", "")} == {target}
     with pytest.raises(AttributeError):
         target.health = "down"  # type: ignore[misc]
+
+
+def test_reload_refused_with_a_reason_not_in_utf8_still_says_it(server: tuple[str, Script]) -> None:
+    base, script = server
+    script.answer(b"bad rule \xff\xfe in r.yml", status=400)
+    with pytest.raises(StackError) as err:
+        health.reload("prometheus", base)
+    assert "(bad rule \ufffd\ufffd in r.yml)" in str(err.value)

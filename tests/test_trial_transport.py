@@ -242,3 +242,9 @@ def test_a_deadline_that_passes_over_a_closed_socket_raises_nothing_in_its_threa
     finally:
         threading.excepthook = before
     assert deadline.passed and raised == []
+
+
+def test_an_error_body_not_in_utf8_is_quoted_with_replacements() -> None:
+    err = PushError(502, "Bad Gateway", b"  upstream \xff\xfe down \n")
+    assert str(err) == "Pushgateway answered 502 Bad Gateway: upstream \ufffd\ufffd down"
+    assert err.retryable
