@@ -145,7 +145,11 @@ def test_the_other_pages_and_an_unknown_path() -> None:
             ("/?q", 200, landing, "text/html; charset=utf-8"),
             ("/metrics/", 404, b"not found: try /metrics\n", "text/plain; charset=utf-8"),
             ("/healthz/x", 404, b"not found: try /metrics\n", "text/plain; charset=utf-8"),
-            ("/favicon.ico", 404, b"not found: try /metrics\n", "text/plain; charset=utf-8")]:
+            ("/favicon.ico", 404, b"not found: try /metrics\n", "text/plain; charset=utf-8"),
+            # Paths sorting before "/" (an empty one among them) are not the landing page.
+            ("?q", 404, b"not found: try /metrics\n", "text/plain; charset=utf-8"),
+            ("*", 404, b"not found: try /metrics\n", "text/plain; charset=utf-8"),
+            (".well-known", 404, b"not found: try /metrics\n", "text/plain; charset=utf-8")]:
         response = ask(pages, target)
         assert (response.status, response.body, response.content_type) == (status, body, kind), \
             target
