@@ -35,9 +35,12 @@ from trainwatch.stack.settings import DEFAULT_PORTS, StackSettings
 demo_run = importlib.import_module("trainwatch.demo.run")
 
 
+START = 7777.25  # no round number: a remainder or a product of it is no difference
+
+
 @dataclass
 class Clock:
-    now: float = 1000.0
+    now: float = START
     sleeps: list[float] = field(default_factory=list)
 
     def monotonic(self) -> float:
@@ -123,7 +126,7 @@ def test_wait_for_polls_every_half_second_checking_first_until_a_truthy_answer(
         seen.append(("probe", clock.now))
         return next(answers)
     assert demo_run.wait_for(probe, 10, "x", lambda: seen.append(("check", clock.now))) == "found"
-    assert seen == [(what, 1000.0 + t) for t in (0.0, 0.5, 1.0, 1.5)
+    assert seen == [(what, START + t) for t in (0.0, 0.5, 1.0, 1.5)
                     for what in ("check", "probe")]
     assert clock.sleeps == [0.5] * 3
 
@@ -133,7 +136,7 @@ def test_wait_for_gives_up_at_its_deadline_naming_what_it_waited_for(clock: Cloc
     with pytest.raises(DemoError) as err:
         demo_run.wait_for(lambda: probes.append(clock.now), 1.4, "the alert")
     assert str(err.value) == "gave up after 1 s waiting for the alert"
-    assert probes == [1000.0, 1000.5, 1001.0]
+    assert probes == [START, START + 0.5, START + 1.0]
     probes.clear()
     with pytest.raises(DemoError, match="gave up after 2 s waiting"):
         demo_run.wait_for(lambda: probes.append(clock.now), 1.5, "x")
@@ -360,7 +363,8 @@ def story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: Clock) -> Stor
     monkeypatch.setattr(demo_run, "PrometheusAPI", API)
     monkeypatch.setattr(demo_run.cli, "main", main)
     monkeypatch.setattr(show, "notification_text", lambda n, templates: (
-        f"[{n['status'].upper()}] {n['alerts'][0]['labels']['trial']}\nmore"))
+        f"[{n['status'].upper()}] {n['alerts'][0]['labels']['trial']}\n"
+        f"{n['alerts'][0]['annotations']['runbook_url']}"))
     return s
 
 
@@ -375,8 +379,10 @@ def test_the_story_alert_judgement_diagnoses_resolution_and_every_notification(
         story: Story, clock: Clock) -> None:
     deliver(story.state, note("firing", "healthy", alertname="Other"),
             note("firing", "slow-loader", runbook="http://rb/#first"),
-            note("resolved", "slow-loader", runbook="http://rb/#after"))
-    runbook, result, out = tell(story)
+            note("firing", "slow-loader", runbook="http://rb/#repeat"),
+            note("resolved", "slow-loader", runbook="http://rb/#after"),
+            note("resolved", "slow-loader", runbook="http://rb/#again"))
+    runbook, result, out = tell(story)  # the first of each is shown
     assert runbook == "http://rb/#first"
     share = RecordNames("15s").phase_share
     assert story.calls[:4] == [
@@ -397,18 +403,20 @@ def test_the_story_alert_judgement_diagnoses_resolution_and_every_notification(
         assert ("wait", 160.0) in proc.asked and "terminate" not in proc.asked
     assert out.index("== Alerts firing in Prometheus ==") < out.index(
         "== Notification delivered (webhook receiver 'trainwatch-webhook') ==\n"
-        "  [FIRING] slow-loader\n  more\n") < out.index(
+        "  [FIRING] slow-loader\n  http://rb/#first\n") < out.index(
         "== trainwatch diagnose --experiment demo --trial slow-loader ==\nDIAGNOSED "
         "slow-loader\n") < out.index(
         "== trainwatch diagnose --experiment demo --trial healthy ==\nDIAGNOSED healthy\n"
         "\n(the trials run on to the end of their time budget...)\n") < out.index(
         "== Resolved, after slow-loader ended cleanly (webhook receiver "
-        "'trainwatch-webhook') ==\n  [RESOLVED] slow-loader\n") < out.index(
-        "== Every notification delivered (3; ")
+        "'trainwatch-webhook') ==\n  [RESOLVED] slow-loader\n  http://rb/#after\n") < out.index(
+        "== Every notification delivered (5; ")
     assert out.endswith("  2026-01-01T00:00:00Z  [FIRING] healthy\n"
                         "  2026-01-01T00:00:01Z  [FIRING] slow-loader\n"
-                        "  2026-01-01T00:00:02Z  [RESOLVED] slow-loader\n")
-    assert clock.now - 1000.0 >= 6.0  # every notification: only once they settled
+                        "  2026-01-01T00:00:02Z  [FIRING] slow-loader\n"
+                        "  2026-01-01T00:00:03Z  [RESOLVED] slow-loader\n"
+                        "  2026-01-01T00:00:04Z  [RESOLVED] slow-loader\n")
+    assert clock.now - START >= 6.0  # every notification: only once they settled
 
 
 def test_a_trial_that_ends_before_the_alert_ends_the_story(story: Story) -> None:
@@ -434,7 +442,7 @@ def test_no_alert_for_the_slow_trial_is_waited_for_90_seconds(story: Story, cloc
         tell(story)
     assert str(err.value) == (f"gave up after 90 s waiting for {demo_run.ALERT} to be "
                               "delivered for slow-loader")
-    assert clock.now == 1090.0
+    assert clock.now == START + 90.0
 
 
 # --- the whole run
@@ -530,7 +538,7 @@ def test_the_healthy_trial_not_judged_is_waited_for_60_seconds(story: Story,
     with pytest.raises(DemoError, match="^gave up after 60 s waiting for the healthy trial to "
                        "be judged$"):
         tell(story)
-    assert clock.now == 1060.0
+    assert clock.now == START + 60.0
 
 
 def test_a_resolution_never_delivered_is_waited_for_60_seconds_after_the_trials(
@@ -539,7 +547,7 @@ def test_a_resolution_never_delivered_is_waited_for_60_seconds_after_the_trials(
     with pytest.raises(DemoError, match="^gave up after 60 s waiting for the resolution to be "
                        "delivered$"):
         tell(story)
-    assert clock.now == 1000.5 + 60.0  # one poll for the judgement, then the resolution's
+    assert clock.now == START + 0.5 + 60.0  # one poll for the judgement, then the resolution's
 
 
 def test_notifications_that_never_settle_are_waited_for_30_seconds(
@@ -549,4 +557,42 @@ def test_notifications_that_never_settle_are_waited_for_30_seconds(
     with pytest.raises(DemoError, match="^gave up after 30 s waiting for Alertmanager's last "
                        "notifications$"):
         tell(story)
-    assert clock.now == 1000.5 + 30.0
+    assert clock.now == START + 0.5 + 30.0
+
+
+def test_settled_counts_what_is_there_at_the_first_look_and_any_change_as_news(
+        tmp_path: Path, clock: Clock) -> None:
+    state = StateDir(tmp_path)
+    deliver(state, note("firing", "a"))
+    probe = demo_run.settled(state)
+    assert probe() is None  # one there already: not settled at the first look
+    clock.now += 7.25  # past the two intervals, no probe on the dot
+    assert probe() == [("2026-01-01T00:00:00Z", note("firing", "a"))]
+    notifications_file(state).unlink()
+    deliver(state)  # fewer than before: a change too
+    assert probe() is None
+    clock.now += 6.5
+    assert probe() == []
+
+
+def test_settled_with_hundreds_of_notifications_compares_their_count_by_value(
+        tmp_path: Path, clock: Clock) -> None:
+    state = StateDir(tmp_path)
+    deliver(state, *[note("firing", f"t{i}") for i in range(300)])
+    probe = demo_run.settled(state)
+    assert probe() is None
+    clock.now += 6.5
+    assert len(probe() or []) == 300
+
+
+def test_a_sizing_is_a_frozen_value() -> None:
+    import dataclasses
+    sizing = Sizing.of(2, 0.3)
+    assert hash(sizing) == hash(Sizing.of(2, 0.3)) and len({sizing, Sizing.of(2, 0.3)}) == 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sizing.cpu_share = 1.0  # type: ignore[misc]
+
+
+def test_the_demo_runs_45_seconds_unless_told(whole: dict[str, Any], tmp_path: Path) -> None:
+    demo_run.run(tmp_path / "s", out=io.StringIO())
+    assert [c[2] for c in whole["calls"] if c[0] == "trials"] == [45.0]
