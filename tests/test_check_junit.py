@@ -31,6 +31,8 @@ def test_junit_parses_and_shows_hostile_names_escaped(change: float, failed: boo
     xml = as_junit(Checked(b, 0.05))
     suite = ElementTree.fromstring(xml.split("?>", 1)[1])  # parses: no raw control character
     assert suite.get("failures") == str(int(failed))
+    # JUnit's root as CI systems read it: one testsuite of one test, no errors.
+    assert (suite.tag, suite.get("tests"), suite.get("errors")) == ("testsuite", "1", "0")
     [case] = suite.iter("testcase")
     assert case.get("name") == "night\\x1b[2J\\x07\\x00\\n</testcase>\\u2028x"
     assert case.get("classname") == "trainwatch.exp\\x1b]0;t\\x07"

@@ -38,3 +38,4 @@ def test_the_examples_differ_by_kind() -> None:
     assert re.fullmatch(r"\d+[smhd]", EXAMPLES["DURATION"])
     assert EXAMPLES["URL"].startswith("http://") and EXAMPLES["PORT"].isdigit()
     assert EXAMPLES["TIME"].endswith("Z") and "%" in EXAMPLES["PERCENT"]
+    assert "." in EXAMPLES["FILE"] and EXAMPLES["DIR"].startswith("/")  # a file, a folder
