@@ -712,3 +712,17 @@ def test_the_trainers_ranks_and_precision_are_the_trials(
     assert trial._state.model_flops == ("bf16", 2.5e6)
     callback.teardown(trainer, None, TrainerFn.FITTING)
     assert isinstance(trainer.profiler, PassThroughProfiler)
+
+
+def test_without_lightning_the_import_says_which_extra_to_install(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "lightning.pytorch", None)  # not installed
+    monkeypatch.delitem(sys.modules, "trial_instrumentation.lightning")
+    with pytest.raises(ImportError) as refused:
+        importlib.import_module("trial_instrumentation.lightning")
+    assert str(refused.value) == ("trial_instrumentation.lightning needs Lightning: "
+                                  "pip install 'trainwatch[lightning]'")
+    assert isinstance(refused.value.__cause__, ImportError)

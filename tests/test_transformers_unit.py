@@ -556,3 +556,17 @@ def test_without_measure_limits_or_a_loader_nothing_is_measured(
     assert not [r for r in caplog.records if r.name == "trial_instrumentation.framework"]
     assert names.LOADER_LIMIT not in trial._state.limits
     assert names.STEP_LIMIT not in trial._state.limits and callback.limits is None
+
+
+def test_without_transformers_the_import_says_which_extra_to_install(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # not installed
+    monkeypatch.delitem(sys.modules, "trial_instrumentation.transformers")
+    with pytest.raises(ImportError) as refused:
+        importlib.import_module("trial_instrumentation.transformers")
+    assert str(refused.value) == ("trial_instrumentation.transformers needs transformers: "
+                                  "pip install 'trainwatch[transformers]'")
+    assert isinstance(refused.value.__cause__, ImportError)
