@@ -326,23 +326,26 @@ def test_a_limit_below_an_empty_trace_keeps_no_event_and_stops(
     assert caplog.records[-1].getMessage().endswith(f"kept the first 0 of {402} events")
 
 
+def exported(tmp_path: Path, name: str, n: int) -> tuple[dict[str, Any], Path, int]:
+    """A trace of ``n`` operators as the profiler exports it: the trace, its file and size."""
+    trace = cpu_trace(n)
+    path = tmp_path / name
+    Profiler([], trace=trace).export_chrome_trace(str(path))
+    return trace, path, path.stat().st_size
+
+
 def test_a_file_at_its_limit_is_neither_cut_nor_said_to_be(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    trace = cpu_trace(50)
-    path = tmp_path / "at.json.gz"
-    Profiler([], trace=trace).export_chrome_trace(str(path))
+    trace, path, size = exported(tmp_path, "at.json.gz", 50)
     with caplog.at_level(logging.INFO, logger="trial_instrumentation.profile_trace"):
-        profile_trace.write(Profiler([], trace=trace), path, 0, 2, path.stat().st_size)
+        profile_trace.write(Profiler([], trace=trace), path, 0, 2, size)
     assert caplog.records == []
 
 
 def test_a_file_over_both_limits_is_still_cut_to_its_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Over the split limit too: read back anyway, because it must be cut."""
-    trace = cpu_trace(1000)
-    path = tmp_path / "both.json.gz"
-    Profiler([], trace=trace).export_chrome_trace(str(path))
-    full = path.stat().st_size
+    trace, path, full = exported(tmp_path, "both.json.gz", 1000)
     monkeypatch.setattr(profile_trace, "SPLIT_MAX_BYTES", full // 4)
     profile_trace.write(Profiler([], trace=trace), path, 0, 2, full // 2)
     assert path.stat().st_size <= full // 2
@@ -352,10 +355,7 @@ def test_a_file_over_both_limits_is_still_cut_to_its_own(
 
 def test_at_its_own_limit_a_file_over_the_split_limit_is_not_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    trace = cpu_trace(200)
-    path = tmp_path / "eq.json.gz"
-    Profiler([], trace=trace).export_chrome_trace(str(path))
-    size = path.stat().st_size
+    trace, path, size = exported(tmp_path, "eq.json.gz", 200)
     monkeypatch.setattr(profile_trace, "SPLIT_MAX_BYTES", size // 4)
     loaded: list[Path] = []
     monkeypatch.setattr(profile_trace, "_load", lambda p: loaded.append(p) or trace)
