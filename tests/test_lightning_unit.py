@@ -726,3 +726,13 @@ def test_without_lightning_the_import_says_which_extra_to_install(
     assert str(refused.value) == ("trial_instrumentation.lightning needs Lightning: "
                                   "pip install 'trainwatch[lightning]'")
     assert isinstance(refused.value.__cause__, ImportError)
+
+
+def test_the_settings_after_the_gateway_are_keywords_only(held_port: int) -> None:
+    with pytest.raises(TypeError):
+        TrainwatchCallback("lightning-unit", "positional", None, 4)  # type: ignore[misc]
+    callback = TrainwatchCallback(experiment="lightning-unit", trial="keywords",
+                                  pushgateway=None, samples=4, pull_port=held_port)
+    assert callback._args == {"experiment": "lightning-unit", "trial": "keywords",
+                              "pushgateway": None, "pull_port": held_port}
+    assert callback._samples == 4
