@@ -513,3 +513,25 @@ def test_a_service_whose_command_lost_an_argument_is_restarted(stack: Stack) -> 
     assert run_up(stack) == EXIT_OK
     assert stack.said[0] == "webhook: its command line changed; restarting it"
     assert "webhook" in stack.spawned()
+
+
+def test_alertmanager_alone_changed_is_reloaded_after_an_unchanged_prometheus(
+        stack: Stack) -> None:
+    assert run_up(stack) == EXIT_OK
+    stack.alive = {s: stack.record(s) for s in ORDER if s != "grafana"}
+    (stack.state.data("alertmanager") / "alertmanager.yml").write_text("alertmanager: 2\n")
+    stack.calls.clear()
+    stack.said.clear()
+    assert run_up(stack) == EXIT_OK
+    assert [c for c in stack.calls if c[0] == "reload"] == [
+        ("reload", "alertmanager", url("alertmanager"))]
+    assert stack.said[0] == "alertmanager: configuration changed; reloaded"
+
+
+def test_a_shell_pointed_at_a_state_dir_sorting_after_this_one_is_told_too(
+        tmp_path: Path) -> None:
+    state = StateDir(tmp_path / "a")
+    prom = "http://127.0.0.1:19090"
+    assert up_mod.cli_pointer(state, prom, {"TRAINWATCH_STATE_DIR": str(tmp_path / "z"),
+                                            ENV_PROMETHEUS: prom}) == (
+        f"export TRAINWATCH_STATE_DIR={state.root} TRAINWATCH_PROMETHEUS={prom}")
