@@ -90,3 +90,14 @@ def test_a_record_that_reads_itself_stays_a_reference_at_any_depth() -> None:
     assert inline("x:y", records) == "(f or x:y offset 1m)"
     assert inline("x:y", records, within=("x:y",)) == "x:y"
     assert inline("z:w", records) == "((f or x:y offset 1m) + z:w)"
+
+
+def test_a_gpus_identity_is_its_scrape_target_and_the_labels_every_gpu_metric_carries() -> None:
+    from exporter import metrics
+    from trainwatch.contract.promql import GPU_LABELS
+    specs = [s for s in vars(metrics).values() if isinstance(s, metrics.MetricSpec)
+             and s.name.startswith("trainwatch_gpu_") and s.labels[:1] == ("gpu",)]  # per GPU
+    common = set.intersection(*(set(s.labels) for s in specs))
+    assert len(specs) > 20 and GPU_LABELS[0] == "instance"  # the target label Prometheus adds
+    assert GPU_LABELS[1:] == tuple(label for label in specs[0].labels if label in common)
+    assert set(GPU_LABELS[1:]) == common

@@ -5,6 +5,7 @@ answer, no JSON), and how the waits decide, report progress and give up. No stac
 from __future__ import annotations
 
 import json
+import re
 import socket
 import urllib.request
 from collections.abc import Iterator
@@ -311,6 +312,9 @@ def test_reload_with_nothing_answering_names_the_reason() -> None:
         health.reload("alertmanager", url)
     assert str(err.value).startswith(f"alertmanager at {url} refused to reload its configuration (")
     assert "refused" in str(err.value).split("(", 1)[1].lower()  # ECONNREFUSED's reason
+    # The socket error's own reason, not urllib's wrapper around it ("<urlopen error ...>").
+    assert re.search(r"configuration \(\[Errno \d+\] Connection refused\); it keeps the old one$",
+                     str(err.value)), str(err.value)
 
 
 def test_wait_scraped_counts_its_seconds_from_its_start(

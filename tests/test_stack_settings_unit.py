@@ -167,3 +167,14 @@ def test_settings_are_not_changed_in_place() -> None:
     with pytest.raises(AttributeError):
         settings.for_ = "1m"  # type: ignore[misc]
     assert settings.for_ is None
+
+
+def test_every_service_has_its_own_readiness_path() -> None:
+    from trainwatch.stack.settings import READY_PATHS
+    assert tuple(READY_PATHS) == SERVICES  # one each, in the services' order
+    assert READY_PATHS["exporter"] == "/healthz"  # exporter/web.py's health endpoint
+    assert READY_PATHS["grafana"] == "/api/health"  # Grafana's health API
+    # Prometheus's, the Pushgateway's and Alertmanager's documented readiness endpoint, and the
+    # webhook receiver's, which answers it the same way.
+    assert {s for s, path in READY_PATHS.items() if path == "/-/ready"} == {
+        "prometheus", "pushgateway", "alertmanager", "webhook"}

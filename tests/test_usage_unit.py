@@ -8,12 +8,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks.stack import REPO
 from trainwatch import usage
 from trainwatch.contract import remedies
 from trainwatch.contract.records import IDLE_CAUSES, RecordNames
@@ -288,8 +290,9 @@ def test_the_table_says_each_figure_in_gpu_hours_with_its_share_and_the_totals_l
     groups, outside = gathered()
     lines = as_table("experiment", 2 * DAY, groups, outside).splitlines()
     assert lines[0] == "GPU-hours over the last 2d, by experiment:"
-    header = lines[1].split("  ")
-    assert header[0] == "experiment" and "MFU" in lines[1]
+    header = re.split(r" {2,}", lines[1].strip())
+    assert header == ["experiment", "held", "busy", "wasted", *IDLE_CAUSES.values(),
+                      usage.LOW_MFU_WORDS, "MFU", "top offender (wasted)"]
     a = lines[2].split()
     assert a[:6] == ["a", "0.028", "0.011", "(40%)", "0.017", "(60%)"]
     assert "20%" in a  # its MFU: 12 of 60
@@ -450,3 +453,14 @@ def test_busy_with_a_low_mfu_is_said_whenever_there_is_any() -> None:
         "experiment", 3600, [g], Outside())
     g.low_mfu = 0.0
     assert "GPU busy, MFU low:" not in as_table("experiment", 3600, [g], Outside())
+
+
+def test_the_format_is_a_table_unless_csv_or_json_is_asked_for() -> None:
+    from tests.test_cli_metavars_unit import commands
+    parser = commands()["usage"]
+    readme = (REPO / "README.md").read_text()
+    assert "--format csv   # or json; table by default" in readme
+    assert parser.parse_args([]).format == "table"
+    assert {parser.parse_args(["--format", f]).format for f in ("csv", "json")} == {"csv", "json"}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--format", "top_offender"])
