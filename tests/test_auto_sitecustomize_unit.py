@@ -11,7 +11,9 @@ import importlib
 import importlib.machinery
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -224,3 +226,15 @@ def test_a_namespace_package_named_sitecustomize_is_not_run(tmp_path: Path) -> N
     (tmp_path / "sitecustomize").mkdir()  # a directory with no __init__: no loader
     load([str(SITE), str(tmp_path)])
     assert "sitecustomize" not in sys.modules
+
+
+def test_a_sitecustomize_in_a_directory_sorting_after_this_one_is_chained(tmp_path: Path) -> None:
+    """Only this directory is left out, not every path that sorts after it."""
+    later = Path(tempfile.mkdtemp(prefix="zz_chained_", dir=SITE.parent))
+    try:
+        assert str(later) > str(SITE)
+        user_site(later)
+        load([str(SITE), str(later)])
+        assert sys.modules["sitecustomize"].__file__ == str(later / "sitecustomize.py")
+    finally:
+        shutil.rmtree(later)
