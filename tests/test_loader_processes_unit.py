@@ -802,3 +802,48 @@ def test_the_collector_reads_a_real_tree() -> None:
     cpu = {labels["process"]: v for labels, v in got[names.LOADER_CPU_SECONDS]}
     assert cpu[names.PROCESS_MAIN] > 0 and cpu[names.PROCESS_WORKERS] >= 0
     assert got[names.LOADER_READ_BYTES][0][1] >= 0 and got[names.LOADER_RCHAR_BYTES][0][1] > 0
+
+
+def test_a_sample_is_frozen_and_its_worker_seconds_default_to_none_lived() -> None:
+    sample = TreeSample(1.5, 2.5, 1, None, None)
+    assert sample.worker_seconds == 0.0 and sample.workers_wait is None
+    with pytest.raises(AttributeError):
+        sample.workers = 2  # type: ignore[misc]
+
+
+def test_pids_and_executables_compare_by_value_not_identity(clock: Clock) -> None:
+    """psutil makes new int and str objects at each read: equal, never the same object."""
+    top = root()
+    top.pid = int(str(ROOT))  # the same number, another object
+    assert top.pid is not ROOT
+    ps = Ps(top, worker(ROOT + 1, cmdline=TRACKER), worker(ROOT + 2, exe="".join(PYTHON)))
+    ps.table = {ROOT: top, ROOT + 1: ps.table[ROOT + 1], ROOT + 2: ps.table[ROOT + 2]}
+    tree = tree_of(ps)
+    tree.sample()
+    assert tree._kinds == {ROOT + 1: TREE, ROOT + 2: WORKER}
+
+
+def test_a_child_first_seen_ended_is_part_of_the_tree(clock: Clock) -> None:
+    ps = Ps(root(), worker(ROOT + 1))
+    ps.table[ROOT + 1].fail["exe"] = psutil.NoSuchProcess(ROOT + 1)
+    tree = tree_of(ps)
+    assert tree.sample().workers == 0
+    assert tree._kinds == {ROOT + 1: TREE}
+
+
+def test_the_interval_is_measured_from_the_last_read_early_on_the_clock(clock: Clock) -> None:
+    clock.mono = 0.5
+    tree = Scripted(FIRST)
+    collector = LoaderProcessCollector(lambda: tree)
+    families(collector)
+    clock.mono = 1.5  # a second later: read again (a remainder of 0.0 would not)
+    families(collector)
+    assert tree.reads == 2
+
+
+def test_a_figure_read_below_zero_is_reported_as_zero(clock: Clock) -> None:
+    """More taken out than came in (an apart subtree's children outliving it): held at 0."""
+    below = TreeSample(main_cpu=2.5, workers_cpu=-0.5, workers=0, read_bytes=-64.0, rchar=None)
+    got = families(LoaderProcessCollector(lambda: Scripted(below)))
+    assert [v for _, v in got[names.LOADER_CPU_SECONDS]] == [2.5, 0.0]
+    assert got[names.LOADER_READ_BYTES] == [({}, 0.0)]
