@@ -580,3 +580,14 @@ def test_the_settings_after_the_gateway_are_keywords_only(held_port: int) -> Non
     assert callback._args == {"experiment": "hf-unit", "trial": "keywords",
                               "pushgateway": None, "pull_port": held_port}
     assert callback._samples == 4
+
+
+def test_reduce_metrics_is_the_time_from_the_steps_end_to_its_log(
+        clock: Clock, made: Made) -> None:
+    run = Run(made.new("early-log"), clock)
+    run.begin(None)
+    run.call("on_step_begin")
+    run.call("on_step_end")  # at the clock's first, early reading
+    clock.now += 0.5
+    run.call("on_log", logs={})
+    assert timed(run.trial, names.REDUCE_METRICS) == (1, 0.5)
