@@ -847,3 +847,14 @@ def test_a_figure_read_below_zero_is_reported_as_zero(clock: Clock) -> None:
     got = families(LoaderProcessCollector(lambda: Scripted(below)))
     assert [v for _, v in got[names.LOADER_CPU_SECONDS]] == [2.5, 0.0]
     assert got[names.LOADER_READ_BYTES] == [({}, 0.0)]
+
+
+def test_another_users_child_is_apart_whether_its_uid_is_above_or_below(clock: Clock) -> None:
+    """uids are compared by value (psutil makes new ints at each read), either way round."""
+    ps = Ps(root(), worker(ROOT + 1, uid=UID - 1), worker(ROOT + 2, uid=UID + 1),
+            worker(ROOT + 3, uid=int(str(UID))))
+    for pid in (ROOT + 1, ROOT + 2, ROOT + 3):
+        ps.table[pid].fail["exe"] = psutil.AccessDenied(pid)
+    tree = tree_of(ps)
+    tree.sample()
+    assert tree._kinds == {ROOT + 1: APART, ROOT + 2: APART, ROOT + 3: WORKER}
