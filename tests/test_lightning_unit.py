@@ -7,7 +7,6 @@ The real fits are tests/test_lightning.py."""
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +17,7 @@ import torch
 from lightning.pytorch.profilers import PassThroughProfiler, Profiler
 from lightning.pytorch.trainer.states import TrainerFn
 
+from tests.trial_support import held_loopback_port
 from trial_instrumentation import framework, lightning, names, timing
 from trial_instrumentation.lightning import TrainwatchCallback, _TimingProfiler
 from trial_instrumentation.trial import Trial
@@ -112,13 +112,9 @@ def make_trainer(clock: Clock | None = None, connector: Any = "stand-in") -> Any
 
 @pytest.fixture(scope="module")
 def held_port() -> Iterator[int]:
-    """A loopback port this module holds open: a trial's pull server cannot start on it (a
-    taken port is logged and the trial times all the same), so no server thread waits out its
-    half-second poll at each close."""
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        yield held.getsockname()[1]
+    """A loopback port this module holds open (trial_support.held_loopback_port)."""
+    with held_loopback_port() as port:
+        yield port
 
 
 class Made(list[TrainwatchCallback]):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,7 @@ from accelerate.data_loader import DataLoaderShard
 from torch.utils.data import DataLoader, Dataset
 from transformers import TrainerControl, TrainerState
 
+from tests.trial_support import held_loopback_port
 from trial_instrumentation import framework, names, timing
 from trial_instrumentation import transformers as hf
 from trial_instrumentation.transformers import TrainwatchCallback
@@ -81,13 +81,9 @@ class Args:
 
 @pytest.fixture(scope="module")
 def held_port() -> Iterator[int]:
-    """A loopback port this module holds open: a trial's pull server cannot start on it (a
-    taken port is logged and the trial times all the same), so no server thread waits out its
-    half-second poll at each close."""
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        yield held.getsockname()[1]
+    """A loopback port this module holds open (trial_support.held_loopback_port)."""
+    with held_loopback_port() as port:
+        yield port
 
 
 class Made(list[TrainwatchCallback]):
