@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.stack import wait_until
 from tests.loopback import scripted_server
 from tests.trial_support import closed_port_url
 from trainwatch import procs
@@ -48,6 +49,11 @@ def running(state: StateDir) -> Iterator[ProcRecord]:
     proc, record = procs.spawn("prometheus", argv, str(state.root), state.log_file("p"),
                                state.root)
     try:
+        # Until the shell has exec'd sleep: while an exec is under way /proc reads the
+        # environment as empty for a moment, and the process as no one's (test_procs_unit).
+        wait_until(lambda: procs.argv_of(proc.pid)[:1] == ("sleep",)
+                   and procs.is_ours(record, str(state.root)), timeout=5.0,
+                   what="the stack's marked sleep", interval=0.01)
         record.save(state.pid_file("prometheus"))
         yield record
     finally:
