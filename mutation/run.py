@@ -108,20 +108,29 @@ def skip_unchanged_mutants(session: Path, lines: dict[str, set[int]]) -> int:
     return skipped
 
 
+def checked_tests(target: dict[str, Any], work: Path) -> tuple[list[str], float]:
+    """The target's pytest command, run once unmutated in a fresh copy of the tree at ``work``
+    (SystemExit when it fails there), and the timeout a mutant's run gets: ten times that
+    run, at least 20 s."""
+    copy_tree(work)
+    argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+            *target["tests"]]
+    started = time.monotonic()
+    baseline = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False)
+    if baseline.returncode != 0:
+        raise SystemExit(f"{target['name']}: the tests fail without a mutant:\n"
+                         f"{baseline.stdout[-3000:]}")
+    return argv, max(20.0, 10 * (time.monotonic() - started))
+
+
 def run_target(target: dict[str, Any], lines: dict[str, set[int]] | None = None) -> dict[str, Any]:
     """One target's mutants; with ``lines`` (file -> changed line numbers) only theirs."""
     name = target["name"]
     work = STATE / f"work-{name}"
     on = head(REPO, target["module"])  # the module as copied, whatever is committed later
-    copy_tree(work)
-    tests = " ".join(shlex.quote(t) for t in target["tests"])
-    command = f"{shlex.quote(sys.executable)} -m pytest -x -q -p no:cacheprovider {tests}"
     started = time.monotonic()
-    baseline = subprocess.run(shlex.split(command), cwd=work, capture_output=True, text=True,
-                              check=False)
-    if baseline.returncode != 0:
-        raise SystemExit(f"{name}: the tests fail without a mutant:\n{baseline.stdout[-3000:]}")
-    timeout = max(20.0, 10 * (time.monotonic() - started))
+    argv, timeout = checked_tests(target, work)
+    command = shlex.join(argv)
     config = STATE / f"{name}.toml"
     config.write_text(f'[cosmic-ray]\nmodule-path = "{target["module"]}"\ntimeout = {timeout}\n'
                       f"excluded-modules = []\ntest-command = {json.dumps(command)}\n\n"

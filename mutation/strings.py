@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from mutation.ledger import head
-from mutation.run import annotation_spans_in, copy_tree
+from mutation.run import annotation_spans_in, checked_tests
 
 REPO = Path(__file__).resolve().parent.parent
 STATE = REPO / ".mutation"
@@ -154,17 +154,8 @@ def _digest(paths: list[str]) -> str:
     return hashlib.sha256(b"".join((REPO / p).read_bytes() for p in paths)).hexdigest()[:16]
 
 
-def _runner(target: dict[str, Any], work: Path) -> tuple[list[str], float]:
-    """The target's pytest command, checked to pass unmutated in ``work``, and its timeout."""
-    copy_tree(work)
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-               *target["tests"]]
-    started = time.monotonic()
-    baseline = subprocess.run(command, cwd=work, capture_output=True, text=True, check=False)
-    if baseline.returncode != 0:
-        raise SystemExit(f"{target['name']}: the tests fail without a mutant:\n"
-                         f"{baseline.stdout[-3000:]}")
-    return command, max(20.0, 10 * (time.monotonic() - started))
+# The target's pytest command, checked to pass unmutated in a fresh copy, and its timeout.
+_runner = checked_tests
 
 
 def _judge(work: Path, m: Mutant, command: list[str], timeout: float) -> str:
