@@ -197,8 +197,7 @@ def rerun_survivors(target: dict[str, Any], last: dict[str, Any]) -> dict[str, A
         raise SystemExit(f"{name}: the module changed since its last run; run it whole")
     work = STATE / f"strings-{name}"
     command, timeout = _runner(target, work)
-    made = {(m.path, m.line, m.col, m.original, m.mutant): m
-            for path in modules(target) for m in mutants(path, (REPO / path).read_text())}
+    made = _made(target)
     before = {(m["path"], m["line"], m["col"], m["original"], m["mutant"]): m
               for m in last["mutants"]}
     kept = []
@@ -260,8 +259,9 @@ def write_report(results: list[dict[str, Any]], equivalents: list[dict[str, str]
     return explained == total - killed
 
 
-def _made(target: dict[str, Any]) -> set[tuple[str, int, int, str, str]]:
-    return {(m.path, m.line, m.col, m.original, m.mutant)
+def _made(target: dict[str, Any]) -> dict[tuple[str, int, int, str, str], Mutant]:
+    """The mutants the generator makes of the target's module now, by their identity."""
+    return {(m.path, m.line, m.col, m.original, m.mutant): m
             for path in modules(target) for m in mutants(path, (REPO / path).read_text())}
 
 
