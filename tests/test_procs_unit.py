@@ -25,6 +25,7 @@ from trainwatch.procs import (
     _environ,
     argv_of,
     command_line,
+    exited,
     is_ours,
     marked,
     spawn,
@@ -337,6 +338,7 @@ def test_stop_waits_10_s_for_sigterm_polling_every_50_ms_then_5_s_after_sigkill(
 
     monkeypatch.setattr(procs, "time", clock)
     monkeypatch.setattr(procs, "is_ours", ours)
+    monkeypatch.setattr(procs, "exited", lambda r: not ours(r, "the stack"))
     monkeypatch.setattr(procs, "_signal",
                         lambda r, sig: signals.append((r.pid, sig, clock.us)))
     assert stop([bystander, record], "the stack") == [record]
@@ -350,3 +352,79 @@ def test_stop_waits_10_s_for_sigterm_polling_every_50_ms_then_5_s_after_sigkill(
         assert 5_000_000 <= waited < 5_050_000  # then it gives up
     else:
         assert 300_000 <= waited < 350_000  # back as soon as it is gone
+
+
+# A process whose main thread ends first (as a Go server's may on SIGTERM) while another thread
+# still holds its listening socket for a while: the leader is a zombie, its environment
+# unreadable, so `is_ours` is false, yet the port is still taken. `stop` waits for `exited`.
+HOLDER = """
+import ctypes, signal, socket, sys, threading, time, os
+sock = socket.socket()
+sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+sock.bind(("127.0.0.1", 0))
+sock.listen()
+go = threading.Event()
+def hold():
+    go.wait()
+    time.sleep(float(sys.argv[1]))
+    os._exit(0)
+threading.Thread(target=hold).start()
+def term(*_):
+    go.set()
+    ctypes.CDLL(None).pthread_exit(None)
+signal.signal(signal.SIGTERM, term)
+print(sock.getsockname()[1], flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def port_free(port: int) -> bool:
+    import socket
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def holder(started: list[subprocess.Popen[bytes]], tmp_path: Path,
+           hold: float) -> tuple[ProcRecord, int]:
+    import sys
+    proc, record = spawn("svc", [sys.executable, "-c", HOLDER, str(hold)], str(tmp_path),
+                         tmp_path / "log", tmp_path)
+    started.append(proc)
+    until(lambda: (tmp_path / "log").read_text().strip().isdigit(), 10.0)
+    return record, int((tmp_path / "log").read_text())
+
+
+def test_a_process_whose_leader_ended_is_not_exited_while_a_thread_holds_its_port(
+        tmp_path: Path, started: list[subprocess.Popen[bytes]]) -> None:
+    record, port = holder(started, tmp_path, 30.0)
+    assert not exited(record) and not port_free(port)
+    os.kill(record.pid, signal.SIGTERM)
+    until(lambda: start_time(record.pid) is None)  # the leader is a zombie
+    assert not is_ours(record, str(tmp_path))
+    assert not exited(record) and not port_free(port)  # its thread holds the socket
+    os.kill(record.pid, signal.SIGKILL)
+    until(lambda: exited(record))
+    assert port_free(port)
+
+
+def test_stop_returns_once_the_last_thread_let_go_of_the_port(
+        tmp_path: Path, started: list[subprocess.Popen[bytes]]) -> None:
+    record, port = holder(started, tmp_path, 0.6)
+    begun = time.monotonic()
+    assert stop([record], str(tmp_path), grace=5.0) == [record]
+    assert 0.5 < time.monotonic() - begun < 4.0
+    assert port_free(port)
+
+
+def test_exited_is_true_for_a_reused_pid_and_a_gone_one_false_for_a_live_one(
+        tmp_path: Path, started: list[subprocess.Popen[bytes]]) -> None:
+    record = launch(started, tmp_path, "exec sleep 60")
+    assert not exited(record)
+    assert exited(ProcRecord("svc", record.pid, record.start_time + 1, ()))  # reused
+    assert exited(ProcRecord("svc", 2**22 + 12345, 1, ()))  # no such process

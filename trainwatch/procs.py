@@ -124,20 +124,35 @@ def stop(records: Sequence[ProcRecord], stack: str, grace: float = 10.0) -> list
     """SIGTERM each process that is still ours, wait up to ``grace`` s, SIGKILL what is left.
 
     Identity is checked again before every signal, so a pid that changed hands in the meantime
-    is never hit. Returns the records that were signalled."""
+    is never hit; it returns once each has `exited` (its ports free to bind again) or the waits
+    run out. Returns the records that were signalled."""
     live = [r for r in records if is_ours(r, stack)]
     for record in live:
         _signal(record, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(is_ours(r, stack) for r in live):
+    while time.monotonic() < deadline and not all(map(exited, live)):
         time.sleep(0.05)  # polling exit: these are not our children, so there is no wait()
     for record in live:
         if is_ours(record, stack):
             _signal(record, signal.SIGKILL)
     deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline and any(is_ours(r, stack) for r in live):
+    while time.monotonic() < deadline and not all(map(exited, live)):
         time.sleep(0.05)
     return live
+
+
+def exited(record: ProcRecord) -> bool:
+    """The recorded process has let go of everything, its listening sockets included: gone,
+    its pid reused, or a zombie whose every thread has ended. `is_ours` turns false sooner: a
+    dying process's leader is a zombie (its environment unreadable) while its other threads
+    still hold its descriptors, so a restart that waited only for that found its port taken."""
+    started = start_time(record.pid)
+    if started is not None:
+        return started != record.start_time
+    try:
+        return len(os.listdir(f"/proc/{record.pid}/task")) <= 1
+    except OSError:
+        return True
 
 
 def _signal(record: ProcRecord, sig: signal.Signals) -> None:
