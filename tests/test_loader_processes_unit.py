@@ -858,3 +858,59 @@ def test_another_users_child_is_apart_whether_its_uid_is_above_or_below(clock: C
     tree = tree_of(ps)
     tree.sample()
     assert tree._kinds == {ROOT + 1: APART, ROOT + 2: APART, ROOT + 3: WORKER}
+
+
+def test_a_read_long_after_the_interval_reads_the_tree_again(clock: Clock) -> None:
+    """Not only at the interval's end: any later collect reads anew (the cache is for less)."""
+    tree = Scripted(FIRST, TreeSample(3.0, 9.0, 2, None, None), TreeSample(4.0, 9.5, 5, None, None))
+    collector = LoaderProcessCollector(lambda: tree)
+    families(collector)
+    clock.mono += loader_processes.MIN_SAMPLE_SECONDS * 2.5
+    assert families(collector)[names.LOADER_WORKERS] == [({}, 2)] and tree.reads == 2
+    clock.mono += loader_processes.MIN_SAMPLE_SECONDS * 7.25
+    assert families(collector)[names.LOADER_WORKERS] == [({}, 5)] and tree.reads == 3
+
+
+# --- the helper cache, pid wrap-around, the trial's own environment ------------------------
+
+@pytest.mark.parametrize(("others", "kept"), [(17, True), (28, True), (29, False), (40, False)])
+def test_the_helper_cache_is_forgotten_only_past_four_per_process_listed_and_16(
+        clock: Clock, others: int, kept: bool) -> None:
+    """Four live workers and ``others`` direct children that end: a command line is read once
+    while the cache holds at most 4 × 4 + 16 = 32 entries, and again once it held more."""
+    live = [worker(ROOT + n) for n in range(1, 5)]
+    gone = [worker(ROOT + 100 + n) for n in range(others)]
+    ps = Ps(root(), *live, *gone)
+    tree = tree_of(ps)
+    assert tree.sample().workers == 4 + others
+    for proc in gone:
+        del ps.table[proc.pid]
+    assert tree.sample().workers == 4
+    assert [p.calls["cmdline"] for p in live] == [1 if kept else 2] * 4
+    assert tree.sample().workers == 4  # cleared or not, the cache now holds the live four
+    assert [p.calls["cmdline"] for p in live] == [1 if kept else 2] * 4
+
+
+def test_after_pid_wrap_around_a_workers_decoder_is_still_the_loaders(clock: Clock) -> None:
+    """A worker forked after the pid numbers wrapped has a pid below the trial's: its own
+    children are not the trial's direct ones, so its decoder counts as the loader's CPU."""
+    ps = Ps(root(), worker(300, cpu=(0.75, 0.125, 0.0, 0.0)),
+            worker(301, 300, exe="/usr/bin/ffmpeg", cpu=(2.0, 1.0, 0.0, 0.0)))
+    sample = tree_of(ps).sample()
+    assert sample.workers == 1
+    assert sample.workers_cpu == 0.4375 + 0.875 + 3.0
+
+
+def test_os_environ_counts_as_the_trials_own_only_in_the_trials_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank set in os.environ after exec (Lightning's LOCAL_RANK) is this process's; for a
+    trial read from another process, whatever its pid's order, it is nobody's."""
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    spawned = {"LOCAL_RANK": "1", "RANK": "3"}
+    for pid in (2, os.getpid() + 1, ROOT):  # below and above this process's pid
+        top = Proc(pid, 1, cpu=(1.25, 0.5, 0.0, 0.0), environ={"LOCAL_RANK": "0", "RANK": "3"})
+        assert ProcessTree(Ps(top), pid)._another_rank(spawned), pid
+    own = Proc(os.getpid(), 1, cpu=(1.25, 0.5, 0.0, 0.0),
+               environ={"LOCAL_RANK": "0", "RANK": "3"})
+    assert not ProcessTree(Ps(own), os.getpid())._another_rank(spawned)
+    assert ProcessTree(Ps(own), os.getpid())._another_rank({"LOCAL_RANK": "2"})
