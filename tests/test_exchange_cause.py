@@ -24,6 +24,7 @@ from trainwatch.diagnose.exchange import (
     NicUse,
     PhaseExcess,
     decide,
+    nic_uses,
 )
 from trainwatch.diagnose.ranks import rank_spreads, trial_scalings
 from trainwatch.promapi import PrometheusAPI
@@ -178,6 +179,21 @@ def test_diagnose_tells_straggler_network_and_neither_apart_over_recorded_series
     assert "8% of its 1,250 MB/s link (under the 60% threshold)" in (found["neither"][1] or "")
     assert "link speed unknown" in (found["unknown"][1] or ""), found["unknown"]
 
+
+
+def test_a_nodes_links_are_read_in_both_directions_each_named_for_its_own(
+        recorded: tuple[Prometheus, float]) -> None:
+    """Each NIC's receive and transmit rates, each under its own word (the fixture's receive
+    rate is half its transmit one), and only for the nodes asked about."""
+    prom, at = recorded
+    api = PrometheusAPI(prom.url).pinned(at)
+    found = sorted((u.nodename, u.device, u.direction, round(u.bytes_per_second / 1e6, 1),
+                    u.speed) for u in nic_uses(api, "5m", {"node-c", "node-e"}))
+    assert found == [("node-c", "eth0", "receive", 550.0, GBE10),
+                     ("node-c", "eth0", "transmit", 1100.0, GBE10),
+                     ("node-e", "eth0", "receive", 50.0, GBE10),
+                     ("node-e", "eth0", "transmit", 100.0, GBE10)]
+    assert nic_uses(api, "5m", set()) == []
 
 # --- issue 36: what the mutation run of exchange.py showed untested ------------------------
 

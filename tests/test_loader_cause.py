@@ -140,7 +140,9 @@ def test_decode_bound_shows_the_cpu_the_workers_waited_for() -> None:
 def test_remote_storage_needs_the_link_near_its_speed_else_it_is_latency() -> None:
     figures = CASES[REMOTE_STORAGE]
     unknown_speed = LoaderEvidence(**{**figures.__dict__, "network_busy": None})  # a VM's NIC
-    assert decide(unknown_speed, CAUSES, SATURATED).kind == LATENCY_BOUND  # type: ignore[union-attr]
+    latency = decide(unknown_speed, CAUSES, SATURATED)
+    assert latency is not None and latency.kind == LATENCY_BOUND
+    assert "busiest NIC receiving at unknown of its link speed (threshold 60%)" in latency.evidence
     cached = LoaderEvidence(**{**figures.__dict__, "rchar": 1.0 * MB, "read_bytes": 0.9 * MB})
     assert decide(cached, CAUSES, SATURATED).kind == LATENCY_BOUND  # type: ignore[union-attr]
 
@@ -256,6 +258,9 @@ def test_gather_reads_a_window_as_rates_and_a_life_as_rates_scaled_to_its_second
     window = asked[:]
     assert "rate(trainwatch_trial_loader_read_bytes_total" in window[4] and " / " not in window[4]
     assert "[5m]" in window[7] and "offset" not in window[7]
+    # The NIC figure is the received bytes over the link's speed, as the cause rule reads it.
+    assert "rate(trainwatch_network_receive_bytes_total[5m])" in window[8].replace(" ", "")
+    assert "transmit" not in window[8] and "trainwatch_network_speed_bytes" in window[8]
     asked.clear()
     life = Run("e", "t", "0", "1", "n", "1", first=100, last=275, started=99, pushed=159)
     loader_cause.gather(query, "3m", {key: 0.4}, life, experiment="e")

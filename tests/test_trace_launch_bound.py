@@ -91,6 +91,11 @@ def test_gather_orders_operators_slowest_first_and_reads_the_gpus_split() -> Non
     assert t.split_device == "cuda" and t.split_where == "GPU" and launch_bound(t)
     assert t.split_shares() == {"idle": 0.9, "compute": pytest.approx(0.1), "communication": 0}
     assert (t.kernels_per_step, t.ended) == (56, 1_790_000_000.0)
+    assert (t.path, t.steps, t.device) == ("/t/r0.json.gz", "4-8", "cuda")
+    # The trace's own device, not its split's: operators timed on the CPU, a split of the GPU's.
+    rows[names.PROFILE_INFO] = [({"path": "/t/r1.json.gz", "steps": "9", "device": "cpu"}, 1)]
+    [(_, cpu)] = gather(lambda expr: {key: rows.get(expr.split("{")[0], [])}).items()
+    assert (cpu.device, cpu.split_device, cpu.steps) == ("cpu", "cuda", "9")
 
 
 def test_a_summary_cannot_be_changed() -> None:
