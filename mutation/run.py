@@ -21,6 +21,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -38,6 +39,27 @@ RESULTS = STATE / "results"
 REPORT = REPO / "docs" / "mutation-report.md"
 TARGET_SCORE = 0.90
 COSMIC_RAY = Path(sys.executable).parent / "cosmic-ray"
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and every process under it, each one's process group too: a test run
+    that timed out leaves none running (cosmic-ray starts pytest in a session of its own, which
+    killing the worker's group alone never reached: an endless mutant's pytest ran on)."""
+    import psutil
+
+    try:
+        top = psutil.Process(pid)
+        tree = [*top.children(recursive=True), top]
+    except psutil.NoSuchProcess:
+        return
+    for proc in tree:
+        try:
+            group = os.getpgid(proc.pid)
+            if group != os.getpgrp():  # never the caller's own group
+                os.killpg(group, signal.SIGKILL)
+            os.kill(proc.pid, signal.SIGKILL)  # one in the caller's group or leading none
+        except (ProcessLookupError, PermissionError):
+            continue  # gone already
 
 
 def copy_tree(work: Path) -> None:

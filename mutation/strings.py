@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from mutation.ledger import head
-from mutation.run import annotation_spans_in, checked_tests
+from mutation.run import annotation_spans_in, checked_tests, kill_tree
 
 REPO = Path(__file__).resolve().parent.parent
 STATE = REPO / ".mutation"
@@ -161,11 +161,13 @@ _runner = checked_tests
 def _judge(work: Path, m: Mutant, command: list[str], timeout: float) -> str:
     text = (work / m.path).read_text()
     (work / m.path).write_text(apply(text, m))
+    tests = subprocess.Popen(command, cwd=work, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        rc = subprocess.run(command, cwd=work, capture_output=True, text=True, check=False,
-                            timeout=timeout).returncode
-        return "survived" if rc == 0 else "killed"
+        return "survived" if tests.wait(timeout=timeout) == 0 else "killed"
     except subprocess.TimeoutExpired:
+        kill_tree(tests.pid)  # pytest and whatever it started: none runs on
+        tests.wait()
         return "killed"
     finally:
         (work / m.path).write_text(text)

@@ -16,9 +16,7 @@ from __future__ import annotations
 import datetime
 import fcntl
 import json
-import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -27,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mutation.ledger import save
-from mutation.run import COSMIC_RAY, REPO, RESULTS, STATE, copy_tree, report
+from mutation.run import COSMIC_RAY, REPO, RESULTS, STATE, copy_tree, kill_tree, report
 
 # A survivor's test run past this many seconds is killed (a mutant the new tests send into a
 # loop); run.py's timeout is ten times the unmutated run, at least 20 s.
@@ -120,7 +118,7 @@ def _run_one(work: Path, mutant: dict[str, Any], command: str) -> str:
     try:
         out, _ = worker.communicate(timeout=TIMEOUT)
     except subprocess.TimeoutExpired:
-        os.killpg(worker.pid, signal.SIGKILL)
+        kill_tree(worker.pid)
         worker.communicate()
         copy_tree(work)
         return "killed"

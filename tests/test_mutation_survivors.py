@@ -62,3 +62,42 @@ def test_a_rerun_refuses_tests_that_fail_unmutated_and_a_second_rerun_of_its_tar
     fcntl.flock(held, fcntl.LOCK_EX)
     with pytest.raises(SystemExit, match="being run again already"):
         survivors.rerun(target)
+
+
+def test_a_timed_out_run_leaves_no_process_of_it_running(tmp_path: Path) -> None:
+    """kill_tree takes the worker and what it started in a session of its own (as cosmic-ray
+    starts pytest), and never the caller's own group."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from mutation.run import kill_tree
+
+    script = ("import subprocess, sys, time\n"
+              "child = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+              "print(child.pid, flush=True)\n"
+              "time.sleep(300)\n")
+    worker = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    assert worker.stdout is not None
+    child = int(worker.stdout.readline())
+    assert os.getpgid(child) == child != os.getpgid(worker.pid)
+    kill_tree(worker.pid)
+    assert worker.wait(timeout=10) == -9
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{child}") and "Z" not in _state(child):
+        assert time.monotonic() < deadline, "the worker's child runs on"
+        time.sleep(0.01)
+    mine = subprocess.Popen(["sleep", "300"])  # in this process's group: only it is killed
+    kill_tree(mine.pid)
+    assert mine.wait(timeout=10) == -9
+    kill_tree(mine.pid)  # gone: no error
+
+
+def _state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    return stat[stat.rindex(")") + 2]
