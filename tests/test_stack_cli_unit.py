@@ -112,8 +112,11 @@ def test_an_os_error_names_its_file_or_none(monkeypatch: pytest.MonkeyPatch, tmp
                                        "Permission denied\n")
     failing(monkeypatch, OSError(errno.ENOSPC, "No space left on device"))
     assert stack_cli.run(parse("status", "--state-dir", str(tmp_path))) == 2
-    assert capsys.readouterr().err == ("trainwatch stack status: error: : No space left on "
+    assert capsys.readouterr().err == ("trainwatch stack status: error: No space left on "
                                        "device\n")
+    failing(monkeypatch, OSError("a reason with no errno"))  # no strerror: the error itself
+    assert stack_cli.run(parse("status", "--state-dir", str(tmp_path))) == 2
+    assert capsys.readouterr().err == "trainwatch stack status: error: a reason with no errno\n"
 
 
 def test_an_interrupt_exits_130_saying_what_was_started_was_stopped(

@@ -82,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         raise  # a reader that went away: trainwatch.cli.main ends quietly
     except OSError as err:  # e.g. the state directory turned read-only under a running stack
-        print(f"trainwatch stack {args.action}: error: {err.filename or ''}: {err.strerror}",
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"trainwatch stack {args.action}: error: {where}{err.strerror or err}",
               file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
