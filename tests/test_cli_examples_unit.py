@@ -28,9 +28,8 @@ def test_every_example_is_one_the_option_takes() -> None:
     assert checked > 20  # durations, times, ports, paths, steps: not a vacuous pass
 
 
-def test_each_example_but_one_is_for_a_word_some_option_shows() -> None:
-    # TIMEOUT: no option shows it since the timeouts became durations (an unused example).
-    assert set(EXAMPLES) - {word for *_, word in shown()} == {"TIMEOUT"}
+def test_each_example_is_for_a_word_some_option_shows() -> None:
+    assert set(EXAMPLES) - {word for *_, word in shown()} == set()
 
 
 def test_the_examples_differ_by_kind() -> None:

@@ -36,8 +36,8 @@ LATEST_TIME = 4102444800.0
 
 
 # An example value for each metavar, for the one line that refuses a flag's value.
-EXAMPLES = {"DURATION": "1h", "TIME": "2026-11-23T08:00:00Z", "TIMEOUT": "10", "PORT": "9090",
-            "N": "5", "URL": "http://127.0.0.1:9090", "FILE": "out.txt", "DIR": "/tmp/stack",
+EXAMPLES = {"DURATION": "1h", "TIME": "2026-11-23T08:00:00Z", "PORT": "9090", "N": "5",
+            "URL": "http://127.0.0.1:9090", "FILE": "out.txt", "DIR": "/tmp/stack",
             "PERCENT": "5%"}
 
 
