@@ -380,14 +380,8 @@ while True:
 
 
 def port_free(port: int) -> bool:
-    import socket
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    from trainwatch.stack.health import port_taken  # what `stack up` checks before a start
+    return not port_taken(port)
 
 
 def holder(started: list[subprocess.Popen[bytes]], tmp_path: Path,
