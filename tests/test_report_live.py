@@ -403,7 +403,17 @@ def test_finished_trial_without_gpus(two_trials: LiveStack, finished: subprocess
         assert "last sample of the trial" in page.inner_text("dl.meta")
         assert page.locator('section.verdict[data-rank="done/0"] .title').inner_text()
         # The loader delivers 8 / 0.01 = 800 samples/s at most; the tiny step many times that.
-        assert "the loader must get" in page.inner_text('table[data-limits="measured"]')
+        # One row, this rank's, each figure in its own column and the advice from the two.
+        rows = page.locator('table[data-limits="measured"] tr:has(td)')
+        assert rows.count() == 1
+        cells = rows.locator("td").all_inner_texts()
+        assert cells[0] == "done/0"
+        loader, step = float(cells[1]), float(cells[2])
+        assert 0 < loader <= 800 < step, cells
+        advice = re.fullmatch(r"the loader delivers (\d+) samples/s, the step consumes (\d+) "
+                              r"samples/s: the loader must get ([\d.]+)x faster", cells[3])
+        assert advice is not None and (advice[1], advice[2]) == (cells[1], cells[2]), cells
+        assert float(advice[3]) == pytest.approx(step / loader, abs=0.06), cells
         assert "loader limit (measured)" in drawn["samples-done"]["text"]
         assert "step limit (measured)" in drawn["samples-done"]["text"]
         # It was never profiled: one line says how to, and no table.
@@ -526,3 +536,19 @@ def test_baseline_names_what_changed(two_trials: LiveStack, tmp_path: Path) -> N
     assert summary is not None and "dataloader_next" in summary[1] and "slowdown" in summary[1]
     [first] = re.findall(r'<tr data-phase="([^"]+)"', html)[:1]
     assert first == "dataloader_next"
+    # Side by side: this trial's column is the slow trial's, the baseline's the healthy one's;
+    # the slow trial waits 50 ms a step on its loader, the healthy one hardly at all.
+    side = {k: (a, b) for k, a, b in
+            re.findall(r"<tr><th>([^<]+)</th><td>([^<]*)</td><td>([^<]*)</td></tr>", html)}
+    assert side["trial"] == (f"{EXPERIMENT}/slow rank 0", f"{EXPERIMENT}/healthy")
+    slow_ms, healthy_ms = (float(cell.split(" ms")[0]) for cell in side["dataloader_next"])
+    assert slow_ms > 30 > healthy_ms, side["dataloader_next"]
+    # Each change is this trial's minus the baseline's, in ms per step, with its share of the
+    # difference in step time; the shares of every phase and the untimed rest make it whole.
+    changes = {phase: (float(delta), int(share)) for phase, delta, share in re.findall(
+        r'<tr data-phase="([^"]+)"><td>[^<]+</td><td class="num">([+-]?[\d.]+) ms per step'
+        r'</td><td class="num">(-?\d+)%</td></tr>', html)}
+    assert len(changes) == html.count("<tr data-phase="), changes
+    assert changes["dataloader_next"][0] == pytest.approx(slow_ms - healthy_ms, abs=0.15)
+    assert changes["dataloader_next"][1] > 50, changes
+    assert abs(sum(share for _, share in changes.values()) - 100) <= len(changes), changes
