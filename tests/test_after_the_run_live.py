@@ -3,7 +3,8 @@ reaches Prometheus, `trainwatch gc` retires ended groups, and `diagnose`, `trial
 answer for trials that ended (and whose groups are gone), run by run.
 
 One stack for the module: a loader-bound trial ("slow", 150 steps) and its healthy twin ("fast",
-400 steps) end cleanly; "again" runs twice under one key (two runs); "raises" fails; "killed"
+400 steps) end cleanly; "again" runs twice under one key (two runs of
+different lengths, so that a figure read from the other run shows); "raises" fails; "killed"
 is SIGKILLed; "running" runs on.
 """
 
@@ -34,6 +35,7 @@ pytest.importorskip("torch")
 EXPERIMENT = "after"
 STALE_AFTER = 4.0
 SLOW_STEPS, FAST_STEPS, AGAIN_STEPS = 150, 400, 40
+AGAIN_SECOND_STEPS = 55  # the second run under "again"'s key: not the first's count
 COMMON = ("--workers", "0", "--batch-size", "8")
 LOADER_REMEDIES = {"too_few_workers": remedies.LOADER_TOO_FEW_WORKERS,
                    "decode_bound": remedies.LOADER_DECODE_BOUND,
@@ -78,7 +80,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveStack]:
         prom = live.prometheus
         # The first run's final push scraped before the second run replaces the group.
         prom.wait_for_series(f'{names.EXIT}{{trial="again"}}', 30)
-        again = run_to_end(live, ("again", "--steps", str(AGAIN_STEPS)))["again"]
+        again = run_to_end(live, ("again", "--steps", str(AGAIN_SECOND_STEPS)))["again"]
         # The second run's final push scraped: its own process, carrying the exit marker.
         prom.wait_for_series(f'{names.TRIAL_INFO}{{trial="again", pid="{again}"}} and on '
                              f'(experiment, trial, rank) {names.EXIT}{{trial="again"}}', 30)
@@ -122,7 +124,8 @@ def retire_ended_groups(stack: LiveStack) -> None:
 
 def test_every_clean_exit_reaches_prometheus_with_its_last_step_and_its_marker(
         stack: LiveStack) -> None:
-    for trial, steps in (("slow", SLOW_STEPS), ("fast", FAST_STEPS), ("again", AGAIN_STEPS)):
+    for trial, steps in (("slow", SLOW_STEPS), ("fast", FAST_STEPS),
+                         ("again", AGAIN_SECOND_STEPS)):
         [last] = stack.prometheus.query(f'{names.STEPS}_total{{trial="{trial}"}}')
         assert float(last["value"][1]) == steps, trial
         [marker] = stack.prometheus.query(f'{names.EXIT}{{trial="{trial}"}}')
@@ -186,7 +189,9 @@ def test_trials_since_lists_every_run_with_its_state(stack: LiveStack) -> None:
                       "killed": ["stale"]}, (doc, stack.trial_log("running"))
     first, second = rows["again"]
     assert first["pid"] != second["pid"] and first["started"] < second["started"]
-    assert first["steps"] == second["steps"] == AGAIN_STEPS  # each run its own, never 2x
+    assert second["pid"] == str(stack.trials["again"].pid)  # the one started second
+    # Each run its own count, read over its own life: never the sum, never the other's.
+    assert (first["steps"], second["steps"]) == (AGAIN_STEPS, AGAIN_SECOND_STEPS)
     assert rows["slow"][0]["cause"] == "dataloader" and rows["slow"][0]["steps"] == SLOW_STEPS
     assert rows["running"][0]["live"] and rows["running"][0]["steps_per_second"] > 0
     text = trainwatch(stack, "trials", "--experiment", EXPERIMENT, "--since", "1h").stdout
@@ -197,9 +202,11 @@ def test_trials_since_lists_every_run_with_its_state(stack: LiveStack) -> None:
 def test_a_restart_under_one_key_is_judged_on_its_own_run(stack: LiveStack) -> None:
     report = diagnosed(stack, "again")
     run = report["run"]
-    assert report["verdict"]["steps"] == AGAIN_STEPS
+    # The second run's process and count, not the first's (40 steps) nor both runs' (95).
+    assert run["pid"] == str(stack.trials["again"].pid)  # the second run's process
+    assert report["verdict"]["steps"] == AGAIN_SECOND_STEPS
     life = run["pushed"] - run["started"]
-    assert report["steps_per_second"] == pytest.approx(AGAIN_STEPS / life)
+    assert report["steps_per_second"] == pytest.approx(AGAIN_SECOND_STEPS / life)
 
 
 def test_compare_names_the_phase_that_explains_the_slowdown(stack: LiveStack) -> None:
