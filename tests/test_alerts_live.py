@@ -11,6 +11,7 @@ never an edited copy of either.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -125,17 +126,30 @@ def test_clean_exit_resolves_the_alert_and_the_resolution_is_delivered(story: St
     assert [n["status"] for n in group] == ["firing", "resolved"]
 
 
-def test_the_templates_render_the_delivered_notification(story: Story) -> None:
-    """The notification Alertmanager really sent (a webhook body is its template data), put
-    through the shipped templates the Slack/email/PagerDuty receivers use."""
-    [(note, _)] = live_slow(story.at_end, "firing")
-    data = story.workdir / "notification.json"
+@pytest.mark.parametrize("status", ["firing", "resolved"])
+def test_the_templates_render_the_delivered_notification(story: Story, status: str) -> None:
+    """The notifications Alertmanager really sent (a webhook body is its template data), the
+    firing one and its resolution, put through the shipped templates the Slack/email/PagerDuty
+    receivers use: every line carries this alert's own figure, time and links."""
+    [(note, alert)] = live_slow(story.at_end, status)
+    data = story.workdir / f"notification-{status}.json"
     data.write_text(json.dumps(note))
     text = subprocess.run(
         [require_binary("amtool"), "template", "render",
          f"--template.glob={AM_DIR}/templates/*.tmpl",
          '--template.text={{ template "trainwatch.text" . }}', f"--template.data={data}"],
         capture_output=True, text=True, timeout=30, check=True).stdout
-    assert text.startswith(f"Firing:\n* trial {EXPERIMENT}/slow rank 0 (warning, firing since ")
-    assert f"Remedy: {remedies.DATALOADER}\n" in text and "Measured: " in text
-    assert "Runbook: https://" in text and "Graph: http://" in text, text
+    notes = alert["annotations"]
+    # A firing alert shows when it started, a resolved one when it ended (RFC 3339, UTC).
+    firing = status == "firing"
+    match = re.search(r"T(\d\d:\d\d:\d\d)", alert["startsAt" if firing else "endsAt"])
+    assert match, alert
+    when = f"since {match[1]}" if firing else f"at {match[1]}"
+    assert notes["measured"] and alert["generatorURL"].startswith("http://"), alert
+    assert text == (f"{status.capitalize()}:\n"
+                    f"* trial {EXPERIMENT}/slow rank 0 (warning, {status} {when} UTC)\n"
+                    f"  {notes['summary']}\n"
+                    f"  Measured: {notes['measured']}\n"
+                    f"  Remedy: {notes['remedy']}\n"
+                    f"  Runbook: {notes['runbook_url']}\n"
+                    f"  Graph: {alert['generatorURL']}\n"), text
