@@ -76,7 +76,9 @@ def test_diagnose_names_the_data_loader_of_the_slow_trial_only(stack: LiveStack)
     assert ("TrainwatchDataloaderBound", "firing") in \
         [(a["name"], a["state"]) for a in slow["alerts"]], slow["alerts"]
     assert slow["phases"][0]["phase"] == "dataloader_next"
-    assert slow["steps_per_second"] > 0 and slow["step_seconds"]["0.5"] > 0.04
+    # 50 ms of sleep a step: 20 steps/s at most, 8 samples a step (batch 8), the same instant.
+    assert 0 < slow["steps_per_second"] <= 20 and slow["step_seconds"]["0.5"] > 0.04
+    assert slow["samples_per_second"] == pytest.approx(8 * slow["steps_per_second"], rel=1e-6)
     assert slow["world_size"] == "1" and slow["nodename"]
 
     code, healthy = diagnose(stack, "healthy")
@@ -84,6 +86,7 @@ def test_diagnose_names_the_data_loader_of_the_slow_trial_only(stack: LiveStack)
     assert loader_share(stack, "healthy") < 0.3
     assert not [a for a in healthy["alerts"] if a["name"] == "TrainwatchDataloaderBound"]
     assert code == healthy["verdict"]["exit_code"]
+    assert healthy["steps_per_second"] > slow["steps_per_second"]  # it never sleeps
 
 
 def test_reports_show_exactly_each_trials_gpu(stack: LiveStack) -> None:
@@ -131,6 +134,8 @@ def test_trials_lists_both_with_their_loader_share(stack: LiveStack) -> None:
     assert rows.keys() == {"slow", "healthy"}
     assert all(r["experiment"] == EXPERIMENT for r in rows.values())
     assert all(r["live"] and r["steps_per_second"] > 0 for r in rows.values())
+    # Steps, not samples (8 a step): the slow one sleeps 50 ms a step, the healthy one never.
+    assert rows["slow"]["steps_per_second"] <= 20 < rows["healthy"]["steps_per_second"], rows
     assert rows["slow"]["dataloader_share"] > SLOW_LOADER_SHARE_FLOOR \
         > rows["healthy"]["dataloader_share"]
     assert rows["slow"]["gpu_busy"] == pytest.approx(IDLE_PERCENT / 100)  # no GPM: utilization
