@@ -116,3 +116,23 @@ def test_without_a_frame_of_the_users_the_place_is_unknown(
 def test_a_path_beside_the_package_is_the_users(monkeypatch: pytest.MonkeyPatch) -> None:
     beside = f"{OURS}_extra/lightning.py"  # starts like the package's directory, is not in it
     assert made_from(monkeypatch, (beside, 5), (f"{OURS}/trial.py", 70)) == f"{beside}:5"
+
+
+def test_both_library_directories_are_libraries_where_they_differ(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where pure and platform packages live apart (Fedora's lib and lib64), a frame in either
+    is an installed package's; read in a fresh copy of the module, the one in use untouched."""
+    import importlib.util
+
+    paths = {**sysconfig.get_paths(), "purelib": "/usr/lib/python3.11/site-packages",
+             "platlib": "/usr/lib64/python3.11/site-packages"}
+    monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: paths)
+    spec = importlib.util.spec_from_file_location("live_keys_copy", live_keys.__file__)
+    assert spec is not None and spec.loader is not None
+    copy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copy)
+    stack = [traceback.FrameSummary(path, line, "f") for path, line in (
+        ("/job/train.py", 40), ("/usr/lib/python3.11/site-packages/fw/fit.py", 12),
+        ("/usr/lib64/python3.11/site-packages/torch/nn/module.py", 7))]
+    monkeypatch.setattr(copy.traceback, "extract_stack", lambda: stack)
+    assert copy.created_here() == "/job/train.py:40"

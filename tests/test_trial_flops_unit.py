@@ -131,6 +131,7 @@ class Sums:
 
 def test_the_scalar_is_the_loss_else_the_first_output_summed() -> None:
     assert flops._scalar({"loss": Sums("loss"), "logits": Sums("logits")}) == "sum of loss"
+    assert flops._scalar({"logits": Sums("logits"), "loss": Sums("loss")}) == "sum of loss"
     assert flops._scalar({"loss": None, "logits": Sums("logits")}) == "sum of logits"
     assert flops._scalar({"past": None, "logits": Sums("logits"),
                           "hidden": Sums("hidden")}) == "sum of logits"
