@@ -109,26 +109,33 @@ def post_alerts(am: Service, *alerts: dict[str, Any]) -> None:
 
 
 def test_a_data_loader_bound_trial_mutes_its_idle_gpu_alert_only(alertmanager: Service) -> None:
-    def alert(name: str, trial: str) -> dict[str, Any]:
-        return {"labels": {"alertname": name, "severity": "warning", "experiment": "e",
-                           "trial": trial, "rank": "0"}}
+    def alert(name: str, trial: str, rank: str = "0", experiment: str = "e") -> dict[str, Any]:
+        return {"labels": {"alertname": name, "severity": "warning", "experiment": experiment,
+                           "trial": trial, "rank": rank}}
 
+    idle = "TrainwatchGPUUnderutilized"
     post_alerts(alertmanager, alert("TrainwatchDataloaderBound", "slow"),
-                alert("TrainwatchGPUUnderutilized", "slow"),
-                alert("TrainwatchGPUUnderutilized", "other"))
+                alert(idle, "slow"), alert(idle, "other"), alert(idle, "slow", rank="1"),
+                alert(idle, "slow", experiment="e2"), alert("TrainwatchGPULaunchBound", "slow"))
 
     expected = {
-        ("TrainwatchDataloaderBound", "slow"): "active",
-        ("TrainwatchGPUUnderutilized", "slow"): "suppressed",  # the cause is firing
-        ("TrainwatchGPUUnderutilized", "other"): "active",
+        ("TrainwatchDataloaderBound", "e", "slow", "0"): "active",
+        (idle, "e", "slow", "0"): "suppressed",  # the cause is firing
+        # Not muted: another trial, another rank of the slow trial (its own loader is not
+        # known to be slow), a trial of the same name in another experiment, and an alert
+        # other than the idle GPU of the slow rank itself.
+        (idle, "e", "other", "0"): "active",
+        (idle, "e", "slow", "1"): "active",
+        (idle, "e2", "slow", "0"): "active",
+        ("TrainwatchGPULaunchBound", "e", "slow", "0"): "active",
     }
-    seen: list[dict[tuple[str, str], str]] = []
+    seen: list[dict[tuple[str, str, str, str], str]] = []
 
     def states() -> bool:
         # The inhibitor learns of new alerts asynchronously: the state settles within moments.
         _, body = http_get(f"{alertmanager.url}/api/v2/alerts")
-        seen.append({(a["labels"]["alertname"], a["labels"]["trial"]): a["status"]["state"]
-                     for a in json.loads(body)})
+        seen.append({tuple(a["labels"][k] for k in ("alertname", "experiment", "trial", "rank")):
+                     a["status"]["state"] for a in json.loads(body)})
         return seen[-1] == expected
 
     try:
@@ -185,6 +192,33 @@ def test_templates_carry_summary_measured_value_remedy_and_runbook(tmp_path: Pat
     assert "Resolved:" not in text
 
 
+def test_templates_count_and_list_a_groups_firing_and_resolved_ranks_apart(
+        tmp_path: Path) -> None:
+    """One trial's notification with ranks in both states (ranks 0 and 2 firing at different
+    figures, rank 1 resolved): the title counts the firing ones, each section lists its own
+    ranks in order, each with its own figure and time."""
+    def rank(number: str, status: str, value: str) -> dict[str, Any]:
+        return as_fired("TrainwatchDataloaderBound", status, value, experiment="exp",
+                        trial="slow", rank=number)
+
+    data = notification("firing", rank("0", "firing", "95.2%"), rank("1", "resolved", "41.3%"),
+                        rank("2", "firing", "61.7%"))
+    assert render_template(tmp_path, "trainwatch.title", data) == \
+        "[FIRING:2] TrainwatchDataloaderBound exp/slow: Training waits for the data loader."
+    text = render_template(tmp_path, "trainwatch.text", data)
+    assert text.startswith("Firing:\n") and text.count("Resolved:\n") == 1, text
+    firing, resolved = text.split("Resolved:\n")
+
+    def subjects(part: str) -> list[str]:
+        return re.findall(r"^\* (.*)$", part, re.MULTILINE)
+
+    assert subjects(firing) == ["trial exp/slow rank 0 (warning, firing since 07:00:00 UTC)",
+                                "trial exp/slow rank 2 (warning, firing since 07:00:00 UTC)"]
+    assert subjects(resolved) == ["trial exp/slow rank 1 (warning, resolved at 07:05:00 UTC)"]
+    assert re.findall(r"Measured: (\S+)", firing) == ["95.2%", "61.7%"]
+    assert re.findall(r"Measured: (\S+)", resolved) == ["41.3%"]
+
+
 def test_templates_show_resolved_alerts_and_yes_no_alerts_without_a_measure(tmp_path: Path) -> None:
     down = as_fired("TrainwatchExporterDown", "resolved", "0", instance="node1:10910")
     text = render_template(tmp_path, "trainwatch.text", notification("resolved", down))
@@ -192,6 +226,13 @@ def test_templates_show_resolved_alerts_and_yes_no_alerts_without_a_measure(tmp_
     assert "Measured:" not in text and "Firing:" not in text
     assert render_template(tmp_path, "trainwatch.title", notification("resolved", down)) == \
         "[RESOLVED] TrainwatchExporterDown: trainwatch-exporter is down."
+    # A GPU's alert (no trial) names the GPU by index and UUID on its node.
+    hot = as_fired("TrainwatchGPUThrottled", "firing", "1", instance="node2:10910", gpu="3",
+                   uuid="GPU-5e1f", reason="hw_slowdown")
+    text = render_template(tmp_path, "trainwatch.text", notification("firing", hot))
+    assert text.startswith("Firing:\n* GPU 3 (GPU-5e1f) on node2:10910 (warning, firing since "
+                           "07:00:00 UTC)\n  A GPU is slowing its clocks down.\n  Remedy: "), text
+    assert "Measured:" not in text and "Resolved:" not in text
 
 
 def test_render_config_points_every_receiver_at_one_url_and_shortens_the_route(
