@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from benchmarks.stack import free_port
 from trainwatch.report.panels import PanelSpec
@@ -62,7 +65,10 @@ def test_many_ranks_draw_a_band_not_64_lines() -> None:
     lines = [Series(f"rank {r}", [(1000.0 + t, float(r + t)) for t in range(5)])
              for r in range(64)]
     band = spread(lines)
-    assert band.count == 64 and band.low[0] == 0 and band.high[0] == 63
+    # At each instant t the ranks read t..63+t: the band's edges and middle follow them.
+    assert band.count == 64 and band.times == [1000.0 + t for t in range(5)]
+    assert (band.low, band.high) == ([float(t) for t in range(5)], [63.0 + t for t in range(5)])
+    assert band.median == [31.5 + t for t in range(5)]  # the mean of the middle two, 31 and 32
     spec = PanelSpec("steps", "Steps per second", "steps/s", ())
     svg = panel_svg(Panel(spec, band=band, ylabel="steps/s"), (1000.0, 1004.0))
     assert "median of 64" in svg and "min–max of 64" in svg and "rank 3" not in svg
@@ -103,12 +109,23 @@ def test_the_window_is_the_trials_life_unless_a_time_is_given() -> None:
         Asked(at=now + 60).window([ended], now, 15 * day)
 
 
-def test_time_ticks_never_crowd() -> None:
-    from trainwatch.report.plots import MAX_TICKS, time_ticks
+@example(start=1_800_000_000.0, seconds=3600.0)  # 08:00 to 09:00 UTC: 09:00 a 7th tick
+@given(start=st.floats(1e9, 2e9), seconds=st.sampled_from(
+    (3, 59, 290, 299, 4.9 * 60, 4.9 * 3600, 4.9 * 86400, 40 * 86400)) | st.floats(2, 40 * 86400))
+def test_time_ticks_never_crowd(start: float, seconds: float) -> None:
+    """Inside the span, on round multiples of one of the steps, evenly spaced, never more than
+    MAX_TICKS; and never sparser than the next smaller step allows: at least two up to a step
+    of two days (each step is at most 2.5 times the one before)."""
+    from trainwatch.report.plots import MAX_TICKS, TICK_STEPS, time_ticks
 
-    for seconds in (3, 59, 290, 299, 4.9 * 60, 4.9 * 3600, 4.9 * 86400, 40 * 86400):
-        ticks, _ = time_ticks((1e9, 1e9 + seconds))
-        assert 1 <= len(ticks) <= MAX_TICKS, seconds
+    ticks, _ = time_ticks((start, start + seconds))
+    assert 1 <= len(ticks) <= MAX_TICKS, ticks
+    assert all(start <= t <= start + seconds for t in ticks), (start, ticks)
+    if len(ticks) > 1:
+        [step] = {b - a for a, b in itertools.pairwise(ticks)}
+        assert step in TICK_STEPS and ticks[0] % step == 0, ticks
+    if seconds <= MAX_TICKS * 2 * 86400:
+        assert len(ticks) >= 2, (start, seconds, ticks)
 
 
 class CannedAPI:
@@ -145,7 +162,8 @@ def test_recorded_figures_are_drawn_where_they_cover_the_window(
 
 
 class BusyAPI:
-    """query_range answers for the GPU-busy panel: each GPU's series with its ``source``."""
+    """query_range answers for the GPU-busy panel: each GPU's series with its ``source``, GPU i
+    busy 0.37 + 0.2 i of the time."""
 
     def __init__(self, sources: list[str]) -> None:
         self.sources = sources
@@ -153,7 +171,8 @@ class BusyAPI:
     def query_range(self, expr: str, start: float, end: float, step: float
                     ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
         return [({"instance": "n1:10910", "gpu": str(i), "uuid": f"GPU-{i}", "source": source},
-                 [(float(t), 0.5) for t in range(100)]) for i, source in enumerate(self.sources)]
+                 [(float(t), 0.37 + 0.2 * i) for t in range(100)])
+                for i, source in enumerate(self.sources)]
 
 
 @pytest.mark.parametrize(("sources", "title", "legends"), [
@@ -176,6 +195,9 @@ def test_the_gpu_busy_plot_names_the_source_the_rule_used(
     window = Window.of(since=100, start=None, end=1e9)
     drawn = fetch(BusyAPI(sources), busy, window, {"n1:10910": "node1"})  # type: ignore[arg-type]
     assert drawn.heading == title and [s.name for s in drawn.series] == legends
+    # In percent, each GPU's own figure under its own legend.
+    assert [[v for _, v in s.points] for s in drawn.series] == \
+        [pytest.approx([37.0 + 20 * i] * 100) for i in range(len(sources))]
     html = page._panel(drawn, (1e9 - 100, 1e9))
     assert f"<figcaption>{title}" in html and all(legend in html for legend in legends)
     empty = fetch(BusyAPI([]), busy, window, {})  # type: ignore[arg-type]
