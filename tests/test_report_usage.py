@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -112,7 +113,10 @@ def test_the_page_shows_usage_figures_for_the_same_window(
         cells = _cells(rows[name])
         for attr, key in FIGURES.items():
             assert float(cells[attr]["attrs"][f"data-{attr}"]) == pytest.approx(g[key], rel=1e-9)
-            assert cells[attr]["text"].startswith(hours(g[key]))
+            # Busy and wasted with their share of the GPU-hours held, nothing else after.
+            held = g["held_gpu_seconds"]
+            share = f" ({100 * g[key] / held:.0f}%)" if attr in ("busy", "wasted") else ""
+            assert cells[attr]["text"] == hours(g[key]) + share, (name, attr, g)
         for cause, seconds in g["wasted_by_cause"].items():
             attr = f"wasted-{cause.replace('_', '-')}"
             assert float(cells[attr]["attrs"][f"data-{attr}"]) == pytest.approx(seconds, rel=1e-9)
@@ -144,6 +148,20 @@ def test_the_page_shows_usage_figures_for_the_same_window(
     assert page.figures == {"usage-wasted": "plot", "usage-held": "plot"}
     text = out.read_text()
     assert IDLE_CAUSES["data"] in text and "as diagnose says it: <b>Data loader</b>" in text
+    # A line for each cause with a verdict that wasted GPU-hours (none for one that wasted
+    # none), with its GPU-hours and their share of those held in all.
+    total = found["total"]
+    listed = dict(re.findall(r'<li data-cause="([^"]+)">(.*?)</li>', text))
+    assert set(listed) == {c for c, seconds in total["wasted_by_cause"].items()
+                           if seconds > 0 and found["causes"][c]["verdict"] is not None} | (
+        {"low_mfu"} if total["busy_low_mfu_gpu_seconds"] > 0 else set()), listed
+    for cause, said in listed.items():
+        if cause != "low_mfu":
+            seconds = total["wasted_by_cause"][cause]
+            share = f"{100 * seconds / total['held_gpu_seconds']:.0f}%"
+            verdict = found["causes"][cause]["verdict"]
+            assert f"</b>: {hours(seconds)} GPU-h ({share} of held), as diagnose says it: " \
+                f"<b>{verdict}</b>" in said, (cause, said)
     assert oct(out.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
