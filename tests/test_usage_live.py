@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pynvml
 import pytest
 
-from benchmarks.fake_nvml import fake_uuid
+from benchmarks.fake_nvml import BUSY_GPM, fake_uuid
+from benchmarks.fake_nvml_exporter import IDLE_PERCENT
 from benchmarks.stack import Prometheus
 from prometheus.rulegen.settings import load_settings
 from tests.live_stack import BUSY_GPU, IDLE_GPU, live_stack
@@ -93,3 +95,15 @@ def test_usage_by_namespace_on_a_live_stack(tmp_path: Path,
             g["busy_gpu_seconds"] + g["wasted_gpu_seconds"])
         assert g["wasted_gpu_seconds"] == pytest.approx(sum(g["wasted_by_cause"].values()))
     assert (a["top_offender"]["experiment"], a["top_offender"]["trial"]) == (EXPERIMENT, "slow")
+    assert (b["top_offender"]["experiment"], b["top_offender"]["trial"]) == \
+        (EXPERIMENT, "healthy")
+    # Busy as the GPU-busy rule reads each GPU: the idle one 5% busy, the busy one's GPM SM
+    # activity (60%), not its NVML utilization (50%).
+    assert a["busy_gpu_seconds"] == pytest.approx(IDLE_PERCENT / 100 * a["held_gpu_seconds"],
+                                                  rel=0.02)
+    sm_active = BUSY_GPM[pynvml.NVML_GPM_METRIC_SM_UTIL] / 100
+    assert b["busy_gpu_seconds"] == pytest.approx(sm_active * b["held_gpu_seconds"], rel=0.02)
+    # The total is the two groups' sum, figure by figure.
+    for key in ("held_gpu_seconds", "busy_gpu_seconds", "wasted_gpu_seconds",
+                "busy_low_mfu_gpu_seconds"):
+        assert found["total"][key] == pytest.approx(a[key] + b[key]), key
