@@ -11,6 +11,7 @@ import pytest
 
 from tests.live_stack import TWO_TRIALS_EXPERIMENT
 from tests.test_diagnose_live import trainwatch  # the command against the session's stack
+from trial_instrumentation import names
 
 pytest.importorskip("torch")
 
@@ -65,19 +66,45 @@ def test_a_long_since_reads_in_days_never_hours(two_trials):
     assert "over the last 15 days" in done.stderr and "hours" not in done.stderr
 
 
+def steps_now(two_trials) -> dict[str, float]:
+    """Each trial's step counter as Prometheus holds it now."""
+    return {r["metric"]["trial"]: float(r["value"][1]) for r in two_trials.prometheus.query(
+        f'{names.STEPS}_total{{experiment="{EXPERIMENT}"}}')}
+
+
 def test_trials_shows_a_running_trials_step_count(two_trials):
+    # The counters only grow: the count `trials` read lies between theirs before and after.
+    before = steps_now(two_trials)
     done = trainwatch(two_trials, "trials", "--experiment", EXPERIMENT, "--format", "json")
+    between = steps_now(two_trials)
     rows = json.loads(done.stdout)["trials"]
     assert rows and all(r["live"] and r["steps"] > 0 for r in rows)
+    assert {r["trial"]: before[r["trial"]] <= r["steps"] <= between[r["trial"]]
+            for r in rows} == {"slow": True, "healthy": True}, (before, rows, between)
     text = trainwatch(two_trials, "trials", "--experiment", EXPERIMENT).stdout.splitlines()
+    after = steps_now(two_trials)
     column = text[0].index(" STEPS ") + 1
     assert all(line[column:].split()[0].replace(",", "").isdigit() for line in text[1:]), text
+    # The text's column is the steps so far too (not samples, 8 a step, nor a rate).
+    shown = {line.split()[1]: int(line[column:].split()[0].replace(",", ""))
+             for line in text[1:]}
+    assert {t: between[t] <= n <= after[t] for t, n in shown.items()} == \
+        {"slow": True, "healthy": True}, (between, shown, after)
 
 
-def test_diagnose_marks_a_percentile_interpolated_inside_a_bucket(two_trials):
-    done = trainwatch(two_trials, "diagnose", "--experiment", EXPERIMENT, "--trial", "healthy")
+# The healthy trial's steps (about 1 ms) fall in a low bucket; the slow trial's (over 50 ms) in
+# one with several bounds under it.
+@pytest.mark.parametrize("trial", ["healthy", "slow"])
+def test_diagnose_marks_a_percentile_interpolated_inside_a_bucket(two_trials, trial):
+    done = trainwatch(two_trials, "diagnose", "--experiment", EXPERIMENT, "--trial", trial)
     [line] = [line for line in done.stdout.splitlines() if "step time p50" in line]
     found = re.search(r"p50 ≈([\d.]+) ms \(within the ([\d.]+)–([\d.]+) ms bucket\)", line)
     assert found, line
     value, low, high = map(float, found.groups())
     assert low < value <= high
+    # The bucket is the histogram's own: two neighbouring bounds (the first one's lower 0).
+    bounds = sorted({float(r["metric"]["le"]) * 1000 for r in two_trials.prometheus.query(
+        f'{names.STEP_SECONDS}_bucket{{experiment="{EXPERIMENT}", trial="{trial}"}}')} - {
+        float("inf")})
+    i = next(i for i, b in enumerate(bounds) if b == pytest.approx(high))
+    assert low == pytest.approx(bounds[i - 1] if i else 0.0), (low, high, bounds)
