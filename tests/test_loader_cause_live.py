@@ -15,6 +15,7 @@ decided over recorded figures only.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from prometheus.generate_rules import load_settings
 from tests.live_stack import LiveStack, live_stack
 from trainwatch.contract import remedies
 from trainwatch.contract.records import RecordNames
@@ -37,6 +39,7 @@ REMEDY = {"too_few_workers": remedies.LOADER_TOO_FEW_WORKERS.split("{")[0],
           "storage_bound": remedies.LOADER_STORAGE_BOUND,
           "remote_storage": remedies.LOADER_REMOTE_STORAGE,
           "latency_bound": remedies.LOADER_LATENCY_BOUND}
+WORKER_BUSY = load_settings().alerts["TrainwatchDataloaderBound"].causes["worker_busy"]
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +78,20 @@ def diagnose(stack: LiveStack, trial: str) -> dict[str, Any]:
     return report
 
 
+def wanted(evidence: str, who: str) -> float:
+    """The CPU one worker wanted in ``evidence`` ("2 workers wanting 0.01 CPU-seconds/s each
+    (0.01 run, 0.00 waited for a CPU), threshold 0.5"), checked against its own parts: the
+    figure is what was run plus what was waited for, and the threshold is the deployed one."""
+    match = re.search(rf"{who} wanting (\d+\.\d\d) CPU-seconds/s(?: each)? "
+                      rf"\((\d+\.\d\d) run, (\d+\.\d\d) waited for a CPU\), "
+                      rf"threshold ([\d.]+)", evidence)
+    assert match, evidence
+    figure, run, waited = (float(match[i]) for i in (1, 2, 3))
+    assert run + waited == pytest.approx(figure, abs=0.011), evidence
+    assert float(match[4]) == WORKER_BUSY, evidence
+    return figure
+
+
 def only_its_own_remedy(report: dict[str, Any]) -> None:
     kind, remedy = report["loader_cause"]["kind"], report["verdict"]["remedy"]
     assert REMEDY[kind] in remedy, (kind, remedy)
@@ -90,6 +107,8 @@ def test_a_worker_that_burns_cpu_is_told_to_need_cores(stack: LiveStack) -> None
     print("computing worker:", cause)  # which of the two this machine gave (pytest -s)
     assert cause["kind"] in ("too_few_workers", "decode_bound"), cause
     assert cause["evidence"].startswith("1 worker wanting "), cause
+    # Judged busy: its worker wants at least the threshold (the sleeping ones, below it).
+    assert wanted(cause["evidence"], "1 worker") >= WORKER_BUSY, cause
     assert "waited for a CPU" in cause["evidence"] and "node CPU" in cause["evidence"]
     if cause["kind"] == "too_few_workers":
         assert "Raise DataLoader num_workers from 1 to ~" in report["verdict"]["remedy"]
@@ -101,6 +120,7 @@ def test_workers_that_sleep_are_latency_bound(stack: LiveStack) -> None:
     cause = report["loader_cause"]
     assert cause["kind"] == "latency_bound", cause
     assert cause["evidence"].startswith("mostly waiting: 2 workers wanting "), cause
+    assert wanted(cause["evidence"], "2 workers") < WORKER_BUSY, cause
     assert report["verdict"]["remedy"] == remedies.LOADER_LATENCY_BOUND
     only_its_own_remedy(report)
 
