@@ -48,3 +48,10 @@ def test_help_says_what_it_does_and_python_m_runs_main(
     with pytest.raises(SystemExit) as done:
         runpy.run_module("grafana.generate", run_name="__main__")
     assert done.value.code == 0 and len(list(tmp_path.glob("*.json"))) == 4
+
+
+def test_the_dashboards_directory_holds_every_committed_dashboard_as_rendered() -> None:
+    """DASHBOARDS_DIR is where the committed files are (Grafana's provisioning reads them):
+    one file per builder, each what a fresh render writes."""
+    committed = {p.name: p.read_text() for p in generate.DASHBOARDS_DIR.glob("*.json")}
+    assert committed == generate.render()
