@@ -93,7 +93,9 @@ def test_check_fails_the_slower_night_naming_the_loader_and_passes_a_healthy_one
     assert 0.03 < top["delta_seconds"] < 0.06, top  # the 40 ms slept more per batch
     code, healthy = checked(stack, night(NIGHTS))
     assert code == 0 and not healthy["failed"] and healthy["state"] != "slower", healthy
-    assert f"{EXPERIMENT}/{night(SLOW_NIGHT)}" in healthy["baseline_runs"]
+    # Its baseline is the last five runs before it (the slower sixth among them), not the
+    # first five, nor six.
+    assert healthy["baseline_runs"] == [f"{EXPERIMENT}/{night(n)}" for n in range(2, NIGHTS)]
     # A bound wider than the slowdown passes it; the text says why it failed.
     assert checked(stack, night(SLOW_NIGHT), "--max-slowdown", "90%")[0] == 0
     text = trainwatch(stack, "check", f"{EXPERIMENT}/{night(SLOW_NIGHT)}")
