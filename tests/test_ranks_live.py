@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -59,11 +60,24 @@ def test_straggler_alert_fires_for_rank_1_naming_its_node(stack: LiveStack) -> N
             for a in firing] == [("straggler", "1", NODE)], firing
     [alert] = firing
     assert f"rank 1 on node {NODE}" in alert["annotations"]["description"]
-    assert float(alert["value"]) > 1.25
-    own = {s["metric"]["rank"]: float(s["value"][1]) for s in stack.prometheus.query(
-        f'{NAMES.rank_step_mean}{{trial="straggler"}}')}
+    own = own_steps(stack)
     # Rank 1's own step holds its extra 0.15 s; rank 0's wait for it is not counted.
     assert own["1"] - own["0"] > 0.1, own
+    # The value is rank 1's own step over the median rank's (of two: their mean), not over the
+    # fastest rank's (~3x here) nor its own (1).
+    assert float(alert["value"]) > 1.25
+    assert float(alert["value"]) == pytest.approx(over_median(own), rel=0.2), (alert, own)
+
+
+def own_steps(stack: LiveStack) -> dict[str, float]:
+    """Each rank of the straggler trial: its own step mean (its wait for the others left out)."""
+    return {s["metric"]["rank"]: float(s["value"][1]) for s in stack.prometheus.query(
+        f'{NAMES.rank_step_mean}{{trial="straggler"}}')}
+
+
+def over_median(own: dict[str, float]) -> float:
+    """Rank 1's own step over the median of the ranks' (``quantile(0.5)`` of two: their mean)."""
+    return own["1"] / statistics.median(own.values())
 
 
 def test_the_twin_without_delay_never_fires(stack: LiveStack) -> None:
@@ -87,6 +101,7 @@ def test_diagnose_names_the_straggler_rank_and_its_node(stack: LiveStack) -> Non
     for report in reports:  # every rank's report names the trial's straggler
         [(rank, node, ratio)] = report["ranks"]["stragglers"]
         assert (rank, node) == ("1", NODE) and ratio > 1.25
+        assert ratio == pytest.approx(over_median(own_steps(stack)), rel=0.2), report
     text = diagnose(stack, "straggler", "text").stdout
     assert f"STRAGGLER: rank 1 on node {NODE}" in text, text
     assert "what to change on the straggler: Find what differs on the slow rank" in text
