@@ -9,6 +9,7 @@ twin and `trainwatch report`'s headline alike; the twin has no loader alert.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.live_stack import TWO_TRIALS_EXPERIMENT, LiveStack
@@ -19,6 +20,7 @@ from tests.verdict_surfaces import (
     diagnose_json,
     json_finding,
     report_finding,
+    run_cli,
     text_finding,
     trials_finding,
 )
@@ -42,6 +44,13 @@ def test_every_surface_gives_the_slow_trial_one_finding(two_trials: LiveStack,
     # The surfaces that say only the kind, or the phase that explains the slowdown.
     assert trials_finding(two_trials, SLOW)[0] == "dataloader"
     assert compare_finding(two_trials, SLOW, TWIN) == "dataloader"
+    # Both ways round: the slow trial against its twin a slowdown of about the 50 ms its loader
+    # sleeps a step, the twin against it a speed-up of as much.
+    for a, b, sign, word in ((SLOW, TWIN, 1, "slowdown"), (TWIN, SLOW, -1, "speed-up")):
+        _, out = run_cli(two_trials, "compare", a.name, b.name, "--format", "json")
+        c = json.loads(out)["comparison"]
+        assert 0.03 < sign * c["delta_step_seconds"] < 0.2 and f"of the {word}" in c["summary"], c
+        assert sign * c["changes"][0]["delta_seconds"] > 0.03, c["changes"]
     # The twin's figures never crossed the loader's threshold: no loader alert, pending or not.
     assert alert_findings(alerts, TWIN, set())["firing"] is None
     assert alert_findings(alerts, TWIN, set())["pending"] is None
