@@ -42,10 +42,16 @@ from trial_instrumentation.collector import TrialCollector, TrialState
 from trial_instrumentation.transport import make_handler
 
 EXPERIMENT = "shard-live"
-# Trial -> the share of its step spent in dataloader_next. Prometheus's hashmod (md5 of
-# "shard-live;<trial>", its last 8 bytes modulo 2) puts them on different shards.
+# Trial -> the share of its rank 0's step spent in dataloader_next; each further rank spends
+# RANK_STEP more (every healthy rank under the alert's 0.3), so a figure read for the wrong
+# rank shows. Prometheus's hashmod (md5 of "shard-live;<trial>", its last 8 bytes modulo 2)
+# puts them on different shards.
 TRIALS = {"slow": 0.6, "healthy": 0.05}
-RANKS = 3
+RANKS, RANK_STEP = 3, 0.08
+
+
+def loader_share(trial: str, rank: int | str) -> float:
+    return TRIALS[trial] + RANK_STEP * int(rank)
 RATE_WINDOW, FOR = "3s", "1s"
 RECORDS = RecordNames(RATE_WINDOW)
 
@@ -76,7 +82,7 @@ def keep_pushing(url: str, ranks: list[Rank], stop: threading.Event) -> None:
     handler = make_handler(2.0, 5.0)
     while not stop.is_set():
         for r in ranks:
-            loader = 0.1 * TRIALS[r.trial]
+            loader = 0.1 * loader_share(r.trial, r.rank)
             r.state.phase_histogram(names.DATALOADER_NEXT).observe(loader)
             r.state.phase_histogram(names.TRAIN_BATCH).observe(0.1 - loader)
             r.state.step.observe(0.1)
@@ -178,13 +184,15 @@ def test_the_alert_fires_on_its_shard_and_reaches_the_alertmanager(sharded: Shar
 def test_recorded_series_are_queryable_centrally_with_their_shard(sharded: Sharded) -> None:
     where = shard_of(sharded)
     central = sharded.central
-    for trial, loader_share in TRIALS.items():
+    for trial in TRIALS:
         shares = central.wait_for_series(
             f'{RECORDS.phase_share}{{experiment="{EXPERIMENT}", trial="{trial}", '
             f'phase="dataloader_next"}}', timeout=30)
         assert {s["metric"]["rank"] for s in shares} == {str(r) for r in range(RANKS)}
         assert {s["metric"]["prometheus_shard"] for s in shares} == {str(where[trial])}
-        assert abs(float(shares[0]["value"][1]) - loader_share) < 0.05
+        for share in shares:  # each rank's own figure
+            assert float(share["value"][1]) == pytest.approx(
+                loader_share(trial, share["metric"]["rank"]), abs=0.02), (trial, share)
     central.wait_for_series('ALERTS{alertname="TrainwatchDataloaderBound", alertstate="firing", '
                             'trial="slow"}', timeout=30)
     assert central.query(f'count(trainwatch_trial_info{{experiment="{EXPERIMENT}"}})')[0][
@@ -279,7 +287,8 @@ def test_the_central_server_alone_answers_as_the_shard_holding_the_trial(
         assert here["window"] == there["window"] == RATE_WINDOW
         shares = {p["phase"]: p["share"] for p in here["phases"]}
         assert set(shares) == {p["phase"] for p in there["phases"]}
-        assert abs(shares[names.DATALOADER_NEXT] - TRIALS["slow"]) < 0.02
+        assert abs(shares[names.DATALOADER_NEXT] - loader_share("slow", rank)) < 0.02
+        assert abs(here["verdict"]["measured"] - loader_share("slow", rank)) < 0.02
         assert here["step_seconds"].keys() == there["step_seconds"].keys() != set()
         assert here["ranks"]["vs_median"] == pytest.approx(there["ranks"]["vs_median"], 0.05)
         # Its alerts: the ALERTS series the shard wrote, as the shard's own alerts list them.
