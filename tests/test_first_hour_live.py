@@ -181,6 +181,8 @@ def test_a_trial_that_raises_ends_its_alerts_fires_trial_failed_and_never_stale(
     [row] = [r for r in trials(stack) if r["trial"] == "raises"]
     # Not live; its steps/s over its whole life, not a rate that falls to 0 once it stopped.
     assert not row["live"] and row["state"] == "failed" and row["steps_per_second"] > 0, row
+    # Its steps (not its samples, 4 a batch), at most one per 30 ms load, as diagnose counts.
+    assert row["steps"] == verdict["steps"] and row["steps_per_second"] <= 1 / 0.03, row
     # Past the stale threshold plus `for`, a group without the marker would fire Stale.
     wait_until(lambda: (verdict_of(stack, "raises") or (0, {"push_age_seconds": 0}))[1][
         "push_age_seconds"] > STALE_AFTER + 4, timeout=30, what="the group older than Stale's "
@@ -219,6 +221,8 @@ def test_a_trial_that_stopped_pushing_gets_its_last_profile_and_the_clean_up_lin
     assert "clean up once it is gone: curl -X DELETE" in text and "last timings: Data loader" in text
     [row] = [r for r in trials(stack) if r["trial"] == "gone"]
     assert not row["live"] and row["state"] == "stale" and row["steps_per_second"] > 0, row
+    # Its last push's steps (not its samples, 8 a batch), at most one per 20 ms load.
+    assert row["steps"] == verdict["steps"] and row["steps_per_second"] <= 1 / 0.02, row
     # The clean-up line works: the group goes. The trial stays in diagnose's history, read at
     # its last sample, with the same steps and no clean-up line left to give.
     urllib.request.urlopen(urllib.request.Request(stack.pushgateway.url + group, method="DELETE"),
