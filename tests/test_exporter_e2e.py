@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from benchmarks.stack import (
@@ -96,8 +97,19 @@ def test_series_are_queryable(stack: tuple[Service, Service, Prometheus]) -> Non
     by_instance = {s["metric"]["instance"]: s["value"][1] for s in prom.query(gpu_success)}
     # The real exporter reads this machine's NVML: 1 where the driver answers, 0 where not.
     assert by_instance == {real.instance: "1" if nvml_answers() else "0", fake.instance: "1"}
-    memory = prom.wait_for_series("trainwatch_memory_available_bytes")
-    assert float(memory[0]["value"][1]) > 2**20
+    # By value against psutil read here: the exporter's figure is this machine's, in bytes and
+    # seconds, from the field its name says (available, not free or total; idle, not user).
+    [total] = prom.wait_for_series("trainwatch_memory_total_bytes")
+    [available] = prom.wait_for_series("trainwatch_memory_available_bytes")
+    assert total["metric"]["instance"] == available["metric"]["instance"] == real.instance
+    memory = psutil.virtual_memory()
+    assert float(total["value"][1]) == memory.total
+    # Available moves between the scrape and now; by far less than a tenth of the total.
+    assert abs(float(available["value"][1]) - memory.available) < memory.total / 10
+    assert float(available["value"][1]) < float(total["value"][1])
+    # Idle seconds only grow: at most now's, and not behind it by more than 30 s of every CPU.
+    idle_now = psutil.cpu_times().idle
+    assert idle_now - 30 * (os.cpu_count() or 1) <= float(idle["value"][1]) <= idle_now + 0.5
 
 
 @pytest.mark.parametrize("which", ["real", "fake"])
@@ -131,10 +143,15 @@ def test_golden_metrics_over_fake_nvml(stack: tuple[Service, Service, Prometheus
 
 
 def test_landing_page_and_unknown_paths(stack: tuple[Service, Service, Prometheus]) -> None:
-    real = stack[0]
+    real, fake, _ = stack
     status, body = http_get(real.url + "/")
     assert status == 200 and b'href="metrics"' in body
     assert http_get(real.url + "/nope")[0] == 404
+    # The page names the collectors each one runs: the defaults (gpu, host; gpu_process is off
+    # by default), and for the fake one its flags' (host off, gpu_process on), not the table's.
+    assert b"Collectors: gpu, host.</p>" in body
+    status, body = http_get(fake.url + "/")
+    assert status == 200 and b"Collectors: gpu, gpu_process.</p>" in body
 
 
 class TlsService(Service):
@@ -177,6 +194,11 @@ web:
         assert fetch(svc.url + "/metrics", "nobody:s3cret") == 401
         assert fetch(svc.url + "/metrics", "prometheus:s3cret") == 200
         assert fetch(svc.url + "/", "prometheus:s3cret") == 200
+        # Every page but the probe asks for credentials, an unknown one too (no 404 to map
+        # the server's pages without them).
+        assert fetch(svc.url + "/") == 401
+        assert fetch(svc.url + "/nope") == 401
+        assert fetch(svc.url + "/nope", "prometheus:s3cret") == 404
         assert fetch(svc.url + "/healthz") == 200  # probes carry no credentials
         with pytest.raises(OSError):  # plain HTTP is not served on the TLS port
             http_get(f"http://127.0.0.1:{port}/metrics", timeout=2)
