@@ -20,24 +20,26 @@ def samples(body: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def test_each_rank_serves_a_pulled_trials_page_with_its_own_labels_and_moving_counters() -> None:
+    # Rank 19 of 20: past the 16 templates (its figures are template 3's, its labels its own),
+    # the fourth rank of the third trial, on the third node.
     pages = RankPages(20, None)
-    body = pages.body(11)
+    body = pages.body(19)
     assert body is not None and b"@" not in body
     found = samples(body)
-    key = {"experiment": "fleet", "trial": "t1", "rank": "3"}
+    key = {"experiment": "fleet", "trial": "t2", "rank": "3"}
     steps = found[(f"{names.STEPS}_total", tuple(sorted(key.items())))]
     assert steps > 0
     info = [labels for name, labels in found if name == names.TRIAL_INFO]
-    assert [dict(labels) for labels in info] == [{**key, "nodename": "node1", "pid": "1011",
+    assert [dict(labels) for labels in info] == [{**key, "nodename": "node2", "pid": "1019",
                                                   "world_size": "8"}]
     phases = {dict(labels)["phase"] for name, labels in found
               if name == f"{names.PHASE_SECONDS}_bucket"}
     assert phases == set(names.STANDARD_PHASES)
     assert {dict(labels)["rank"] for name, labels in found} == {"3"}
-    assert pages.page(b"/rank/11/metrics") == body
+    assert pages.page(b"/rank/19/metrics") == body
     assert pages.page(b"/rank/20/metrics") is None and pages.page(b"/metrics") is None
     pages.refresh()
-    moved = samples(pages.body(11) or b"")
+    moved = samples(pages.body(19) or b"")
     assert moved[(f"{names.STEPS}_total", tuple(sorted(key.items())))] > steps
 
 
@@ -49,16 +51,17 @@ def test_none_buckets_serve_the_phases_sums_and_counts_only() -> None:
 
 
 def test_the_server_answers_every_rank_on_one_kept_alive_connection() -> None:
-    with TargetServer(RankPages(16, None)) as server:
+    with TargetServer(RankPages(24, None)) as server:
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
         try:
-            for index in (0, 15):
+            for index, trial, rank in ((0, "t0", "0"), (19, "t2", "3")):
                 conn.request("GET", f"/rank/{index}/metrics")
                 resp = conn.getresponse()
                 body = resp.read()
                 assert resp.status == 200, body
-                assert f'rank="{index % 8}"'.encode() in body
-            conn.request("GET", "/rank/16/metrics")
+                assert body == server.pages.body(index)  # that rank's page, whole
+                assert f'trial="{trial}"'.encode() in body and f'rank="{rank}"'.encode() in body
+            conn.request("GET", "/rank/24/metrics")
             resp = conn.getresponse()
             resp.read()
             assert resp.status == 404
@@ -74,10 +77,11 @@ def test_file_sd_lists_one_target_per_rank_with_its_path_and_a_unique_instance(
     groups = json.loads(sd.read_text())
     assert len(groups) == 16 and not list(tmp_path.glob("*.tmp"))
     assert {g["targets"][0] for g in groups} == {"127.0.0.1:9100"}
-    labels = groups[9]["labels"]
+    # Rank 11: the fourth rank of the second trial (not the second of the fourth).
+    labels = groups[11]["labels"]
     assert {k: v for k, v in labels.items() if not k.startswith("__meta_")} == {
-        "__metrics_path__": "/rank/9/metrics", "instance": "127.0.0.1:9100/rank/9",
-        "namespace": "fleet", "pod": "t1-rank1"}
+        "__metrics_path__": "/rank/11/metrics", "instance": "127.0.0.1:9100/rank/11",
+        "namespace": "fleet", "pod": "t1-rank3"}
     assert labels["__meta_kubernetes_pod_annotation_trainwatch_io_trial"] == "t1"
     assert labels["__meta_kubernetes_pod_annotation_trainwatch_io_port"] == "9100"
     assert len({g["labels"]["instance"] for g in groups}) == 16
