@@ -32,6 +32,7 @@ from prometheus import generate_rules
 from tests.browser import open_page
 from tests.live_stack import (
     BUSY_GPU,
+    IDLE_GPU,
     INTERVAL,
     TWO_TRIALS_EXPERIMENT,
     TWO_TRIALS_FOR,
@@ -305,6 +306,10 @@ def test_report_of_the_slow_trial_renders_and_says_what_diagnose_says(
         assert "utilization (%)" in drawn["gpu-util"]["text"]
         assert f"{expected['nodename']} GPU 1" in drawn["gpu-util"]["text"]
         assert "memory (GiB)" in drawn["gpu-memory"]["text"]
+        # Its own GPU only: never the healthy trial's busy one on the same node.
+        for key in GPU_PANELS:
+            assert f"{expected['nodename']} GPU {IDLE_GPU}" in drawn[key]["text"], key
+            assert f"{expected['nodename']} GPU {BUSY_GPU}" not in drawn[key]["text"], key
         # "GPU busy" says which source the rule used: the fake board reports GPM (the
         # NVML-utilization case is tests/test_report.py's).
         busy = page.locator('figure[data-panel="gpu-busy"] figcaption').inner_text()
