@@ -78,13 +78,34 @@ def test_500_slowloris_clients_hold_no_threads_and_a_scrape_stays_fast(exporter:
     assert statistics.median(timings) < max(0.1, 2 * quiet), (quiet, timings)
 
 
-def test_a_client_dribbling_headers_is_cut_off_at_the_header_deadline() -> None:
-    with serving(limits=Limits(header_timeout=0.5)) as port, slowloris(port, 3, every=0.1) as held:
+@pytest.mark.parametrize("limits", [
+    Limits(header_timeout=0.5),  # the headers' own deadline, the first request's 5 s away
+    Limits(first_request_timeout=0.5, header_timeout=10),  # the first request's, however it
+])                                                         # trickles in
+def test_a_client_dribbling_headers_is_cut_off_at_the_header_deadline(limits: Limits) -> None:
+    with serving(limits=limits) as port, slowloris(port, 3, every=0.1) as held:
         start = time.monotonic()
         wait_until(lambda: all(closed_by_peer(sock) for sock in held), timeout=5,
                    what="the server to close slow clients")
-        assert time.monotonic() - start < 2.0
+        assert time.monotonic() - start < 2.0  # the sooner deadline (0.5 s), not the later one
         assert scrape_once(port, "/healthz")[0] == 200
+
+
+def test_a_kept_alive_connection_waits_the_idle_deadline_not_the_first_requests() -> None:
+    with serving(limits=Limits(first_request_timeout=0.5, idle_timeout=1.5)) as port:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            assert scrape_once(port, "/healthz", conn=conn)[0] == 200
+            answered = time.monotonic()
+            sock = conn.sock
+            assert sock is not None
+            sock.setblocking(False)
+            wait_until(lambda: closed_by_peer(sock), timeout=5,
+                       what="the server to close an idle connection")
+            # The idle deadline (1.5 s, less the moments the answer took to read), not 0.5 s.
+            assert 1.3 <= time.monotonic() - answered < 3.0
+        finally:
+            conn.close()
 
 
 def test_connections_over_the_cap_are_closed_at_once_not_queued() -> None:
@@ -134,6 +155,10 @@ def test_one_address_holds_at_most_its_share() -> None:
         held = [connect(port, "127.0.0.5") for _ in range(4)]
         with connect(port, "127.0.0.5") as extra:
             assert extra.recv(1) == b""  # the fifth is refused at once
+        # ... and the four before it, its share, are held: not one of them was refused.
+        for sock in held:
+            sock.setblocking(False)
+        assert [closed_by_peer(sock) for sock in held] == [False] * 4
         assert scrape_once(port, "/healthz", source="127.0.0.6")[0] == 200
         for sock in held:
             sock.close()
