@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from benchmarks.stack import free_port
 from trainwatch.report.panels import PanelSpec
-from trainwatch.report.series import Series, spread
+from trainwatch.report.series import COVERED, SLACK, Series, spread
 from trainwatch.report.window import Window
 
 TRAINWATCH = Path(sys.executable).parent / "trainwatch"
@@ -129,26 +130,35 @@ def test_time_ticks_never_crowd(start: float, seconds: float) -> None:
 
 
 class CannedAPI:
-    """query_range answers: a recorded expression (a name with a colon) ``recorded`` points,
-    any other ``raw`` points, per series."""
+    """query_range answers: ``series`` series (ranks 0, 1, ...), each of ``recorded`` points
+    reading 0.37 for a recorded expression (a name with a colon), of ``raw`` points reading
+    0.41 for any other."""
 
-    def __init__(self, recorded: int, raw: int) -> None:
-        self.recorded, self.raw = recorded, raw
+    def __init__(self, recorded: int, raw: int, series: int = 1) -> None:
+        self.recorded, self.raw, self.series = recorded, raw, series
 
     def query_range(self, expr: str, start: float, end: float, step: float
                     ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
-        count = self.recorded if ":trainwatch_" in expr else self.raw
-        return [({"trial": "t", "rank": "0"}, [(float(t), 1.0) for t in range(count)])]
+        count, value = (self.recorded, 0.37) if ":trainwatch_" in expr else (self.raw, 0.41)
+        return [({"trial": "t", "rank": str(r)}, [(float(t), value) for t in range(count)])
+                for r in range(self.series)]
 
 
-@pytest.mark.parametrize(("recorded", "raw", "source"), [
-    (100, 100, "recorded"), (97, 100, "recorded"),  # a run's first evaluations: still covered
-    (60, 100, "raw"),  # rules deployed halfway through the trial
-    (0, 100, "raw"),  # rules re-rendered with another window, or never recorded
-    (0, 0, "recorded"),  # nothing either way: the panel says "no data"
+# The fewest recorded points a series of 100 raw ones still counts as covered: COVERED of them,
+# less SLACK a series.
+EDGE = math.ceil(COVERED * 100 - SLACK)
+
+
+@pytest.mark.parametrize(("recorded", "raw", "source", "series"), [
+    (100, 100, "recorded", 1), (97, 100, "recorded", 1),  # a run's first evaluations: covered
+    (EDGE, 100, "recorded", 1), (EDGE - 1, 100, "raw", 1),  # either side of the bound
+    (EDGE, 100, "recorded", 3), (EDGE - 1, 100, "raw", 3),  # SLACK for each series
+    (60, 100, "raw", 1),  # rules deployed halfway through the trial
+    (0, 100, "raw", 1),  # rules re-rendered with another window, or never recorded
+    (0, 0, "recorded", 1),  # nothing either way: the panel says "no data"
 ])
 def test_recorded_figures_are_drawn_where_they_cover_the_window(
-        recorded: int, raw: int, source: str) -> None:
+        recorded: int, raw: int, source: str, series: int) -> None:
     from trainwatch.contract.records import RecordNames
     from trainwatch.report import panels
     from trainwatch.report.series import read
@@ -156,9 +166,13 @@ def test_recorded_figures_are_drawn_where_they_cover_the_window(
     sel: dict[str, str | None] = {"experiment": "e", "trial": "t", "rank": None}
     [_, steps, _] = panels.trial_panels(RecordNames("10s"), sel, "t", False)
     window = Window.of(since=100, start=None, end=1e9)
-    lines, used = read(CannedAPI(recorded, raw), steps, window)  # type: ignore[arg-type]
+    lines, used = read(CannedAPI(recorded, raw, series), steps, window)  # type: ignore[arg-type]
     assert used == source
-    assert len(lines[0][1][0][1]) == (recorded if source == "recorded" else raw)
+    # Every series of the source named, and only its points (0.37 recorded, 0.41 raw).
+    count, value = (recorded, 0.37) if source == "recorded" else (raw, 0.41)
+    [(_, rows)] = lines
+    assert [labels["rank"] for labels, _ in rows] == [str(r) for r in range(series)]
+    assert all(points == [(float(t), value) for t in range(count)] for _, points in rows)
 
 
 class BusyAPI:
