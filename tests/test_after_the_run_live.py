@@ -215,7 +215,11 @@ def test_compare_names_the_phase_that_explains_the_slowdown(stack: LiveStack) ->
     assert code == 0 and c["a"]["steps"] == SLOW_STEPS and c["b"]["steps"] == FAST_STEPS
     top = c["changes"][0]
     assert top["phase"] == names.DATALOADER_NEXT and top["explained"] > 0.7, c["changes"]
-    assert c["delta_step_seconds"] > 0.015  # the 20 ms the slow trial's loader sleeps
+    # Per step: about the 20 ms the slow trial's loader sleeps, not its life's total (3 s).
+    assert 0.015 < c["delta_step_seconds"] < 0.1, c
+    assert 0.015 < top["delta_seconds"] < 0.05, top
+    assert c["a"]["step_seconds"] == pytest.approx(
+        c["b"]["step_seconds"] + c["delta_step_seconds"]), c
     assert sum(ch["explained"] for ch in c["changes"]) == pytest.approx(1.0)
     text = trainwatch(stack, "compare", f"{EXPERIMENT}/slow", f"{EXPERIMENT}/fast").stdout
     assert "WHAT CHANGED: " in text and "of the slowdown" in text
