@@ -3,14 +3,31 @@ rendered with a shorter rate window (live tests, a local demo) evaluate them wit
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from prometheus.rulegen.recording import recording_groups
 from prometheus.rulegen.settings import load_settings
+from trainwatch.contract.records import QUANTILES, RecordNames
 
 
 def _quantile_group(settings: object) -> dict[str, object]:
     [group] = [g for g in recording_groups(settings)  # type: ignore[arg-type]
                if any("quantile_rate" in r["record"] for r in g["rules"])]
     return group
+
+
+def test_the_quantile_group_holds_each_quantile_it_names_and_nothing_else() -> None:
+    """Every record of the slow group is a step or phase quantile, each of QUANTILES once, its
+    `quantile` label the one histogram_quantile computes: a record the alerts read evaluated
+    once a minute, or a 0.95 that computes the median, would pass the interval alone."""
+    names = RecordNames(load_settings().rate_window)
+    rules: list[dict[str, Any]] = _quantile_group(load_settings())["rules"]  # type: ignore[assignment]
+    assert sorted((r["record"], r["labels"]["quantile"]) for r in rules) == sorted(
+        (record, q) for record in (names.step_quantile, names.phase_quantile) for q in QUANTILES)
+    for rule in rules:
+        computed = re.match(r"histogram_quantile\(([\d.]+), ", rule["expr"])
+        assert computed and computed[1] == rule["labels"]["quantile"], rule
 
 
 def test_the_deployed_quantiles_run_at_their_own_interval() -> None:
