@@ -95,8 +95,7 @@ def time_ticks(span: tuple[float, float]) -> tuple[list[int], str]:
     '%H:%M:%S'
     """
     seconds = max(1e-9, span[1] - span[0])
-    # Both ends may fall on a tick: a span of n steps has n + 1 of them.
-    step = next((s for s in TICK_STEPS if seconds / s < MAX_TICKS), TICK_STEPS[-1])
+    step = next((s for s in TICK_STEPS if seconds / s <= MAX_TICKS), TICK_STEPS[-1])
     first = int(-(-span[0] // step)) * step
     ticks = list(range(first, int(span[1]) + 1, step))
     crosses_days = int(span[0] // 86400) != int(span[1] // 86400)
