@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.stack import free_port
@@ -110,6 +110,7 @@ def test_the_window_is_the_trials_life_unless_a_time_is_given() -> None:
         Asked(at=now + 60).window([ended], now, 15 * day)
 
 
+@settings(deadline=None)  # the first example imports matplotlib
 @example(start=1_800_000_000.0, seconds=3600.0)  # 08:00 to 09:00 UTC: both ends on a tick
 @given(start=st.floats(1e9, 2e9), seconds=st.sampled_from(
     (3, 59, 290, 299, 4.9 * 60, 4.9 * 3600, 4.9 * 86400, 40 * 86400)) | st.floats(2, 40 * 86400))
