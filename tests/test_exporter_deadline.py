@@ -65,7 +65,9 @@ def test_a_hung_gpu_costs_one_deadline_then_nothing(hung: tuple[FakeNvml, str]) 
     scrape(url)  # healthy: lanes and the first GPM samples in place
     nvml.gpus[0].delays["nvmlDeviceGetUtilizationRates"] = HUNG_SECONDS
     took, values = scrape(url)
-    assert took < 2.0  # Prometheus's 2 s timeout: served in time
+    # Prometheus's 2 s timeout: served in time, after waiting its budget for the hung GPU, the
+    # timeout less the smaller of the two margins (20% = 0.4 s, not 1 s): 1.6 s.
+    assert 1.5 <= took < 2.0
     assert values[("trainwatch_scrape_collector_success", "gpu")] == 0
     assert values[("trainwatch_scrape_collector_success", "host")] == 1
     assert values[("trainwatch_scrape_collector_timeouts_total", "gpu")] == 1
@@ -95,14 +97,24 @@ def test_a_hung_gpu_costs_one_deadline_then_nothing(hung: tuple[FakeNvml, str]) 
             break
     assert values[("trainwatch_gpu_utilization_ratio", "0")] == 0.5
     assert values[("trainwatch_gpu_info", "0")] == 1
-    assert fake_uuid(0)
+    # Each GPU back under its own identity, not the one that kept answering.
+    assert info_uuids(url) == {"0": fake_uuid(0), "1": fake_uuid(1)}
+
+
+def info_uuids(url: str) -> dict[str, str]:
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        body = resp.read().decode()
+    return {s.labels["gpu"]: s.labels["uuid"] for family in text_string_to_metric_families(body)
+            for s in family.samples if s.name == "trainwatch_gpu_info"}
 
 
 def test_without_the_header_the_default_budget_applies(hung: tuple[FakeNvml, str]) -> None:
     nvml, url = hung
-    nvml.gpus[1].delays["nvmlDeviceGetTemperature"] = 0.3  # slow, not hung: waited for
+    # Slow, not hung: past the least budget (0.5 s) and a 1 s margin, well within Prometheus's
+    # default 10 s less its margin (9 s): waited for.
+    nvml.gpus[1].delays["nvmlDeviceGetTemperature"] = 1.2
     took, values = scrape(url, timeout_header=None)
-    assert 0.3 <= took < 5
+    assert 1.2 <= took < 5
     assert values[("trainwatch_scrape_collector_success", "gpu")] == 1
     assert values[("trainwatch_gpu_temperature_celsius", "1")] == 61
 
