@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import http.client
 from collections.abc import Iterator
 
@@ -41,7 +42,8 @@ def test_a_collector_bug_answers_500_and_the_exporter_keeps_serving() -> None:
 
 
 def test_a_non_ascii_authorization_header_answers_401() -> None:
-    users = {"prometheus": hash_password("s3cret", iterations=1000)}
+    # A password with a non-ASCII character: its UTF-8 bytes, base64'd, are the login.
+    users = {"prometheus": hash_password("s3cr\xe9t", iterations=1000)}
     with serving(CollectorRegistry(), **{"web.basic_auth_users": users}) as port:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
         try:
@@ -49,5 +51,13 @@ def test_a_non_ascii_authorization_header_answers_401() -> None:
             conn.request("GET", "/metrics", headers={"Authorization": "Basic cHJvbWV0aGV1czpz\xe9"})
             response = conn.getresponse()
             assert (response.status, response.read()) == (401, b"unauthorized\n")
+            assert response.getheader("WWW-Authenticate") == 'Basic realm="trainwatch-exporter"'
+            # The same connection, the password's UTF-8 bytes: let in (the header, ASCII
+            # base64, is not what is non-ASCII).
+            login = base64.b64encode("prometheus:s3cr\xe9t".encode()).decode()
+            conn.request("GET", "/metrics", headers={"Authorization": "Basic " + login})
+            response = conn.getresponse()
+            assert response.status == 200, response.read()
+            response.read()
         finally:
             conn.close()
