@@ -25,6 +25,7 @@ from benchmarks.fake_nvml import fake_uuid
 from benchmarks.stack import Prometheus
 from grafana import fleet, generate, ranks
 from tests.live_stack import FAKE_GPUS, IDLE_GPU, live_stack
+from trainwatch.contract.records import RecordNames
 
 RATE_WINDOW = "10s"  # long enough for ~10 samples at a 1s scrape, short enough to fill fast
 FOR = "1s"
@@ -255,9 +256,25 @@ def test_fleet_rows_carry_the_labels_its_links_use(stack: Stack) -> None:
     board = stack.dashboards["fleet.json"]
     table = next(p for p in board["panels"] if p["title"] == fleet.TRIALS_TABLE)
     values = variable_values(stack, "fleet.json")
+    rows: dict[str, dict[tuple[str, str], float]] = {}
     for target in table["targets"]:
+        column = rows.setdefault(target["refId"], {})
         for series in stack.run(substitute(target["expr"], values), instant=True):
             assert {"experiment", "trial", "rank"} <= set(series["metric"]), target["refId"]
+            key = (series["metric"]["trial"], series["metric"]["rank"])
+            assert key not in column, f"{target['refId']}: two rows for {key}"
+            column[key] = float(series["value"][1])
+    # One row per rank of every trial with a group, the ended ones too; no rank 2 of the DDP
+    # trial's 2, no trial this stack did not start.
+    assert set(rows["F"]) == {(TRIAL, RANK), (DDP_TRIAL, "0"), (DDP_TRIAL, "1"),
+                              ("ended", "0"), ("ended-again", "0")}
+    # Steps/s is the trial's steps, not its samples: over the recorded samples rate at the same
+    # instant, one over the batch size (8).
+    assert rows["A"][(TRIAL, RANK)] > 0
+    steps = substitute(table["targets"][0]["expr"], values)
+    samples = f'{RecordNames(RATE_WINDOW).samples_rate}{{trial="{TRIAL}"}}'
+    [ratio] = stack.run(f"({steps}) / on(experiment, trial, rank) ({samples})", instant=True)
+    assert float(ratio["value"][1]) == pytest.approx(1 / 8)
 
 
 def test_straggler_table_and_slowest_rank_name_the_ddp_trials_rank_1(stack: Stack) -> None:
