@@ -27,6 +27,7 @@ import pytest
 
 from tests.trial_support import closed_port_url
 from trainwatch import cli, gc, httpget
+from trainwatch.cliutil import LATEST_TIME
 from trainwatch.diagnose.rulesource import shipped_rules
 from trainwatch.promapi import COUNT, TIME, PrometheusAPI, PrometheusError
 from trial_instrumentation import names
@@ -218,6 +219,12 @@ def test_a_hostile_prometheus_is_one_line_naming_it_and_exit_2(
     code, stdout, err = run(capsys, *argv(command, server, out))
     assert_one_line_error(command, server, code, stdout, err)
     assert not out.exists()
+    # What was wrong is said: the value as the server wrote it, where a count or a time was due.
+    what, _, value = mode.partition(":")
+    if what in ("value", "time"):
+        assert f"'{value}' where a {'count' if what == 'value' else 'Unix time'} " in err, err
+    elif what == "stamp":
+        assert f"sample time {float(value)!r}, not a Unix time" in err, err
 
 
 @pytest.mark.parametrize("command", ("diagnose", "report"))
@@ -353,3 +360,24 @@ def test_nan_and_inf_figures_pass_but_counts_and_times_must_be_finite(server: st
         with pytest.raises(PrometheusError, match=f"'{re.escape(value)}' where a Unix time"):
             api.query(f"{names.START_TIME}", TIME)
     Hostile.mode = "ok"
+
+
+def test_a_count_and_a_time_are_taken_up_to_their_limits_and_refused_past_them(
+        server: str) -> None:
+    """Both sides of each range: a count 0 (a trial before its first step) to 2**53 (past it a
+    float skips whole numbers), a time 0 to the last second of 2099."""
+    api = PrometheusAPI(server, timeout=5)
+    count, start = (f"{names.STEPS}_total", COUNT), (names.START_TIME, TIME)
+    cases = {("value", count): (("0", "9007199254740992"), ("-1", "9007199254740994")),
+             ("time", start): (("0", f"{LATEST_TIME:.0f}"), ("-1", f"{LATEST_TIME + 1:.0f}"))}
+    try:
+        for (what, (query, kind)), (taken, refused) in cases.items():
+            for value in taken:
+                Hostile.mode = f"{what}:{value}"
+                assert [v for _, v in api.query(query, kind)] == [float(value)], value
+            for value in refused:
+                Hostile.mode = f"{what}:{value}"
+                with pytest.raises(PrometheusError, match=f"'{value}' where a"):
+                    api.query(query, kind)
+    finally:
+        Hostile.mode = "ok"
