@@ -4,12 +4,14 @@ and ran past 90 s with ``--timeout 5`` against a drip)."""
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
 
 from benchmarks.hostile_servers import hostile_server
 from trainwatch import httpget
+from trainwatch.cliutil import MAX_TIMEOUT
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 
 
@@ -33,6 +35,9 @@ def test_a_dripping_answer_is_cut_off_at_the_timeout_for_the_whole_request() -> 
 
 
 def test_a_timeout_that_is_not_a_positive_number_is_refused() -> None:
-    for bad in (0.0, -1.0, float("nan")):
+    for bad in (0.0, -1.0, float("nan"), math.nextafter(MAX_TIMEOUT, math.inf)):
         with pytest.raises(ValueError, match="--timeout must be a number of seconds > 0"):
             PrometheusAPI("http://127.0.0.1:9", timeout=bad)
+    # Both ends of the range are taken: the smallest positive float and the largest allowed.
+    for good in (math.ulp(0.0), MAX_TIMEOUT):
+        assert PrometheusAPI("http://127.0.0.1:9", timeout=good).timeout == good
