@@ -33,6 +33,11 @@ _AGGREGATION = re.compile(r"\b(sum|max|min|avg|count|topk|bottomk|quantile|stdde
                           r"group)\s*(?:(by|without)\s*\(([^)]*)\))?\s*\(")
 _MATCHER = re.compile(r"""([a-zA-Z_]\w*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)\"""")
 _JOIN = re.compile(r"\b(on|ignoring|group_left|group_right)\s*\(([^)]*)\)")
+# A comparison with a number (a threshold: `> 1.25`, `< 300`); a matcher's `=~`/`!=` compares a
+# quoted string and is not one.
+_COMPARISON = re.compile(r"(?<![=!<>~])(>=|<=|==|!=|>|<)\s*(bool\s+)?([-+]?\d[\w.+-]*)")
+STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_RANGE = re.compile(r"\[([^\]\"]+)\]")
 
 
 def _labels(text: str) -> str:
@@ -48,6 +53,9 @@ def signature(expr: str) -> dict[str, list[str]]:
         "joins": sorted(f"{kind}({_labels(labels)})" for kind, labels in _JOIN.findall(expr)),
         "matchers": sorted({f"{label}{op}\"{value}\"" for label, op, value
                                in _MATCHER.findall(expr)}),
+        "comparisons": sorted(f"{op} {bool_}{number}" for op, bool_, number
+                              in _COMPARISON.findall(STRINGS.sub('""', expr))),
+        "ranges": sorted(set(_RANGE.findall(STRINGS.sub('""', expr)))),
     }
 
 
@@ -152,11 +160,15 @@ def test_descriptions_name_only_series_of_the_contract(name: str) -> None:
 def test_the_signature_reads_groups_and_filters() -> None:
     got = signature('topk(10, sum by (experiment, cause) (sum_over_time('
                     'trial:gpu_seconds_idle:1m{job="trainwatch_trial", experiment=~"$e"}[$__range])))'
-                    ' * on(instance) group_left(name) trainwatch_gpu_info')
-    assert got == {"reads": ["trainwatch_gpu_info", "trial:gpu_seconds_idle:1m"],
+                    ' * on(instance) group_left(name) trainwatch_gpu_info'
+                    ' and avg_over_time(trainwatch_x{gpu!="1"}[5m]) < 0.37 or trainwatch_y >= bool 300')
+    assert got == {"reads": ["trainwatch_gpu_info", "trainwatch_x", "trainwatch_y",
+                             "trial:gpu_seconds_idle:1m"],
                    "aggregations": ["sum by (cause, experiment)", "topk"],
                    "joins": ["group_left(name)", "on(instance)"],
-                   "matchers": ['experiment=~"$e"', 'job="trainwatch_trial"']}
+                   "matchers": ['experiment=~"$e"', 'gpu!="1"', 'job="trainwatch_trial"'],
+                   "comparisons": ["< 0.37", ">= bool 300"],
+                   "ranges": ["$__range", "5m"]}
 
 
 if __name__ == "__main__":
