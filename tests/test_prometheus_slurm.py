@@ -22,6 +22,7 @@ from benchmarks.stack import (
     start_trainwatch_exporter,
     wait_until,
 )
+from exporter.config import DEFAULT_LISTEN_ADDRESS, parse_listen_address
 from prometheus import generate_rules
 
 PROM_DIR = REPO / "prometheus"
@@ -47,6 +48,7 @@ def selected_job(selector: str) -> str:
 
 SELECTORS = generate_rules.load_settings().selectors
 EXPORTER_JOB = selected_job(SELECTORS["exporter"])
+EXPORTER_PORT = parse_listen_address(DEFAULT_LISTEN_ADDRESS)[1]
 TRIAL_JOB = selected_job(SELECTORS["trial"])
 
 
@@ -75,7 +77,8 @@ def test_it_scrapes_the_jobs_the_rules_and_dashboards_select_as_prometheus_yml_d
     exporter = jobs(slurm)[EXPORTER_JOB]
     assert set(exporter) >= {"file_sd_configs", "dns_sd_configs"}
     [dns] = exporter["dns_sd_configs"]
-    assert dns["type"] == "A" and dns["port"] == 10910
+    # The exporter's own default port: a node found by name is scraped where it listens.
+    assert dns["type"] == "A" and dns["port"] == EXPORTER_PORT
     # The trial's series keep the job they were pushed with: the trial selector's.
     gateway = [j for j in jobs(slurm).values() if j.get("honor_labels")]
     assert [j["job_name"] for j in gateway] == [j["job_name"] for j in jobs(base).values()

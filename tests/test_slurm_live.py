@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from benchmarks.stack import REPO, Service, free_port, promtool, start_prometheus
+from exporter.config import DEFAULT_LISTEN_ADDRESS, parse_listen_address
 from tests.slurm_cluster import Slurm, SlurmUnavailable, start_slurm
 
 pytest.importorskip("torch")
@@ -26,6 +27,8 @@ pytest.importorskip("torch")
 JOB = "slurm-live"
 STEPS = 12
 DOC = REPO / "docs" / "slurm.md"
+# Where the exporter listens unless told otherwise: where the file_sd line must point.
+EXPORTER_PORT = parse_listen_address(DEFAULT_LISTEN_ADDRESS)[1]
 CONFIG = REPO / "prometheus" / "prometheus-slurm.yml"
 # What the job's environment must not carry in: the test's own names, ranks or rendezvous.
 NOT_INHERITED = ("TRAINWATCH_", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_", "SLURM_",
@@ -94,7 +97,7 @@ def test_the_documented_file_sd_line_lists_this_clusters_node(slurm: Slurm,
     done = slurm.run(["bash", "-c", line])
     assert done.returncode == 0, done.stderr
     targets = tmp_path / "slurm-nodes.yml"
-    assert yaml.safe_load(targets.read_text()) == [{"targets": [f"{slurm.node}:10910"]}]
+    assert yaml.safe_load(targets.read_text()) == [{"targets": [f"{slurm.node}:{EXPORTER_PORT}"]}]
     assert not list(tmp_path.glob("*.new"))  # renamed over, never left half-written
     promtool("check", "config", tmp_path / CONFIG.name)
     # Where sinfo does not answer (here: there is none), the line fails and the old file stays.
@@ -106,4 +109,4 @@ def test_the_documented_file_sd_line_lists_this_clusters_node(slurm: Slurm,
     broken = subprocess.run([bash, "-c", line], env={"PATH": str(tools)}, capture_output=True,
                             text=True, timeout=30, check=False)
     assert broken.returncode != 0
-    assert yaml.safe_load(targets.read_text()) == [{"targets": [f"{slurm.node}:10910"]}]
+    assert yaml.safe_load(targets.read_text()) == [{"targets": [f"{slurm.node}:{EXPORTER_PORT}"]}]
