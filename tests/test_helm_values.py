@@ -163,6 +163,21 @@ def test_gc_cronjob_runs_trainwatch_gc_against_the_charts_pushgateway() -> None:
     assert find(docs_without_pushgateway(), "CronJob") == []
 
 
+def test_gc_cronjob_follows_its_values_and_trainwatch_gc_takes_them() -> None:
+    from trainwatch import gc
+    from trainwatch.cli import _parser
+
+    cronjob = one(tuple(d for d in yaml.safe_load_all(template(
+        "--set", "gc.maxAge=37m,gc.endedAfter=3m", "--set-string", "gc.schedule=*/5 * * * *"))
+        if d), "CronJob", "-gc")
+    container, = pod_of(cronjob)["containers"]
+    assert cronjob["spec"]["schedule"] == "*/5 * * * *"
+    # The real command line parser: 37 minutes and 3, each under its own flag.
+    args = _parser().parse_args([*container["command"][1:], *container["args"]])
+    assert (args.max_age, args.ended_after) == (37 * 60, 3 * 60)
+    assert gc._refused(args) is None
+
+
 def docs_without_pushgateway() -> tuple[dict[str, Any], ...]:
     return tuple(d for d in yaml.safe_load_all(template("--set", "pushgateway.enabled=false")) if d)
 
@@ -298,6 +313,9 @@ def test_notes_render(mode: str, tmp_path: Path) -> None:
         assert "set alertmanager.config with your receivers" in notes
     else:
         assert '{"release":"kube-prometheus-stack"}' in notes
+        # The stack's own Grafana, Prometheus and Alertmanager: nothing of the chart's to
+        # port-forward to (it deploys none of them in this mode).
+        assert "port-forward" not in notes
 
 
 def test_notes_warn_about_gpu_less_nodes_only_without_a_node_selector(tmp_path: Path) -> None:
