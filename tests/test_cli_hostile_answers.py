@@ -28,6 +28,7 @@ import pytest
 from tests.trial_support import closed_port_url
 from trainwatch import cli, gc, httpget
 from trainwatch.cliutil import LATEST_TIME
+from trainwatch.diagnose.render import BAR_WIDTH
 from trainwatch.diagnose.rulesource import shipped_rules
 from trainwatch.promapi import COUNT, TIME, PrometheusAPI, PrometheusError
 from trial_instrumentation import names
@@ -257,9 +258,15 @@ def test_figures_may_be_nan_or_infinite_as_prometheus_answers_them(
     Hostile.mode = f"figure:{value}"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # matplotlib, drawing +Inf
-        code, _, err = run(capsys, *argv(command, server, tmp_path / "r.html"))
+        code, out, err = run(capsys, *argv(command, server, tmp_path / "r.html"))
     assert code == {"diagnose": 1}.get(command, 0), err
     assert "Traceback" not in err and "error" not in err, err
+    if command == "diagnose":
+        # A share that is NaN (the figures NaN, or inf/inf) is said as nan%, drawn as no bar:
+        # not the full bar of a phase that takes the whole step (1e308/1e308 is 100%, full).
+        [phase] = [line for line in out.splitlines() if line.startswith("    forward ")]
+        assert phase.split()[:2] == ["forward", "100.0%" if value == "1e308" else "nan%"], phase
+        assert phase.endswith("█" * BAR_WIDTH if value == "1e308" else "nan%"), phase
 
 
 def test_the_servers_own_error_is_one_line_with_its_escapes_written_out(

@@ -46,6 +46,10 @@ def steps(count: int | None) -> str:
 
 
 def bar(share: float) -> str:
+    """A share's bar, clamped to 0-1; a NaN share (Prometheus's 0/0) has none: min() would
+    keep its 1.0 against a NaN and draw the whole width."""
+    if math.isnan(share):
+        return ""
     return "█" * round(max(0.0, min(1.0, share)) * BAR_WIDTH)
 
 
