@@ -164,6 +164,42 @@ def test_every_service_and_monitor_reaches_pods_the_chart_renders(scenario: str 
             assert endpoint["port"] in ports, (monitor["metadata"]["name"], endpoint)
 
 
+@pytest.mark.parametrize("scenario", [None, *SCENARIOS])
+def test_every_network_policy_guards_one_workload_and_admits_the_charts_prometheus(
+        scenario: str | None) -> None:
+    docs = render(scenario)
+    pods = [(d, _pod(d)) for d in docs if d["kind"] in WORKLOADS]
+
+    def selected(labels: dict[str, str]) -> list[dict[str, Any]]:
+        return [d for d, p in pods if labels.items() <= p["metadata"]["labels"].items()]
+
+    # Each Prometheus's scrape config (its ConfigMap of its own name), as text.
+    configs = {d["metadata"]["name"]: d["data"]["prometheus.yml"] for d in docs
+               if d["kind"] == "ConfigMap" and "prometheus.yml" in d.get("data", {})}
+    for policy in (d for d in docs if d["kind"] == "NetworkPolicy"):
+        name = policy["metadata"]["name"]
+        guarded = selected(policy["spec"]["podSelector"]["matchLabels"])
+        assert len(guarded) == 1, (name, [d["metadata"]["name"] for d in guarded])
+        declared = {p["containerPort"] for c in _pod(guarded[0])["spec"]["containers"]
+                    for p in c.get("ports", [])}
+        admitted: set[str] = set()
+        for rule in policy["spec"]["ingress"]:
+            # A policy's port is the pod's (not a Service's): one the guarded pod listens on.
+            assert {p["port"] for p in rule["ports"]} <= declared, (name, rule["ports"], declared)
+            for peer in rule["from"]:
+                labels = peer.get("podSelector", {}).get("matchLabels", {})
+                if "namespaceSelector" in peer or "app.kubernetes.io/instance" not in labels:
+                    continue  # a peer of the values' (the trials' namespace, another stack)
+                peers = selected(labels)
+                assert peers, (name, "admits none of the chart's pods", labels)
+                admitted |= {d["metadata"]["name"] for d in peers}
+        # Every Prometheus of the chart that scrapes the guarded one (its Service's name) may.
+        scrapers = {d["metadata"]["name"] for d, _ in pods
+                    if f"{guarded[0]['metadata']['name']}." in configs.get(d["metadata"]["name"], "")}
+        assert scrapers <= admitted, (name, sorted(scrapers - admitted))
+        assert scrapers or not configs, (name, "scraped by none of the chart's Prometheus")
+
+
 if __name__ == "__main__":
     EXPECTED.write_text(
         "# What the rendered chart wires together, per scenario (tests/test_helm_wiring.py).\n"
