@@ -214,6 +214,9 @@ def test_diagnose_given_every_shard_reads_the_one_holding_the_trial(
     assert code == 1, out
     assert {r["rank"] for r in reports} == {str(r) for r in range(RANKS)}
     assert {r["verdict"]["kind"] for r in reports} == {"dataloader"}, out
+    for report in reports:  # each rank judged by its own share, read from the shard holding it
+        assert report["verdict"]["measured"] == pytest.approx(
+            loader_share("slow", report["rank"]), abs=0.02), report["verdict"]
     # A trial on no shard is one line and exit 2, naming every server asked.
     code = trainwatch(["diagnose", *urls, "--experiment", EXPERIMENT, "--trial", "absent"])
     err = capsys.readouterr().err
