@@ -6,6 +6,7 @@ reach the exporter, which reloads them."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from helm.exporter_schema import CPU_FLOOR_MILLICORES, EXPORTER_MEMORY_FLOOR
 from tests.test_helm import CHART, helm, one, render
@@ -100,7 +101,8 @@ def test_defaults_and_values_at_the_edge_still_render(settings: list[str]) -> No
 
 def test_the_exporters_secrets_are_mounted_whole_so_renewals_reach_it() -> None:
     """ci/gpu-node-values.yaml: the config Secret and a cert-manager TLS Secret."""
-    pod = pod_of(one(render("gpu-node"), "DaemonSet", "-exporter"))
+    docs = render("gpu-node")
+    pod = pod_of(one(docs, "DaemonSet", "-exporter"))
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert {"config", "tls"} <= set(mounts)
@@ -109,6 +111,18 @@ def test_the_exporters_secrets_are_mounted_whole_so_renewals_reach_it() -> None:
         assert "subPath" not in mounts[name] and "subPathExpr" not in mounts[name]
     assert mounts["tls"]["mountPath"] == "/etc/trainwatch/tls"
     assert "--config=/etc/trainwatch/exporter.yml" in pod["containers"][0]["args"]
+    # The config volume is the Secret the chart renders (its exporter.yml is what --config
+    # reads), the TLS one the values' cert-manager Secret, and the files the config names lie
+    # in that mount.
+    secret = one(docs, "Secret", "-exporter")
+    assert volumes["config"]["secret"]["secretName"] == secret["metadata"]["name"]
+    assert f"{mounts['config']['mountPath']}/exporter.yml" == "/etc/trainwatch/exporter.yml"
+    values = yaml.safe_load((CHART / "ci" / "gpu-node-values.yaml").read_text())["exporter"]
+    [tls] = [v for v in values["extraVolumes"] if v["name"] == "tls"]
+    assert volumes["tls"] == tls
+    web = yaml.safe_load(secret["stringData"]["exporter.yml"])["web"]
+    assert {web["tls_cert_file"].rsplit("/", 1)[0], web["tls_key_file"].rsplit("/", 1)[0]} == \
+        {mounts["tls"]["mountPath"]}
 
 
 def test_the_floor_patterns_agree_with_exact_arithmetic() -> None:
