@@ -144,6 +144,23 @@ def test_pull_mode_trials_and_nodes_are_sharded_on_target_labels() -> None:
     for shard in range(3):
         pod = one(docs, "Deployment", f"-prometheus-shard-{shard}")["spec"]["template"]["spec"]
         assert pod["serviceAccountName"] == "tw-trainwatch-prometheus"
+    # For each sharded job, the 3 shards hash modulo 3 and keep one residue each: together
+    # every node and every trial once, none twice (a shard keeping another's share).
+    kept: dict[str, list[str]] = {}
+    for shard in range(3):
+        jobs = {job["job_name"]: job for job in config(docs, f"-prometheus-shard-{shard}")[
+            "scrape_configs"]}
+        for job, key in (("trainwatch-exporter", "relabel_configs"),
+                         ("pushgateway", "metric_relabel_configs"),
+                         ("trainwatch_trial", "relabel_configs")):
+            rules = jobs[job][key]
+            [hashmod] = [r for r in rules if r.get("action") == "hashmod"
+                         and r["target_label"] == "__tmp_trainwatch_shard"]
+            [keep] = [r for r in rules if r.get("action") == "keep"
+                      and r.get("source_labels") == ["__tmp_trainwatch_shard"]]
+            assert hashmod["modulus"] == 3, (shard, job)
+            kept.setdefault(job, []).append(keep["regex"])
+    assert kept == {job: ["0", "1", "2"] for job in kept} and len(kept) == 3
 
 
 def test_a_remote_write_url_of_the_users_replaces_the_central_one() -> None:
