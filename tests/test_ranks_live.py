@@ -17,6 +17,7 @@ import pytest
 
 from tests.live_stack import LiveStack, live_stack
 from trainwatch.contract.records import RecordNames
+from trial_instrumentation import names
 
 pytest.importorskip("torch")
 
@@ -115,6 +116,16 @@ def test_scaling_efficiency_is_recorded_alerted_and_explained(stack: LiveStack) 
                   for s in prom.query(NAMES.scaling_efficiency)}
     # Both sleep >= 0.05 s per batch of 8 against a step limit of thousands of samples/s.
     assert set(efficiency) == {"straggler", "even"} and max(efficiency.values()) < 0.2
+    # Each is both ranks' samples/s over two ranks' single-rank limit (their mean), read here
+    # from the ranks' own series: not one rank's samples, nor one rank's limit.
+    for trial, found in efficiency.items():
+        samples = [float(s["value"][1]) for s in prom.query(
+            f'{NAMES.samples_rate}{{experiment="{EXPERIMENT}", trial="{trial}"}}')]
+        limits = [float(s["value"][1]) for s in prom.query(
+            f'{names.STEP_LIMIT}{{experiment="{EXPERIMENT}", trial="{trial}"}}')]
+        assert len(samples) == len(limits) == 2, (samples, limits)
+        assert found == pytest.approx(sum(samples) / (2 * statistics.mean(limits)),
+                                      rel=0.15), (trial, found, samples, limits)
     firing = {a["labels"]["trial"]: a for a in prom.alerts()
               if a["labels"]["alertname"] == "TrainwatchScalingInefficient"}
     assert "even" in firing, firing
