@@ -16,6 +16,7 @@ import pytest
 from benchmarks.stack import REPO, Service, free_port, http_get, require_binary, wait_until
 from exporter.cli import PROG, parse_flags
 from exporter.config import ConfigError, merge
+from exporter.webauth import hash_password
 
 UNIT = REPO / "exporter" / "systemd" / "trainwatch-exporter.service"
 DOC = REPO / "docs" / "slurm.md"
@@ -140,7 +141,11 @@ def test_execreload_reloads_a_running_exporters_web_config(tmp_path: Path) -> No
              for f in exec_start()[1:]]
     with Service("exporter", [sys.executable, "-m", "exporter", *flags], port, tmp_path,
                  ready_path="/healthz") as exporter:
-        reloaded = "web config reloaded (SIGHUP): 0 basic-auth user(s), TLS off"
+        # Started with no users; the file now has one (its users are read again, not the
+        # ones of the start: 1 user, not 0).
+        config.write_text("web:\n  basic_auth_users:\n    prometheus: "
+                          f"'{hash_password('s3cret', iterations=1000)}'\n")
+        reloaded = "web config reloaded (SIGHUP): 1 basic-auth user(s), TLS off"
         assert reloaded not in exporter.log()
         reload = shlex.split(one("ExecReload").replace("$MAINPID", str(exporter.proc.pid)))
         subprocess.run(reload, check=True, timeout=10)
@@ -148,3 +153,4 @@ def test_execreload_reloads_a_running_exporters_web_config(tmp_path: Path) -> No
         # SIGHUP's default action would have ended it.
         assert exporter.proc.poll() is None
         assert http_get(exporter.url + "/healthz")[0] == 200
+        assert http_get(exporter.url + "/metrics")[0] == 401  # the new user's password asked
