@@ -312,6 +312,11 @@ def test_gc_still_deletes_a_group_with_a_push_time(
     Hostile.mode, Hostile.deletes = "ok", 0
     code, out, err = run(capsys, *argv("gc", server, Path("unused")))
     assert code == 0 and out.startswith("deleted ") and Hostile.deletes == 1, (out, err)
+    # The other side of --max-age (1h): a group pushed a minute ago is kept.
+    Hostile.mode, Hostile.deletes = f"time:{time.time() - 60:.3f}", 0
+    code, out, err = run(capsys, *argv("gc", server, Path("unused")))
+    assert (code, Hostile.deletes) == (0, 0) and "deleted" not in out, (out, err)
+    Hostile.mode = "ok"
 
 
 @pytest.mark.parametrize(("args", "flag"), [
