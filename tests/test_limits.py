@@ -60,6 +60,10 @@ def test_limits_are_published_in_the_trials_group(pushgateway: Service) -> None:
                   push_interval=0.1) as trial:
         assert pushed_value(pushgateway, names.LOADER_LIMIT) is None  # not before measured
         loader = trial.measure_loader_limit(slow_loader(0.005), seconds=0.3)
+        wait_until(lambda: pushed_value(pushgateway, names.LOADER_LIMIT, trial="pub") == loader,
+                   what="the loader limit pushed")
+        # The step limit, not measured yet, is not in the group (no made-up zero beside it).
+        assert pushed_value(pushgateway, names.STEP_LIMIT, trial="pub") is None
         step = trial.measure_step_limit(lambda b: None, [0] * 7, seconds=0.1)
         for name, value in ((names.LOADER_LIMIT, loader), (names.STEP_LIMIT, step)):
             wait_until(lambda n=name, v=value: pushed_value(pushgateway, n, trial="pub") == v,
