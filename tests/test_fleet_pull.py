@@ -35,6 +35,12 @@ def test_each_rank_serves_a_pulled_trials_page_with_its_own_labels_and_moving_co
     phases = {dict(labels)["phase"] for name, labels in found
               if name == f"{names.PHASE_SECONDS}_bucket"}
     assert phases == set(names.STANDARD_PHASES)
+    # Phase buckets None: the step histogram's bounds (not the +Inf alone of `none`).
+    les = {name.removesuffix("_bucket"): {dict(labels)["le"] for n, labels in found
+                                           if n == name}
+           for name in (f"{names.PHASE_SECONDS}_bucket", f"{names.STEP_SECONDS}_bucket")}
+    assert les[names.PHASE_SECONDS] == les[names.STEP_SECONDS], les
+    assert len(les[names.STEP_SECONDS]) == len(names.DEFAULT_BUCKETS) + 1, les
     assert {dict(labels)["rank"] for name, labels in found} == {"3"}
     assert pages.page(b"/rank/19/metrics") == body
     assert pages.page(b"/rank/20/metrics") is None and pages.page(b"/metrics") is None
