@@ -195,7 +195,15 @@ def test_a_flapping_collector_writes_one_warning_a_minute_and_counts_the_rest(
     suppressed = [s.value for f in families for s in f.samples
                   if s.name == "trainwatch_scrape_collector_warnings_suppressed_total"]
     assert suppressed == [49]
-    now[0] += 60
+    # Both sides of the minute since the first warning (at 0 s): a failure at 59.9 s is
+    # counted, not written; one at 60 s is written.
     with caplog.at_level(logging.INFO, logger="exporter.collector"):
-        list(collector.collect())
-    assert [r.levelname for r in caplog.records][-1] == "WARNING"
+        now[0] = 59.9
+        families = list(collector.collect())  # fails (call 101)
+        list(collector.collect())  # recovers
+        assert [r.levelname for r in caplog.records] == ["WARNING", "INFO"]
+        assert [s.value for f in families for s in f.samples
+                if s.name == "trainwatch_scrape_collector_warnings_suppressed_total"] == [50]
+        now[0] = 60.0
+        list(collector.collect())  # fails (call 103)
+    assert [r.levelname for r in caplog.records] == ["WARNING", "INFO", "WARNING"]
