@@ -141,6 +141,16 @@ def test_every_service_and_monitor_reaches_pods_the_chart_renders(scenario: str 
             selector = doc["spec"]["selector"]["matchLabels"]
             assert selector.items() <= pod["metadata"]["labels"].items(), doc["metadata"]["name"]
             assert "app.kubernetes.io/component" in selector, doc["metadata"]["name"]
+        # Each probe asks a port its container declares (a probe on another or a misspelt
+        # name never succeeds: the pod is never ready, or is restarted for ever).
+        for c in pod["spec"]["containers"]:
+            ports = {p.get("name") for p in c.get("ports", [])} | \
+                {p["containerPort"] for p in c.get("ports", [])}
+            for kind in ("livenessProbe", "readinessProbe", "startupProbe"):
+                action = next((c[kind][a] for a in ("httpGet", "tcpSocket", "grpc")
+                               if a in c.get(kind, {})), None)
+                if action is not None:
+                    assert action["port"] in ports, (doc["metadata"]["name"], kind, action, ports)
     for svc in (d for d in docs if d["kind"] == "Service"):
         selected = [(d, p) for d, p in pods if d["kind"] != "CronJob"
                     and svc["spec"]["selector"].items() <= p["metadata"]["labels"].items()]
