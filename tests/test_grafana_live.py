@@ -226,7 +226,15 @@ def test_every_panel_query_runs_and_returns_data(stack: Stack, all_selected: boo
                     why = "data, yet allow-listed as empty" if result else "no data"
                     problems.append(f"{key}: {why}\n  {expr}")
                 legend_labels = set(re.findall(r"\{\{(\w+)\}\}", target.get("legendFormat", "")))
+                # One value selected: no series of another (an instance, GPU, experiment,
+                # trial or rank the variables did not pick).
+                chosen = {k: v for k, v in values.items()
+                          if not k.startswith("__") and not all_selected}
                 for series in result:
+                    if other := {k: series["metric"][k] for k in chosen
+                                 if series["metric"].get(k, chosen[k]) != chosen[k]}:
+                        problems.append(f"{key}: a series of {other}, not the chosen "
+                                        f"{ {k: chosen[k] for k in other} }")
                     if missing := legend_labels - set(series["metric"]):
                         problems.append(f"{key}: legend labels {sorted(missing)} missing from "
                                         f"{series['metric']}")
