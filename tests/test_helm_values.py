@@ -16,6 +16,7 @@ from exporter.cli import parse_settings
 from exporter.collectors import COLLECTORS
 from exporter.config import SECTIONS
 from tests.test_helm import CHART, SCENARIOS, find, helm, one, render, template
+from trial_instrumentation import names as ti_names
 
 WORKLOADS = ("DaemonSet", "Deployment", "CronJob")
 
@@ -206,6 +207,17 @@ def test_pushgateway_basic_auth_and_network_policies() -> None:
     prometheus = yaml.safe_load(one(docs, "ConfigMap", "-prometheus")["data"]["prometheus.yml"])
     job, = [j for j in prometheus["scrape_configs"] if j["job_name"] == "pushgateway"]
     assert job["basic_auth"]["username"] == "trainer"
+    # The password Prometheus sends is the file its job names, in its container's mount of a
+    # Secret; gc logs in as the same user with that Secret's same key (trainwatch gc's variables).
+    prom_pod = pod_of(one(docs, "Deployment", "-prometheus"))
+    prom, = prom_pod["containers"]
+    folder, key = job["basic_auth"]["password_file"].rsplit("/", 1)
+    [mounted] = [m["name"] for m in prom["volumeMounts"] if m["mountPath"] == folder]
+    [secret] = [v["secret"]["secretName"] for v in prom_pod["volumes"] if v["name"] == mounted]
+    gc, = pod_of(one(docs, "CronJob", "-gc"))["containers"]
+    env = {e["name"]: e for e in gc["env"]}
+    assert env[ti_names.ENV_USERNAME]["value"] == job["basic_auth"]["username"]
+    assert env[ti_names.ENV_PASSWORD]["valueFrom"] == {"secretKeyRef": {"name": secret, "key": key}}
     policies = {p["metadata"]["name"].rsplit("-", 1)[1]: p["spec"]
                 for p in find(docs, "NetworkPolicy")}
     assert set(policies) == {"pushgateway", "exporter"}
