@@ -171,6 +171,9 @@ def test_a_remote_write_url_of_the_users_replaces_the_central_one() -> None:
     assert not find(docs, "Deployment", "-prometheus")
     write, = config(docs, "-prometheus-shard-1")["remote_write"]
     assert write["url"] == url and write["headers"] == {"X-Scope-OrgID": "ml"}
+    # Grafana reads that store, not the central Prometheus the chart no longer runs.
+    grafana, = one(docs, "Deployment", "-grafana")["spec"]["template"]["spec"]["containers"]
+    assert {"name": "PROMETHEUS_URL", "value": "https://mimir.example/prometheus"} in grafana["env"]
     missing = helm("template", "tw", str(CHART), "--set",
                    f"prometheus.shards=2,prometheus.sharding.remoteWriteUrl={url}")
     assert missing.returncode != 0 and "grafana.prometheusUrl" in missing.stderr
