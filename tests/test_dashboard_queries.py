@@ -38,6 +38,7 @@ _JOIN = re.compile(r"\b(on|ignoring|group_left|group_right)\s*\(([^)]*)\)")
 _COMPARISON = re.compile(r"(?<![=!<>~])(>=|<=|==|!=|>|<)\s*(bool\s+)?([-+]?\d[\w.+-]*)")
 STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
 _RANGE = re.compile(r"\[([^\]\"]+)\]")
+_OFFSET = re.compile(r"\boffset\s+(-?[\w$]+)")
 
 
 def _labels(text: str) -> str:
@@ -56,6 +57,7 @@ def signature(expr: str) -> dict[str, list[str]]:
         "comparisons": sorted(f"{op} {bool_}{number}" for op, bool_, number
                               in _COMPARISON.findall(STRINGS.sub('""', expr))),
         "ranges": sorted(set(_RANGE.findall(STRINGS.sub('""', expr)))),
+        "offsets": sorted(_OFFSET.findall(STRINGS.sub('""', expr))),
     }
 
 
@@ -161,14 +163,15 @@ def test_the_signature_reads_groups_and_filters() -> None:
     got = signature('topk(10, sum by (experiment, cause) (sum_over_time('
                     'trial:gpu_seconds_idle:1m{job="trainwatch_trial", experiment=~"$e"}[$__range])))'
                     ' * on(instance) group_left(name) trainwatch_gpu_info'
-                    ' and avg_over_time(trainwatch_x{gpu!="1"}[5m]) < 0.37 or trainwatch_y >= bool 300')
+                    ' and avg_over_time(trainwatch_x{gpu!="1"}[5m]) < 0.37 or trainwatch_y >= bool 300'
+                    ' unless trainwatch_y offset 10m')
     assert got == {"reads": ["trainwatch_gpu_info", "trainwatch_x", "trainwatch_y",
                              "trial:gpu_seconds_idle:1m"],
                    "aggregations": ["sum by (cause, experiment)", "topk"],
                    "joins": ["group_left(name)", "on(instance)"],
                    "matchers": ['experiment=~"$e"', 'gpu!="1"', 'job="trainwatch_trial"'],
                    "comparisons": ["< 0.37", ">= bool 300"],
-                   "ranges": ["$__range", "5m"]}
+                   "ranges": ["$__range", "5m"], "offsets": ["10m"]}
 
 
 if __name__ == "__main__":
