@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,34 @@ def test_the_help_names_every_service_and_ups_port_flags_their_defaults(
     out = capsys.readouterr().out
     for name, port in DEFAULT_PORTS.items():
         assert f"--{name}-port PORT" in out and f"default {port}," in " ".join(out.split())
+
+
+def test_each_up_option_shows_a_word_whose_example_up_accepts(
+        calls: list[tuple[Any, ...]], tmp_path: Path) -> None:
+    """The usage line's word after each `stack up` option is one the one-line errors give an
+    example of (cliutil.EXAMPLES), and that example is a value `up` accepts there: a duration
+    where a duration is read, a URL where a URL is, a file name where a file is."""
+    from trainwatch.cliutil import EXAMPLES
+    from trainwatch.stack import services
+    from trainwatch.stack.settings import check
+
+    [sub] = [a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    stack = sub.choices["stack"]
+    assert " ".join(stack.format_usage().split()) == "usage: trainwatch stack [-h] ACTION ..."
+    [actions] = [a for a in stack._actions if isinstance(a, argparse._SubParsersAction)]
+    options = [a for a in actions.choices["up"]._actions
+               if a.option_strings and a.nargs != 0 and a.dest != "state_dir"]
+    assert len(options) >= 15  # the ports, the rules' durations, the URLs, gc's three
+    for action in options:
+        flag, word = action.option_strings[-1], action.metavar
+        assert word in EXAMPLES, (flag, word)
+        assert (word == "PORT") == (action.type is int), (flag, word)  # a number only there
+        calls.clear()
+        assert stack_cli.run(parse("up", "--state-dir", str(tmp_path), flag,
+                                   EXAMPLES[word])) == 11, flag
+        [(_, _, asked)] = calls
+        # Ports, durations and URLs as `up` checks them, the ports not asked for its defaults.
+        asked = replace(asked, ports={**DEFAULT_PORTS,
+                                      **{k: v for k, v in asked.ports.items() if v}})
+        check(asked)
+        services._gc(StateDir.resolve(str(tmp_path)), asked)  # gc's durations
