@@ -10,11 +10,13 @@ keeps the figure), its text from the SVG itself.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import matplotlib.dates as mdates
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from matplotlib.colors import to_hex
 
 from trainwatch.report import plots
@@ -292,3 +294,89 @@ def test_a_histogram_is_svg_in_the_pages_colours() -> None:
     got = texts(svg)
     assert (9, "≤0.05") in got and (9, "≤0.1") in got and (8, "steps in the bucket") in got
     assert to_hex(PALETTE[0]) in svg.lower()
+
+
+# --- the edges of time_ticks: a tick on the span's last second, the day format's thresholds,
+# and days before 1970 ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("span", "ticks"), [
+    ((1_001.0, 1_005.0), [1_001, 1_002, 1_003, 1_004, 1_005]),  # 1 s steps, an odd end
+    ((1_000.0, 1_005.0), [1_000, 1_001, 1_002, 1_003, 1_004, 1_005]),
+    ((995.0, 1_025.0), [995, 1_000, 1_005, 1_010, 1_015, 1_020, 1_025]),  # 5 s, ends on 1025
+    ((990.5, 1_020.0), [995, 1_000, 1_005, 1_010, 1_015, 1_020]),
+    ((1_004.5, 1_005.0), [1_005]),  # under a second: the one whole second in it
+])
+def test_a_span_that_ends_on_a_tick_ends_with_it_odd_or_even(
+        span: tuple[float, float], ticks: list[int]) -> None:
+    assert time_ticks(span)[0] == ticks
+
+
+@pytest.mark.parametrize(("seconds", "fmt"), [
+    (259_200, "%m-%d %H:%M"),  # 12 h steps: the last with a time of day
+    (259_201, "%m-%d"),  # 1 day
+    (518_401, "%m-%d"),  # 2 days
+    (1_036_801, "%m-%d"),  # a week
+    (3_628_801, "%m-%d"),  # 2 weeks
+    (7_257_601, "%m-%d"),  # 4 weeks
+    (40_000_000, "%m-%d"),  # past six of the longest step
+])
+def test_steps_of_a_day_or_more_show_the_day_alone(seconds: int, fmt: str) -> None:
+    ticks, got = time_ticks((T0, T0 + seconds))
+    assert got == fmt
+    # The labels say which day each tick is on, and no two are alike.
+    labels = [datetime.fromtimestamp(t, UTC).strftime(got) for t in ticks]
+    assert len(set(labels)) == len(labels)
+
+
+@pytest.mark.parametrize(("span", "fmt"), [
+    ((-21_600.0, -1.0), "%H:%M"),  # 1969-12-31 18:00 to 23:59:59: one day
+    ((-86_400.0 + 1.0, -86_400.0 + 21_601.0), "%H:%M"),  # 1969-12-31 00:00:01 to 06:00:01
+    ((-7_200.0, 14_400.0), "%m-%d %H:%M"),  # 22:00 on 12-31 to 04:00 on 01-01
+    ((-100_000.0, -80_000.0), "%m-%d %H:%M"),  # 12-29 to 12-30
+])
+def test_before_1970_a_day_still_ends_at_utc_midnight(span: tuple[float, float], fmt: str
+                                                      ) -> None:
+    assert time_ticks(span)[1] == fmt
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@given(start=st.integers(-3_000_000_000, 4_000_000_000), fraction=st.floats(0, 0.999),
+       seconds=st.integers(10_801, 259_200))
+def test_hourly_ticks_name_the_day_exactly_when_the_span_crosses_utc_midnight(
+        start: int, fraction: float, seconds: int) -> None:
+    # Spans of 3 h to 3 days tick every 1, 2, 3, 6 or 12 h: the day is named when the two
+    # ends' UTC dates differ (the dates from datetime, before 1970 as after).
+    first = start + fraction
+    last = first + seconds
+    days = {(EPOCH + timedelta(seconds=t)).date() for t in (first, last)}
+    assert time_ticks((first, last))[1] == ("%m-%d %H:%M" if len(days) == 2 else "%H:%M")
+
+
+# --- the histogram's buckets: a bucket is one the steps fell in when its count is above 0 ------
+
+@pytest.mark.parametrize(("counts", "shown"), [
+    ([0.0, 0.0, 1.0, 0.0, 0.0, 0.0], ["≤0.2", "≤0.3", "≤0.4"]),  # one step
+    ([0.0, 0.0, 0.0, 0.5, 0.0, 0.0], ["≤0.3", "≤0.4", "≤0.5"]),  # increase()'s half a step
+    # A count below 0 (rounding in a de-cumulated histogram) is no bucket steps fell in.
+    ([-1e-9, 0.0, 0.0, 4.0, 0.0, 0.0], ["≤0.3", "≤0.4", "≤0.5"]),
+    ([0.0, 0.0, 4.0, 0.0, 0.0, -0.25], ["≤0.2", "≤0.3", "≤0.4"]),
+])
+def test_a_bucket_is_shown_for_any_steps_in_it_and_never_for_less_than_none(
+        kept: Kept, counts: list[float], shown: list[str]) -> None:
+    bounds = [0.1, 0.2, 0.3, 0.4, 0.5, float("inf")]
+    plots.histogram_svg("h", list(zip(bounds, counts)))
+    assert [t.get_text() for t in kept.ax.get_xticklabels()] == shown
+
+
+@pytest.mark.parametrize(("seconds", "fmt"), [
+    (180.0, "%H:%M:%S"),  # 30 s steps: the seconds shown
+    (181.0, "%H:%M"),  # 1 min steps: none
+    (10_800.0, "%H:%M"),  # 30 min steps across midnight: no day
+    (10_801.0, "%m-%d %H:%M"),  # 1 h steps across midnight: the day
+])
+def test_each_format_threshold_from_both_sides(seconds: float, fmt: str) -> None:
+    midnight = 1_793_664_000.0  # 2026-11-03 00:00:00 UTC
+    start = midnight - 90.0 if seconds < 3_600 else midnight - 5_400.0
+    assert time_ticks((start, start + seconds))[1] == fmt
