@@ -343,10 +343,11 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @given(start=st.integers(-3_000_000_000, 4_000_000_000), fraction=st.floats(0, 0.999),
-       seconds=st.integers(10_801, 259_200))
+       seconds=st.integers(10_802, 259_199))
 def test_hourly_ticks_name_the_day_exactly_when_the_span_crosses_utc_midnight(
         start: int, fraction: float, seconds: int) -> None:
-    # Spans of 3 h to 3 days tick every 1, 2, 3, 6 or 12 h: the day is named when the two
+    # Spans of just over 3 h to just under 3 days (a whole second off each end, whatever the
+    # fraction) tick every 1, 2, 3, 6 or 12 h: the day is named when the two
     # ends' UTC dates differ (the dates from datetime, before 1970 as after).
     first = start + fraction
     last = first + seconds
