@@ -378,3 +378,77 @@ def test_a_page_without_groups_says_so_instead_of_the_causes(
     assert re.findall(r'data-group="([^"]*)"', text) == ["total"]
     assert math.isclose(json.loads(text.split('id="usage-json">')[1].split("</script>")[0])[
         "since_seconds"], 7 * 86_400.0)
+
+
+# --- the edges: less than a GPU-second, shares of nothing, the total row in the table --------
+
+def test_a_range_of_nothing_still_steps_a_whole_minute() -> None:
+    # Prometheus refuses a step of 0: the shortest range steps a minute like any other.
+    assert step_for(0.0) == 60 and step_for(0.5) == 60
+
+
+@pytest.mark.parametrize(("held", "busy", "share"), [
+    (0.5, 0.25, "50%"),  # half a GPU-second held: still a share of it
+    (1.0, 0.75, "75%"),
+    (2.0, 0.5, "25%"),
+    (0.0, 0.0, "-"),  # nothing held: no share
+    (-3_600.0, 1_800.0, "-"),  # less than nothing (it cannot be): no share either
+])
+def test_the_busy_share_is_of_any_positive_hours_held(held: float, busy: float, share: str
+                                                      ) -> None:
+    got = cells(usage_page._row(group("g", held=held, busy=busy)))
+    assert got[2][2].endswith(f" ({share})")
+
+
+@pytest.mark.parametrize(("mfu", "shown"), [(0.8, "80%"), (0.25, "25%"), (0.995, "100%"),
+                                            (0.0, "0%")])
+def test_the_mfu_is_shown_in_whole_percent(mfu: float, shown: str) -> None:
+    # 0.8 and 0.25 are where one percent more or less of the MFU (80.8, 79.2; 25.25, 24.75)
+    # shows another whole number.
+    g = group("g", held=3_600.0, busy=3_600.0)
+    g.model, g.held_mfu = mfu * 3_600.0, 3_600.0
+    assert g.mfu == pytest.approx(mfu)
+    assert cells(usage_page._row(g))[10][2] == shown
+
+
+def test_the_tables_last_row_is_the_total_and_its_heading() -> None:
+    a = group("ns-b", held=7_200.0, busy=1_800.0)
+    text = usage_page.table(UsageDoc("namespace", 86_400.0, END, [a], Outside(), "p"))
+    rows = re.findall(r"<tr[^>]*>.*?</tr>", text)
+    assert rows[-1].startswith('<tr data-group="total" class="total"><th>total</th>')
+    assert [r for r in rows if 'class="total"' in r] == rows[-1:]
+    assert cells(rows[1])[0] == ("td", "", "ns-b")
+
+
+@pytest.mark.parametrize(("seconds", "listed"), [
+    (0.5, True),  # half a GPU-second wasted is listed
+    (1.0, True),
+    (0.0, False),
+    (-7.5, False),  # less than none (it cannot be) is not
+])
+def test_a_cause_is_listed_for_any_wasted_seconds_above_none(seconds: float, listed: bool
+                                                             ) -> None:
+    g = group("a", held=7_200.0, busy=3_600.0, data=seconds)
+    g.low_mfu = seconds
+    text = usage_page.causes(UsageDoc("experiment", 86_400.0, END, [g], Outside(), "p"))
+    assert re.findall(r'<li data-cause="(\w+)">', text) == (["data", "low_mfu"] if listed
+                                                             else [])
+
+
+def test_the_usage_plots_lines_are_as_wide_as_the_reports(drawn: Drawn,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    from trainwatch.report import plots
+    from trainwatch.report.panels import PanelSpec
+    from trainwatch.report.series import Panel, Series
+
+    kept: list[Any] = []
+    monkeypatch.setattr(plots, "_svg", lambda fig, title: kept.append(fig) or "")
+    points = [(END - 540.0, 3.0), (END - 60.0, 4.0)]
+    plots.panel_svg(Panel(PanelSpec("k", "K", "u", ()), [Series("held", points)], ylabel="u"),
+                    (END - 600.0, END))
+    usage_page.plot_svg("usage-held", "GPUs held and busy", [("held", points)],
+                        (END - 600.0, END), False)
+    [report_line] = kept[0].axes[0].lines
+    [(fig, _)] = drawn.figures
+    assert [line.get_linewidth() for line in fig.axes[0].lines] == [report_line.get_linewidth()]
