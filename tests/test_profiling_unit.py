@@ -535,3 +535,70 @@ def test_the_step_path_of_a_loop_without_a_profiler_is_never_armed() -> None:
     assert isinstance(NEVER, StepBoundary) and NEVER.armed is False
     assert NEVER.step_ended() is None
     assert StepBoundary().armed is False
+
+
+# The edges: a complete capture longer than the warm-up, a trigger file set back or shrunk, a
+# trigger file made after the start at any time, the part already gone when torch is missing ---
+
+@pytest.mark.parametrize("steps", [1, 3, 5])
+def test_a_complete_capture_of_any_length_is_not_cut_short(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, steps: int) -> None:
+    run = Profiled(tmp_path)
+    run.profiler.request(steps, "a call")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        run.steps(1 + WARMUP_STEPS + steps)  # started, warmed up, every step recorded
+    [summary] = run.written
+    assert summary.steps == steps
+    assert said(caplog) == []  # nothing cut: no warning
+
+
+@pytest.mark.parametrize(("first", "then"), [
+    ((5_000_000_000, "12"), (4_000_000_000, "12")),  # set back in time: a change
+    ((5_000_000_000, "12"), (5_000_000_000, "2")),  # the same time, shorter: a change
+    ((5_000_000_000, "2"), (5_000_000_000, "12")),  # the same time, longer: a change
+])
+def test_any_change_of_the_trigger_files_time_or_size_asks(
+        tmp_path: Path, first: tuple[int, str], then: tuple[int, str]) -> None:
+    trigger = tmp_path / "trigger"
+    touch(trigger, first[1], first[0])
+    profiler = OnDemandProfiler(settings(tmp_path, trigger=str(trigger)), lambda: 0,
+                                lambda s: None)
+    profiler.install()
+    touch(trigger, then[1], then[0])
+    profiler.poll_trigger()
+    assert profiler._pending == (int(then[1]), f"trigger file {trigger}")
+
+
+@pytest.mark.parametrize(("when", "text"), [(1, ""), (0, "2"), (1, "2"), (-1, ""),
+                                            (5_000_000_000, "")])
+def test_a_trigger_file_made_after_the_start_asks_whatever_its_time(
+        tmp_path: Path, when: int, text: str) -> None:
+    trigger = tmp_path / "later"
+    profiler = OnDemandProfiler(settings(tmp_path, trigger=str(trigger)), lambda: 0,
+                                lambda s: None)
+    profiler.install()
+    touch(trigger, text, when)
+    assert os.stat(trigger).st_mtime_ns == when
+    profiler.poll_trigger()
+    assert profiler._pending == (int(text or 3), f"trigger file {trigger}")
+
+
+def test_without_torch_a_part_already_gone_is_still_a_quiet_drop(
+        tmp_path: Path, answers: Path, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "traces" / "prof-unit" / "t1"
+
+    def steps_done() -> int:  # the folder emptied (a cleaner) while the request is handled
+        for part in folder.iterdir():
+            part.unlink()
+        return 10
+
+    profiler = OnDemandProfiler(settings(tmp_path), steps_done, lambda s: None)
+    profiler.request(2, "a call")
+    monkeypatch.setitem(__import__("sys").modules, "torch", None)  # import torch fails
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        profiler.step_ended()
+    assert said(caplog) == [(logging.WARNING, ("trainwatch: profile request (a call) dropped: "
+                                              "torch is not installed"))]
+    assert answer(answers)["state"] == "dropped"
+    assert list(folder.iterdir()) == [] and not profiler.armed
