@@ -380,3 +380,22 @@ def test_bad_thresholds_fail_generation_naming_the_key(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "alerts.TrainwatchDataloaderBound" in result.stderr and str(bad) in result.stderr
     assert not out.exists(), "nothing is written when the thresholds are bad"
+
+
+def test_each_loader_cause_panel_draws_the_threshold_of_its_own_figure(tmp_path: Path) -> None:
+    """Disk and NIC busy share 0.60 in thresholds.yaml; given apart, the disk panel (the disks'
+    busy time) draws disk_busy and the NIC panel (bytes received) draws network_busy."""
+    doc = yaml.safe_load(DEFAULT_THRESHOLDS.read_text())
+    causes = doc["alerts"]["TrainwatchDataloaderBound"]["causes"]
+    causes.update(disk_busy=0.71, network_busy=0.37)
+    edited = tmp_path / "thresholds.yaml"
+    edited.write_text(yaml.safe_dump(doc))
+    board = json.loads(generate.render(load_settings(edited))["trial-profile.json"])
+    drawn = {}
+    for metric, cause in (("trainwatch_disk_io_time_seconds_total", "disk_busy"),
+                          ("trainwatch_network_receive_bytes_total", "network_busy")):
+        [panel] = [p for p in panels(board) if p["type"] == "timeseries"
+                   and metric in p["targets"][0]["expr"]]
+        steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        drawn[cause] = [s["value"] for s in steps][1:]
+    assert drawn == {"disk_busy": [0.71], "network_busy": [0.37]}

@@ -5,6 +5,8 @@ address), SIGTERM's handler, the stop on an interrupt with the server closed, ex
 
 from __future__ import annotations
 
+import logging
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -99,3 +101,43 @@ def test_main_says_https_when_tls_is_configured(
     assert cli.main(["--config", str(config), "--no-collector.gpu"]) == 0
     fmt, *values = infos[0]
     assert " serving https://::1:9123/metrics " in fmt % tuple(values)
+
+
+def test_the_readmes_config_row_is_the_flag_as_help_shows_it() -> None:
+    """README's flag table documents ``--config FILE``; the help shows the same placeholder."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    [row] = re.findall(r"^\| `(--config [A-Z]+)` \|", readme, re.MULTILINE)
+    assert f"{row} YAML file" in help_text()
+
+
+@pytest.mark.parametrize(("choice", "numeric"), [
+    ("debug", logging.DEBUG), ("info", logging.INFO), ("warn", logging.WARNING),
+    ("error", logging.ERROR)])
+def test_each_log_level_reaches_logging_as_a_level_it_knows(
+        served: tuple[Server, list[tuple[Any, ...]], dict[int, Any]],
+        monkeypatch: pytest.MonkeyPatch, choice: str, numeric: int) -> None:
+    configured: list[tuple[str, str]] = []
+    monkeypatch.setattr(cli.logformat, "configure",
+                        lambda level, fmt: configured.append((level, fmt)))
+    assert cli.main(["--no-collector.gpu", f"--log.level={choice}", "--log.format=json"]) == 0
+    [(level, fmt)] = configured
+    assert logging.getLevelNamesMapping()[level] == numeric and fmt == "json"
+
+
+def test_the_serving_line_comes_from_the_logger_the_readme_names_above_the_others(
+        served: tuple[Server, list[tuple[Any, ...]], dict[int, Any]],
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """README's example line says ``logger=exporter``; the web server's logger is its child, so
+    one name filters all of the exporter's records."""
+    import exporter.web
+    monkeypatch.undo()  # the real log.info, the fixture's other stand-ins again below
+    monkeypatch.setattr(exporter.web, "make_server", lambda settings, registry, web: served[0])
+    monkeypatch.setattr(cli.logformat, "configure", lambda level, fmt: None)
+    monkeypatch.setattr(cli.signal, "signal", lambda sig, handler: None)
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    [named] = set(re.findall(rf'logger=(\S+) msg="{cli.PROG} ', readme))
+    caplog.set_level(logging.INFO)
+    assert cli.main(["--no-collector.gpu"]) == 0
+    [serving] = [r for r in caplog.records if " serving " in r.getMessage()]
+    assert serving.name == named
+    assert exporter.web.log.name.startswith(named + ".")

@@ -142,3 +142,36 @@ def test_a_count_already_past_every_schedules_at_the_next_end(
     made.ended_one(loop)  # type: ignore[arg-type]
     made.ended_one(loop)  # type: ignore[arg-type]
     assert [delay for delay, _ in loop.later] == [0.5]
+
+
+@pytest.mark.skipif(reclaim._TRIM is None, reason="glibc only")
+def test_a_real_run_gives_freed_heap_below_a_live_block_back_to_the_system() -> None:
+    """free() alone keeps freed heap that a live block above it pins; glibc's malloc_trim(0)
+    returns those pages, which the process's resident size shows (what reclaim is for)."""
+    import ctypes
+    import ctypes.util
+    import os
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+
+    def resident() -> int:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    size, count = 4096, 20000  # under the mmap threshold: heap, not one mapping each
+    blocks = [libc.malloc(size) for _ in range(count)]
+    for block in blocks:
+        ctypes.memset(block, 1, size)
+    top = libc.malloc(64)  # a live block above them: free() cannot shrink the heap past it
+    try:
+        for block in blocks:
+            libc.free(block)
+        freed = resident()
+        reclaim.reclaim()
+        after = resident()
+    finally:
+        libc.free(top)
+    assert freed - after > count * size // 2

@@ -53,3 +53,23 @@ def test_python_m_runs_main() -> None:
                           capture_output=True, text=True, timeout=60, check=False,
                           cwd=generator.REPO)
     assert done.returncode == 0 and "--check" in done.stdout
+
+
+@pytest.mark.parametrize(("kind", "good", "bad"), [
+    (int, 3, [2.5, "3", True, {}]), (float, 2.5, ["2.5", True, {}]), (str, "x", [3, True, {}]),
+    (bool, True, [1, "true", {}]), (dict, {"a": "b"}, [[], "x", 3])])
+def test_a_settings_entry_takes_a_value_of_its_kind_and_refuses_the_others(
+        monkeypatch: pytest.MonkeyPatch, kind: type, good: object, bad: list[object]) -> None:
+    """The chart refuses what the exporter would: a setting of each kind the generator knows
+    (an integer one too, though none is one today), checked by a JSON Schema validator."""
+    from types import SimpleNamespace
+
+    import jsonschema
+    option = SimpleNamespace(metadata={"kind": kind, "help": "a setting", "choices": ()})
+    monkeypatch.setitem(generator.OPTIONS, "test.setting", option)
+    entry = generator._setting("test.setting")
+    jsonschema.Draft7Validator.check_schema(entry)
+    jsonschema.validate(good, entry)
+    for value in bad:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(value, entry)

@@ -123,3 +123,16 @@ def test_python_m_trainwatch_cli_runs_main_and_exits_with_its_code(
     with pytest.raises(SystemExit) as done:
         runpy.run_module("trainwatch.cli", run_name="__main__")
     assert done.value.code == 10 + list(RUNNERS).index("usage") and len(calls) == 1
+
+
+def test_the_usage_shows_a_capitalised_placeholder_that_names_no_command() -> None:
+    """``trainwatch [-h] X ...``: X stands for the command, so it must not read as one of them
+    (``trainwatch baseline ...``), and is in capitals as every placeholder argparse makes."""
+    parser = cli._parser()
+    [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    usage_words = parser.format_usage().split()
+    assert usage_words[:3] == ["usage:", "trainwatch", "[-h]"] and usage_words[-1] == "..."
+    placeholder = usage_words[-2]
+    assert placeholder.isalpha() and placeholder.isupper()
+    assert placeholder.lower() not in commands.choices and placeholder not in commands.choices
+    assert f"\n  {placeholder}\n" in parser.format_help()  # the heading of the command list
