@@ -410,10 +410,14 @@ def test_a_child_started_as_another_rank_is_not_a_worker_nor_is_its_subtree(
     /proc/<pid>/task/<tid>/children."""
 
     delta = in_fresh_process("rank_tree_deltas", rank, scan, str(tmp_path))
+    # A fresh process that never had a child: no worker CPU at all, not the trial's own.
+    assert delta.pop("before") == {"workers": 0, "workers_cpu": 0}, delta
     assert delta["during"]["workers"] == (2 if rank is None else 0), delta
     for when in ("ended", "reaped"):
         assert delta[when]["workers"] == 0, delta
     for when in delta:
+        # The tree's CPU, reaped or not, is never the trial's own (main: reading /proc only).
+        assert delta[when]["main"] < TREE_BURN / 2, delta
         if rank is None:
             assert delta[when]["workers_cpu"] >= 2 * TREE_BURN * 0.95, delta
             assert delta[when]["rchar"] >= 2 * TREE_READ, delta
@@ -422,9 +426,10 @@ def test_a_child_started_as_another_rank_is_not_a_worker_nor_is_its_subtree(
             assert delta[when]["rchar"] < TREE_READ / 2, delta
 
 
-def rank_tree_deltas(rank: str | None, scan: bool, tmp: str) -> dict[str, dict[str, float]]:
+def rank_tree_deltas(rank: str | None, scan: bool, tmp: str) -> dict[str, dict[str, Any]]:
     """What the loader series gained from python_tree started with ``rank``, while it runs,
-    once it ended and once it is reaped (run in_fresh_process)."""
+    once it ended and once it is reaped, and the workers' figures before (run
+    in_fresh_process)."""
 
     def tree() -> ProcessTree:
         made = process_tree()
@@ -441,9 +446,10 @@ def rank_tree_deltas(rank: str | None, scan: bool, tmp: str) -> dict[str, dict[s
                    what="the tree ended, unreaped")
         readings["ended"] = figures(registry)
     readings["reaped"] = figures(registry)
-    return {when: {key: (reading[key] or 0.0) - (before[key] or 0.0)
-                   for key in ("workers", "workers_cpu", "rchar")}
-            for when, reading in readings.items()}
+    return {"before": {"workers": before["workers"], "workers_cpu": before["workers_cpu"]},
+            **{when: {key: (reading[key] or 0.0) - (before[key] or 0.0)
+                      for key in ("main", "workers", "workers_cpu", "rchar")}
+               for when, reading in readings.items()}}
 
 
 class HiddenProcess:
