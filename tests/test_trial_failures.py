@@ -96,9 +96,13 @@ def test_a_rejected_push_is_not_retried_a_failing_gateway_is(status: int, puts: 
                      exit_timeout=30)
     with trial:
         wait_until(lambda: failures(trial) >= 1, timeout=10, what="the first push")
+        closing = time.monotonic()
     server.close()
     sent = server.requests.count("PUT")
     assert (sent == puts if status < 500 else sent >= puts), server.requests
+    # The final push alone: one PUT for a 4xx, exactly 1 + RETRIES for a 5xx, never more.
+    assert len([t for t in server.times if t > closing]) == (1 if status < 500 else 3), (
+        server.times, closing)
     assert "DELETE" not in server.requests  # a trial never deletes its group
     assert failures(trial) == sent
 
@@ -168,16 +172,26 @@ def test_memory_stays_flat_over_many_failed_pushes(
 
 
 def test_one_log_line_per_outage_and_one_on_recovery(caplog: pytest.LogCaptureFixture) -> None:
-    server = StatusServer(500)
+    server = StatusServer(200)  # up at first: the outage starts well after the trial
     trial = make_trial(server.url, interval=0.02)
     with caplog.at_level(logging.WARNING, logger="trial_instrumentation"), trial:
+        wait_until(lambda: server.requests.count("PUT") >= 30, timeout=20, what="30 pushes")
+        server.status = 500
+        outage = time.monotonic()
         wait_until(lambda: failures(trial) >= 5, timeout=20, what="5 failures")
         server.status = 200
         wait_until(lambda: "reachable again" in caplog.text, timeout=20, what="recovery line")
+        seen = time.monotonic()
         failed_before = failures(trial)
     server.close()
     messages = [r.getMessage() for r in caplog.records]
-    assert sum("push to" in m and "failed" in m for m in messages) == 1, messages
-    assert sum("reachable again" in m for m in messages) == 1, messages
+    # Exactly these two lines (no "no push succeeded" summary: pushes did), the first naming
+    # the gateway and the answer, the second the outage's length, not the trial's age.
+    failed, recovered = messages
+    assert failed.startswith(f"trainwatch: push to {server.url} failed: PushError: Pushgateway "
+                             "answered 500 "), failed
+    prefix = f"trainwatch: Pushgateway {server.url} reachable again after "
+    assert recovered.startswith(prefix) and recovered.endswith("s"), recovered
+    assert float(recovered[len(prefix):-1]) <= seen - outage + 0.05, (recovered, seen - outage)
     assert failures(trial) == failed_before  # the final push succeeded
     assert server.requests[-1] == "PUT" and "DELETE" not in server.requests
