@@ -103,14 +103,30 @@ def test_clean_exit_leaves_its_final_state_marked_clean(pushgateway: Service) ->
     # No wait: the final push finished inside __exit__, and nothing deleted it after.
     assert pushed_value(pushgateway, STEPS, trial="clean") == 5
     assert pushed_value(pushgateway, names.EXIT, trial="clean", reason=names.EXIT_CLEAN) == 1
+    assert pushed_value(pushgateway, names.EXIT, trial="clean", reason=names.EXIT_FAILED) is None
 
 
 def test_exception_pushes_final_state_and_leaves_the_group(pushgateway: Service) -> None:
     with pytest.raises(RuntimeError, match="diverged"), make_trial(pushgateway, "crash") as trial:
         cpu_loop(trial, 3)
         raise RuntimeError("loss diverged")
-    # No wait: the final push finished inside __exit__.
+    # No wait: the final push finished inside __exit__, marked failed and not clean.
     assert pushed_value(pushgateway, STEPS, trial="crash") == 3
+    assert pushed_value(pushgateway, names.EXIT, trial="crash", reason=names.EXIT_FAILED) == 1
+    assert pushed_value(pushgateway, names.EXIT, trial="crash", reason=names.EXIT_CLEAN) is None
+
+
+@pytest.mark.parametrize(("code", "reason"), [(0, names.EXIT_CLEAN), (None, names.EXIT_CLEAN),
+                                              (2, names.EXIT_FAILED)])
+def test_sys_exit_is_clean_only_with_a_success_status(pushgateway: Service, code: int | None,
+                                                      reason: str) -> None:
+    name = f"exit-{code}"
+    with pytest.raises(SystemExit), make_trial(pushgateway, name) as trial:
+        cpu_loop(trial, 2)
+        sys.exit(code)
+    assert pushed_value(pushgateway, STEPS, trial=name) == 2
+    assert [r for r in (names.EXIT_CLEAN, names.EXIT_FAILED)
+            if pushed_value(pushgateway, names.EXIT, trial=name, reason=r)] == [reason]
 
 
 def test_sigkilled_trial_leaves_its_group(pushgateway: Service) -> None:
