@@ -137,3 +137,14 @@ def test_no_note_where_the_threads_fit_or_a_figure_is_missing(
 def test_its_own_cpu_unknown_only_more_threads_than_cores_is_noted() -> None:
     [note] = notes(judged(TRAIN_BOUND, BUSY, threads=4, trial_cpu=None))
     assert note.startswith("train_batch runs 4 compute threads on 2.0 free cores of 2")
+    # The advice: as many threads as whole free cores (2.0 here), not one less than it has.
+    assert "torch.set_num_threads(2) or OMP_NUM_THREADS=2 " in note, note
+
+
+def test_the_advice_is_the_free_cores_rounded_down_on_a_larger_node() -> None:
+    # 4 cores 93.75% busy (3.75 of them); the trial runs on 2.45: 1.3 other work, 2.7 free.
+    # Three threads do not fit; two, the whole free cores, do (rounded, 2.7 would say 3).
+    [note] = notes(judged(TRAIN_BOUND, 0.9375, threads=3, cpu_count=4, trial_cpu=2.45))
+    assert note.startswith("train_batch runs 3 compute threads on 2.7 free cores of 4 (node CPU "
+                           "93.8% busy, 1.3 cores of it other work)"), note
+    assert "torch.set_num_threads(2) or OMP_NUM_THREADS=2 " in note, note
