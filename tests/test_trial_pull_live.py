@@ -112,4 +112,8 @@ def test_stale_fires_for_a_pulled_trial_whose_scrapes_fail(pulled: Any) -> None:
     assert (labels["experiment"], labels["trial"], labels["rank"]) == ("pull", "t", "0")
     assert labels["instance"] == pulled.targets()[0]["labels"]["instance"]
     assert float(alert["value"]) > STALE_AFTER
-    assert "was last scraped from" in alert["annotations"]["description"]
+    # The pulled branch of the description: the target it was scraped from, this threshold.
+    description = alert["annotations"]["description"]
+    assert f"was last scraped from {labels['instance']} " in description, description
+    assert f"(threshold {STALE_AFTER}s) and its target still fails" in description, description
+    assert "last pushed" not in description, description
