@@ -54,10 +54,14 @@ class Clock:
 def test_accumulated_batches_make_one_optimizer_step() -> None:
     clock, optimizer = Clock(), object()
     for step in range(4):
-        for micro in range(3):
-            clock.fetch_at(step * 1.0 + micro * 0.1)
+        for micro in range(3):  # fetches of 1, 2 and 3 ms
+            clock.fetch_at(step * 1.0 + micro * 0.1, 0.001 * (micro + 1))
         clock.steps.optimizer_stepped(optimizer)
     assert clock.counted == (3, 72, 3)  # the fourth ends at close
+    # Each step from its first fetch to the next step's first: 1 s, not from its last fetch
+    # (0.8 s); its dataloader_next every fetch's time, 6 ms, not the last one's.
+    assert clock.step.sum == pytest.approx(3 * 1.0)
+    assert clock.fetch.sum == pytest.approx(3 * 0.006)
     clock.steps.close()
     assert clock.counted == (4, 96, 4)
     assert sum(clock.phases["train_batch"].counts) == 4
