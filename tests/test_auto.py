@@ -91,13 +91,14 @@ def test_no_optimizer_counts_one_step_per_batch_and_says_so_once(
     with caplog.at_level(logging.WARNING):
         for i in range(auto_steps.UNDECIDED_FETCHES + 10):
             clock.fetch_at(i * 0.01)
+        ended = clock.step.sum  # every batch's step but the last, still open
         clock.steps.close()
     batches = auto_steps.UNDECIDED_FETCHES + 10
     assert clock.counted == (batches, batches * 8, batches)
-    # As it says: train_batch is not timed (nothing trained to end it), each step a batch's
-    # 10 ms, the last one's to close.
+    # As it says: train_batch is not timed (nothing trained to end it); each step lasts from
+    # its batch's fetch to the next one's, 10 ms, not the 1 ms fetch alone.
     assert sum(clock.phases["train_batch"].counts) == 0
-    assert clock.step.sum >= (batches - 1) * 0.01
+    assert ended == pytest.approx((batches - 1) * 0.01)
     assert [r.message for r in caplog.records] == [
         (f"trainwatch: no optimizer step in the first {auto_steps.UNDECIDED_FETCHES} batches: "
          "counting one step per fetched batch (train_batch is not timed)")]
