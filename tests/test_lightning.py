@@ -106,6 +106,9 @@ def test_a_crash_pushes_the_steps_so_far_and_leaves_the_group(pushgateway: Servi
     # Five finished steps and the one the exception left, as Trial.loader counts it.
     assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="crash") == 6
     assert phases_of(pushgateway, "crash")[ti.TRAIN_BATCH] == 6
+    # Its final push says it failed, never that it ended clean.
+    assert pushed_value(pushgateway, names.EXIT, trial="crash", reason=names.EXIT_FAILED) == 1
+    assert pushed_value(pushgateway, names.EXIT, trial="crash", reason=names.EXIT_CLEAN) is None
 
 
 def test_unconfigured_the_callback_leaves_the_trainer_alone(
