@@ -138,6 +138,9 @@ def test_a_crash_pushes_the_steps_so_far_at_exit_and_leaves_the_group(
     assert pushed_value(pushgateway, "trainwatch_trial_steps_total", trial="crash") == 3
     assert pushed_value(pushgateway, "trainwatch_trial_phase_seconds_count", trial="crash",
                         phase=ti.TRAIN_BATCH) == 3
+    # Its final push says it failed, never that it ended clean.
+    assert pushed_value(pushgateway, names.EXIT, trial="crash", reason=names.EXIT_FAILED) == 1
+    assert pushed_value(pushgateway, names.EXIT, trial="crash", reason=names.EXIT_CLEAN) is None
 
 
 def test_unconfigured_the_callback_leaves_the_dataloader_alone(
