@@ -602,3 +602,19 @@ def test_without_torch_a_part_already_gone_is_still_a_quiet_drop(
                                               "torch is not installed"))]
     assert answer(answers)["state"] == "dropped"
     assert list(folder.iterdir()) == [] and not profiler.armed
+
+
+def test_a_second_capture_goes_beside_the_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                               ) -> None:
+    clock = iter([1_772_600_000.125, 1_772_600_060.5])  # two requests a minute apart
+    monkeypatch.setattr(profiling, "time", SimpleNamespace(
+        time=lambda: next(clock), strftime=time.strftime, gmtime=time.gmtime,
+        monotonic=time.monotonic))
+    run = Profiled(tmp_path)
+    for _ in range(2):
+        run.profiler.request(1, "a call")
+        run.steps(1 + WARMUP_STEPS + 1)
+    folder = tmp_path / "traces" / "prof-unit" / "t1"
+    assert [Path(s.path).parent for s in run.written] == [folder, folder]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "rank3-20260304T045320.125.pt.trace.json.gz", "rank3-20260304T045420.500.pt.trace.json.gz"]
