@@ -6,6 +6,7 @@ what cannot be read is left out, with one log line; another rank started as the 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import multiprocessing
@@ -294,7 +295,8 @@ def test_worker_seconds_count_from_each_fork_double_for_two_and_stop_at_an_exit(
     assert lived <= got["later_to"] - got["one_from"] + TICK, got
 
 
-def test_the_tree_is_read_at_most_once_a_second_however_often_the_trial_pushes() -> None:
+def test_the_tree_is_read_at_most_once_a_second_however_often_the_trial_pushes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     reads: list[float] = []
 
     class Counting(ProcessTree):
@@ -306,6 +308,16 @@ def test_the_tree_is_read_at_most_once_a_second_however_often_the_trial_pushes()
     for _ in range(20):
         figures(registry)  # five reads of the registry each, a hundred in all
     assert len(reads) == 1 or reads[1] - reads[0] >= loader_processes.MIN_SAMPLE_SECONDS
+    # Over many intervals (shortened here): read again once each has passed, never sooner.
+    least = 0.05
+    monkeypatch.setattr(loader_processes, "MIN_SAMPLE_SECONDS", least)
+    reads.clear()
+    end = time.monotonic() + 8 * least
+    while time.monotonic() < end:
+        figures(registry)
+    assert len(reads) >= 3, reads
+    gaps = [later - earlier for earlier, later in itertools.pairwise(reads)]
+    assert min(gaps) >= least, gaps
 
 
 class Indices:
