@@ -312,12 +312,14 @@ def test_the_tree_is_read_at_most_once_a_second_however_often_the_trial_pushes(
     least = 0.05
     monkeypatch.setattr(loader_processes, "MIN_SAMPLE_SECONDS", least)
     reads.clear()
-    end = time.monotonic() + 8 * least
-    while time.monotonic() < end:
+    start = time.monotonic()
+    while time.monotonic() < start + 8 * least:
         figures(registry)
-    assert len(reads) >= 3, reads
+    stop = time.monotonic()
+    # At most one read an interval (each read's own clock is a moment after the collector's,
+    # so counted rather than timed), at least a few: not only the first.
     gaps = [later - earlier for earlier, later in itertools.pairwise(reads)]
-    assert min(gaps) >= least, gaps
+    assert 3 <= len(reads) <= (stop - start) / least + 1, gaps
 
 
 class Indices:
