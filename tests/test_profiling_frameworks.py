@@ -21,12 +21,21 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 STEPS = 3
 
 
+# The loss's backward, once in each training step of both frameworks' examples (NLL).
+LOSS_BACKWARD = "autograd::engine::evaluate_function: NllLossBackward0"
+
+
 def recorded_steps(folder: Path) -> tuple[list[str], set[str]]:
+    """The capture's ProfilerStep names and every event name; each ProfilerStep is checked to
+    be one training step: the loss's backward ran as many times as there are ProfilerSteps."""
     (path,) = folder.rglob("*.pt.trace.json.gz")
     with gzip.open(path, "rt") as file:
         events = json.load(file)["traceEvents"]
     names_seen = {str(e.get("name", "")) for e in events}
-    return sorted(n for n in names_seen if n.startswith("ProfilerStep#")), names_seen
+    steps = sorted(n for n in names_seen if n.startswith("ProfilerStep#"))
+    backwards = sum(e.get("name") == LOSS_BACKWARD for e in events)
+    assert backwards == len(steps), (backwards, steps)
+    return steps, names_seen
 
 
 @pytest.fixture
