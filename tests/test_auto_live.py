@@ -183,8 +183,13 @@ def test_a_loop_without_an_optimizer_counts_fetched_batches_and_says_so(
     done = trainwatch_run(stack, "no-optimizer",
                           *python("plain_loop.py", "--steps", "40", "--no-optimizer"))
     assert last(stack, "trainwatch_trial_steps_total", "no-optimizer", value=40) == 40
+    assert last(stack, "trainwatch_trial_samples_total", "no-optimizer") == 40 * 8
     [warning] = warnings(done.stderr)
     assert "counting one step per fetched batch" in warning
+    # As it says, train_batch is not timed: no step of it, though every batch was a step.
+    timed = stack.prometheus.query(f'trainwatch_trial_phase_seconds_count{{trial="no-optimizer", '
+                                   f'phase="{names.TRAIN_BATCH}"}} > 0')
+    assert timed == [], timed
     assert ended_clean(stack, "no-optimizer")
 
 
