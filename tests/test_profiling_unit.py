@@ -618,3 +618,27 @@ def test_a_second_capture_goes_beside_the_first(tmp_path: Path, monkeypatch: pyt
     assert [Path(s.path).parent for s in run.written] == [folder, folder]
     assert sorted(p.name for p in folder.iterdir()) == [
         "rank3-20260304T045320.125.pt.trace.json.gz", "rank3-20260304T045420.500.pt.trace.json.gz"]
+
+
+def test_a_long_capture_saves_at_its_last_step(tmp_path: Path) -> None:
+    # 300 steps: past the small numbers Python keeps one object each of, so the schedule
+    # compares the step's value, not its identity.
+    capture = profiling._Capture(tmp_path / "c.pt.trace.json.gz", 300, 1_001)
+    try:
+        schedule = capture.profiler.schedule
+        assert [schedule(k) for k in (999, 1_000, 1_001, 1_299, 1_300, 1_301)] == [
+            ProfilerAction.WARMUP, ProfilerAction.WARMUP, ProfilerAction.RECORD,
+            ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE, ProfilerAction.NONE]
+        assert capture.step_range == "1001-1300"
+    finally:
+        capture.profiler.stop()
+
+
+def test_a_complete_capture_of_300_steps_is_not_cut_short(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    run = Profiled(tmp_path)
+    run.profiler.request(300, "a call")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        run.steps(1 + WARMUP_STEPS + 300)
+    assert [s.steps for s in run.written] == [300]
+    assert said(caplog) == []
