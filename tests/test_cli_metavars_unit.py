@@ -48,3 +48,23 @@ def test_every_server_option_shows_url() -> None:
             if option in ("--prometheus", "--pushgateway")]
     assert {word for *_, word in seen} == {"URL"}, seen
     assert {("gc", "--pushgateway", "URL"), ("run", "--pushgateway", "URL")} <= set(seen)
+
+
+def test_every_time_option_shows_time_and_every_path_option_a_file_or_a_dir() -> None:
+    from pathlib import Path
+
+    from trainwatch.cliutil import parse_time
+    times, paths = [], []
+    for name, parser in commands().items():
+        for a in parser._actions:
+            if not a.option_strings or a.nargs == 0:
+                continue
+            if a.type is parse_time:
+                times.append((name, a.option_strings[-1], shown(parser, a.option_strings[-1])))
+            elif a.type is Path:
+                paths.append((name, a.option_strings[-1], a.metavar))
+    assert {word for *_, word in times} == {"TIME"}, times
+    assert {("report", "--start"), ("report", "--end"), ("diagnose", "--at")} <= {
+        (n, o) for n, o, _ in times}
+    assert paths and all(str(word).split(".")[0] in ("FILE", "DIR") for *_, word in paths), paths
+    assert "report" in {n for n, *_ in paths}  # -o: not a vacuous pass

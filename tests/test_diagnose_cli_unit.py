@@ -405,3 +405,15 @@ def test_compare_of_a_rank_on_the_second_server_reads_that_server(
                                   "e/t1", "e/t2/0")) == 0
     assert capsys.readouterr().out == "TEXT compared e/t1 e/t2/0\n"
     assert world.calls[-1] == ("compare_refs", B, "e/t1", "e/t2/0", None)
+
+
+def test_every_commands_default_format_is_one_it_offers_and_the_text_one() -> None:
+    from tests.test_cli_metavars_unit import commands
+    found = {}
+    for name, parser in commands().items():
+        for a in parser._actions:
+            if "--format" in a.option_strings:
+                assert a.default in a.choices, (name, a.default, a.choices)
+                found[name] = a.default
+    assert {"diagnose", "trials", "compare", "check"} <= set(found)
+    assert set(found.values()) == {"text"}  # plain text unless asked for json or junit

@@ -32,8 +32,6 @@ from trainwatch.diagnose.verdict import worst_exit_code
 from trainwatch.lookup import prometheus_url
 from trainwatch.promapi import PrometheusAPI, PrometheusError
 
-COMMANDS = ("diagnose", "trials", "compare", "check")
-
 
 def add_parsers(commands: Any) -> None:
     """Add `diagnose`, `trials` and `compare` to the `trainwatch` command's subcommands."""
