@@ -245,3 +245,13 @@ def test_rulegen_refuses_to_render_idle_causes_the_contract_does_not_list(
         usage.idle_by_cause(RecordNames("5m"))
     with pytest.raises(AssertionError):
         render_files(load_settings())
+
+
+@pytest.mark.parametrize("key", ["threshold", "busy"])
+def test_rulegen_a_threshold_or_busy_level_that_is_not_a_number_is_refused_by_its_key(
+        tmp_path: Path, key: str) -> None:
+    """Each key's own name in the message (the gate's level is `busy`, not another key)."""
+    doc = _shipped()
+    alert = next(name for name, a in doc["alerts"].items() if "busy" in a and "threshold" in a)
+    doc["alerts"][alert][key] = "high"
+    assert f"alerts.{alert}.{key}: 'high' is not a number" in _refused(_write(tmp_path, doc))

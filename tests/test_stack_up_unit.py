@@ -535,3 +535,14 @@ def test_a_shell_pointed_at_a_state_dir_sorting_after_this_one_is_told_too(
     assert up_mod.cli_pointer(state, prom, {"TRAINWATCH_STATE_DIR": str(tmp_path / "z"),
                                             ENV_PROMETHEUS: prom}) == (
         f"export TRAINWATCH_STATE_DIR={state.root} TRAINWATCH_PROMETHEUS={prom}")
+
+
+def test_the_start_order_holds_every_service_once_each_after_what_it_needs() -> None:
+    """Every service with a readiness path, and gc, started once; Prometheus after what it
+    scrapes and sends alerts to, gc after the Pushgateway it cleans, the webhook before the
+    Alertmanager that notifies it."""
+    from trainwatch.stack.settings import READY_PATHS
+    assert len(set(ORDER)) == len(ORDER) and set(ORDER) == {*READY_PATHS, "gc"}
+    at = {service: i for i, service in enumerate(ORDER)}
+    assert max(at["pushgateway"], at["exporter"], at["alertmanager"]) < at["prometheus"]
+    assert at["pushgateway"] < at["gc"] and at["webhook"] < at["alertmanager"]
