@@ -173,3 +173,40 @@ def test_byte_rates_are_drawn_in_the_largest_unit_they_reach(largest: float, uni
     drawn = largest / size
     assert (drawn >= 1 or unit == "B/s") and (drawn < 1024 or unit == "GiB/s")
     assert size == {"B/s": 1, "KiB/s": 1024, "MiB/s": 1024**2, "GiB/s": 1024**3}[unit]
+
+
+def test_each_gpu_line_reads_the_exporter_metric_its_title_axis_and_legend_say() -> None:
+    """The metric behind each line is one the exporter serves, per GPU; in the axis's unit
+    (a ratio for %, bytes for GiB, watts, hertz for MHz); of what the title names (its first
+    word); and a total or limit line reads the total or limit, the others neither."""
+    import re
+
+    from exporter import metrics as exported
+    served = {s.name: s for s in vars(exported).values() if isinstance(s, exported.MetricSpec)}
+    unit = {"(%)": "_ratio", "(GiB)": "_bytes", "(W)": "_watts", "(MHz)": "_hertz"}
+    checked = 0
+    for spec in panels.gpu_panels(SEL)[1:-1]:  # not the busy rule nor the throttle reasons
+        [suffix] = [v for k, v in unit.items() if k in spec.ylabel]
+        title = set(re.split(r"[^a-z]+", spec.title.lower()))
+        for line in spec.lines:
+            metric = line.expr.split()[0]
+            assert metric in served and "uuid" in served[metric].labels, (spec.key, metric)
+            assert metric.endswith(suffix), (spec.key, metric)
+            stem = metric.removeprefix("trainwatch_gpu_").removesuffix(suffix).split("_")
+            assert stem[0] in title, (spec.key, metric)
+            extra = line.legend.removeprefix("{host} GPU {gpu}").split()
+            assert set(extra) == {"used", "total", "limit"} & set(stem), (spec.key, metric)
+            checked += 1
+    assert checked == 8
+
+
+def test_each_network_line_reads_its_own_direction_and_each_disk_line_its_own() -> None:
+    direction = {"received": "network_receive_bytes", "sent": "network_transmit_bytes",
+                 "read": "disk_read_bytes", "written": "disk_written_bytes"}
+    keyed = by_key(panels.node_panels(N, {"experiment": "exp-a", "trial": "t-19", "rank": None}))
+    for key in ("node-disk", "node-network"):
+        for line in keyed[key].lines:
+            stem = direction[line.legend.split()[-1]]
+            assert N.device_rate(stem) in line.expr and f"{stem}_total" in (line.raw or "")
+            others = set(direction.values()) - {stem}
+            assert not any(N.device_rate(o) in line.expr for o in others), line.expr
