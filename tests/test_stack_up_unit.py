@@ -546,3 +546,13 @@ def test_the_start_order_holds_every_service_once_each_after_what_it_needs() -> 
     at = {service: i for i, service in enumerate(ORDER)}
     assert max(at["pushgateway"], at["exporter"], at["alertmanager"]) < at["prometheus"]
     assert at["pushgateway"] < at["gc"] and at["webhook"] < at["alertmanager"]
+
+
+def test_a_failed_services_last_line_is_read_whatever_bytes_its_log_holds(tmp_path: Path) -> None:
+    """A log that is not UTF-8 (a binary's own output) still gives its last line, the bad
+    bytes replaced, in the error that names the log."""
+    state = StateDir.resolve(str(tmp_path / "s"))
+    state.prepare()
+    state.log_file("exporter").write_bytes(b"starting\nbad \xff\xfe bytes\n")
+    said = up_mod._tail(state, "exporter")()
+    assert said == f"bad \ufffd\ufffd bytes (log: {state.log_file('exporter')})"
