@@ -382,3 +382,19 @@ def test_each_format_threshold_from_both_sides(seconds: float, fmt: str) -> None
     midnight = 1_793_664_000.0  # 2026-11-03 00:00:00 UTC
     start = midnight - 90.0 if seconds < 3_600 else midnight - 5_400.0
     assert time_ticks((start, start + seconds))[1] == fmt
+
+
+def test_a_panel_draws_only_in_the_pages_colours_and_its_palette() -> None:
+    """Text, ticks, spines, grid and backgrounds all take the page's theme (light or dark):
+    no colour of matplotlib's own (black text, white figure) is left in the SVG."""
+    series = [Series("rank 0", [(T0, 1250.0), (T0 + 60, 2500.0)])]
+    svg = plots.panel_svg(panel(series), (T0, T0 + 300))
+    used = {value.strip() for _, value in re.findall(r'(fill|stroke): ?([^;"]+)', svg)}
+    used |= set(re.findall(r'(?:fill|stroke)="([^"]+)"', svg))
+    assert {"var(--fg)", "var(--grid)", "var(--bg)"} <= used
+    assert used - {"none", *plots.THEME.values()} <= set(plots.PALETTE), used
+    assert not re.search(r"#(000000|ffffff)\b", svg, re.IGNORECASE)
+    # A text without a fill is drawn black: every one, and an empty panel's note, has the page's.
+    empty = plots.panel_svg(panel([]), (T0, T0 + 300))
+    styles = re.findall(r'<text style="([^"]*)"', svg + empty)
+    assert len(styles) > 5 and all("fill: var(--fg)" in st for st in styles), styles
