@@ -331,6 +331,11 @@ def test_the_plots_draw_what_there_is_and_say_what_is_missing(
     assert 'data-panel="usage-wasted" data-state="plot"' in text
     assert text.endswith("each point the GPUs on average over 21m.</p>")
     asked.clear()
+    held = [(END - 60.0, 3.0)]  # held and busy both: each line under its own name
+    usage_page.plots(UsageDoc("experiment", 10_800.0, END, [], Outside(), "p", 1_260.0, {},
+                              held, points))
+    assert asked == [("usage-held", ["held", "busy"], (END - 10_800.0, END), False)]
+    asked.clear()
     empty = usage_page.plots(UsageDoc("experiment", 3_600.0, END, [], Outside(), "p", 60.0))
     assert asked == []
     assert ('data-panel="usage-wasted" data-state="empty"><figcaption>Idle GPUs by cause'

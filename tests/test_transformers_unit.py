@@ -587,3 +587,11 @@ def test_reduce_metrics_is_the_time_from_the_steps_end_to_its_log(
     clock.now += 0.5
     run.call("on_log", logs={})
     assert timed(run.trial, names.REDUCE_METRICS) == (1, 0.5)
+
+
+def test_a_rank_given_to_the_callback_is_refused_naming_what_gives_it() -> None:
+    """The ranks come from the Trainer's own TrainingArguments: the error says so."""
+    from transformers import TrainingArguments
+    with pytest.raises(ValueError) as refused:
+        TrainwatchCallback("exp", "t", rank=1)
+    assert f"from {TrainingArguments.__name__}; leave them out" in str(refused.value)
