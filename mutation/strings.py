@@ -154,10 +154,6 @@ def _digest(paths: list[str]) -> str:
     return hashlib.sha256(b"".join((REPO / p).read_bytes() for p in paths)).hexdigest()[:16]
 
 
-# The target's pytest command, checked to pass unmutated in a fresh copy, and its timeout.
-_runner = checked_tests
-
-
 def _judge(work: Path, m: Mutant, command: list[str], timeout: float) -> str:
     text = (work / m.path).read_text()
     (work / m.path).write_text(apply(text, m))
@@ -177,7 +173,7 @@ def run_target(target: dict[str, Any]) -> dict[str, Any]:
     name, started = target["name"], time.monotonic()
     work = STATE / f"strings-{name}"
     on = head(REPO, target["module"])
-    command, timeout = _runner(target, work)
+    command, timeout = checked_tests(target, work)
     results = []
     for path in modules(target):
         for m in mutants(path, (work / path).read_text()):
@@ -198,7 +194,7 @@ def rerun_survivors(target: dict[str, Any], last: dict[str, Any]) -> dict[str, A
     if last.get("digest") != _digest(modules(target)):
         raise SystemExit(f"{name}: the module changed since its last run; run it whole")
     work = STATE / f"strings-{name}"
-    command, timeout = _runner(target, work)
+    command, timeout = checked_tests(target, work)
     made = _made(target)
     before = {(m["path"], m["line"], m["col"], m["original"], m["mutant"]): m
               for m in last["mutants"]}

@@ -129,7 +129,7 @@ def test_survivors_run_again_keep_the_killed_drop_the_unmade_and_run_the_new(
                         {**vars(made[1]), "status": "killed"},
                         {**vars(made[2]), "status": "survived"}, gone]}
     judged: list[Mutant] = []
-    monkeypatch.setattr(strings, "_runner", lambda t, work: (["pytest"], 20.0))
+    monkeypatch.setattr(strings, "checked_tests", lambda t, work: (["pytest"], 20.0))
 
     def judge(work: Path, m: Mutant, command: list[str], timeout: float) -> str:
         judged.append(m)

@@ -73,6 +73,7 @@ def test_a_timed_out_run_leaves_no_process_of_it_running(tmp_path: Path) -> None
     import time
 
     from mutation.run import kill_tree
+    from trainwatch.procs import start_time
 
     script = ("import subprocess, sys, time\n"
               "child = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
@@ -86,7 +87,7 @@ def test_a_timed_out_run_leaves_no_process_of_it_running(tmp_path: Path) -> None
     kill_tree(worker.pid)
     assert worker.wait(timeout=10) == -9
     deadline = time.monotonic() + 10
-    while os.path.exists(f"/proc/{child}") and "Z" not in _state(child):
+    while start_time(child) is not None:  # None: gone, or a zombie (nothing left running)
         assert time.monotonic() < deadline, "the worker's child runs on"
         time.sleep(0.01)
     mine = subprocess.Popen(["sleep", "300"])  # in this process's group: only it is killed
@@ -94,10 +95,3 @@ def test_a_timed_out_run_leaves_no_process_of_it_running(tmp_path: Path) -> None
     assert mine.wait(timeout=10) == -9
     kill_tree(mine.pid)  # gone: no error
 
-
-def _state(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "gone"
-    return stat[stat.rindex(")") + 2]

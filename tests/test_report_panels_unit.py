@@ -182,7 +182,7 @@ def test_each_gpu_line_reads_the_exporter_metric_its_title_axis_and_legend_say()
     import re
 
     from exporter import metrics as exported
-    served = {s.name: s for s in vars(exported).values() if isinstance(s, exported.MetricSpec)}
+    served = {s.name: s for s in exported.ALL}
     unit = {"(%)": "_ratio", "(GiB)": "_bytes", "(W)": "_watts", "(MHz)": "_hertz"}
     checked = 0
     for spec in panels.gpu_panels(SEL)[1:-1]:  # not the busy rule nor the throttle reasons

@@ -37,8 +37,8 @@ def add_parser(commands: Any) -> None:
                      "scheduler's job name, else the script's name")
     sub.add_argument("--trial", help=f"default: ${names.ENV_TRIAL}, else the scheduler's job "
                      "id, else the script's name and the start time")
-    sub.add_argument("--pushgateway", metavar="URL", help=f"default: ${names.ENV_PUSHGATEWAY}, else the "
-                     "running `trainwatch stack`'s")
+    sub.add_argument("--pushgateway", metavar="URL", help=f"default: ${names.ENV_PUSHGATEWAY}, "
+                     "else the running `trainwatch stack`'s")
     sub.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
 
 
