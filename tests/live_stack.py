@@ -150,6 +150,11 @@ BUSY_GPU = 0  # FakeGpu.deterministic(0): 50% utilization, 10 GiB of 80 GiB used
 # the rest takes several ms (a loaded run read 0.897). Under this floor the rest of a step would
 # take as long as the sleep; a share over a doubled step time reads 0.49 even idle.
 SLOW_LOADER_SHARE_FLOOR = 0.5
+# A trial's steps/s as Prometheus's rate() reads it may exceed its true rate: the counter is pushed
+# every 0.5 s and scraped every 1 s, so the samples at a window's edges are up to a push old, and
+# rate() extrapolates them to the window's edges (a CI run read 20.2 for a trial that sleeps 50 ms
+# a step). Bounds on a rate allow this much over; steps vs samples (8 a step here) stays clear.
+RATE_OVERSHOOT = 1.25
 
 
 @contextmanager
