@@ -34,6 +34,7 @@ from tests.live_stack import (
     BUSY_GPU,
     IDLE_GPU,
     INTERVAL,
+    RATE_OVERSHOOT,
     TWO_TRIALS_EXPERIMENT,
     TWO_TRIALS_FOR,
     TWO_TRIALS_RATE_WINDOW,
@@ -476,9 +477,10 @@ def test_an_ended_trial_is_reported_over_its_life_with_no_time_given(
         assert drawn.get(key) == "plot", (key, drawn)
     assert "<figcaption>GPU busy: SM activity (NVML GPM)</figcaption>" in html
     assert {k for k, _ in ended_clean} >= {"phases-clean", "steps-clean", "samples-clean"}
-    # Steps/s under one batch per 35 ms load, and samples/s 8 a step (batch 8) beside it.
+    # Steps/s under one batch per 35 ms load (as rate() reads it), and samples/s 8 a step
+    # (batch 8) beside it.
     steps_per_second = ended_clean[("steps-clean", "rank 0")]
-    assert 1 < steps_per_second < 1 / 0.035, ended_clean
+    assert 1 < steps_per_second < RATE_OVERSHOOT / 0.035, ended_clean
     assert ended_clean[("samples-clean", "rank 0")] == pytest.approx(8 * steps_per_second,
                                                                     rel=0.01), ended_clean
 
