@@ -89,6 +89,18 @@ def test_another_gpu_product_is_no_baseline_where_both_are_known() -> None:
     assert [r.trial for r in given.auto(checked)] == ["b", "c"]  # c: its product unknown
 
 
+def test_a_run_of_an_unknown_gpu_product_takes_the_runs_of_any_product() -> None:
+    """Its own product unknown (no exporter on its node, a CPU run), so no other is known to
+    differ: every clean run counts, of a known product or not."""
+    h100, a100 = frozenset({"NVIDIA H100 80GB HBM3"}), frozenset({"NVIDIA A100-SXM4-80GB"})
+    a, b, c = run("a", 1000), run("b", 2000), run("c", 3000)
+    checked = run("today", 9000)
+    given = Given({a: 100.0, b: 100.0, c: 100.0, checked: 50.0},
+                  {a: a100, b: h100, c: frozenset(), checked: frozenset()})
+    assert [r.trial for r in given.auto(checked)] == ["a", "b", "c"]
+    assert given.of(checked).state == "slower"
+
+
 @pytest.mark.parametrize(("count", "said"), [(0, "no baseline (0 runs)"),
                                              (1, "no baseline (1 run)")])
 def test_fewer_than_two_runs_say_so(count: int, said: str) -> None:

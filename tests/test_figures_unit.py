@@ -379,6 +379,23 @@ def test_a_run_started_under_a_window_ago_is_young(ago: float, young: bool) -> N
     assert got["t/1"][1].over == WINDOW_RANK
 
 
+@pytest.mark.parametrize(("ago", "young"), [(1210.0, True), (3600.0, False)])
+def test_a_run_started_under_a_replaced_window_ago_is_young_over_that_window(
+        ago: float, young: bool) -> None:
+    """diagnose --window 1h over rules of 5m: a run that started 20 minutes ago under a key
+    that ran before is younger than the hour it is judged over (though older than the 5m the
+    dashboards plot): read over its own life, not over an hour that holds the run before."""
+    over = DEPLOYMENT.over("1h")
+    rows = life_rows([(lab("0"), 2.0)])
+    steps = f"trainwatch_trial_steps_total{SEL}"
+    rows[f"count {BY} ({steps})"] = [(lab("0"), 1.0)]
+    rows[f"count {BY} (count_over_time({steps}[1h] offset 1h))"] = [(lab("0"), 1.0)]
+    got = by_rank(gather_figures(FakeAPI(rows, life_series()), over, "e", "t",  # type: ignore[arg-type]
+                                 starts={("e", "t", "0"): NOW - ago}))
+    assert got["t/0"][1].over == (YOUNG_RANK if young else WINDOW_RANK)
+    assert got["t/1"][1].over == WINDOW_RANK
+
+
 def test_without_a_pinned_instant_a_runs_age_is_from_now() -> None:
     rows = life_rows([(lab("0"), 2.0)])
     rows[NOW_STEPS] = rows[OLD_STEPS] = [(lab("0"), 1.0)]

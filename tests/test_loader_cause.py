@@ -210,6 +210,20 @@ def test_a_misspelt_or_missing_cause_threshold_is_refused() -> None:
         parse_settings(parsed, "t.yaml")
 
 
+@pytest.mark.parametrize(("node_cpu", "kind"), [(0.55, TOO_FEW_WORKERS), (0.93, DECODE_BOUND)])
+def test_explain_says_the_node_saturated_at_the_cpu_alerts_threshold_not_the_loaders(
+        node_cpu: float, kind: str) -> None:
+    """Computing workers on a node between the loader's threshold (0.3) and the CPU alert's
+    (0.9) have idle cores to spare; past the CPU alert's, they decode on saturated CPUs."""
+    verdict = Verdict("dataloader", "Data loader", True, 0.9, ">", 0.3, DATALOADER_BOUND,
+                      remedies.DATALOADER, "rb")
+    evidence = dataclasses.replace(CASES[TOO_FEW_WORKERS], node_cpu=node_cpu)
+    explained, cause = explain(verdict, evidence, rules())
+    assert cause is not None and cause.kind == kind
+    assert (explained.remedy == remedies.LOADER_DECODE_BOUND) is (kind == DECODE_BOUND)
+    assert (f"saturated at {SATURATED:.0%}" in cause.evidence) is (kind == DECODE_BOUND)
+
+
 def test_explain_needs_both_alert_rules_a_loader_verdict_and_evidence() -> None:
     verdict = Verdict("dataloader", "Data loader", True, 0.9, ">", 0.3, DATALOADER_BOUND,
                       remedies.DATALOADER, "rb")
