@@ -140,6 +140,7 @@ class NvmlSession:
                                 self._unavailable, self._retry_seconds)
                 raise CollectorError(self._unavailable, logged=True) from None
             self._initialised = True
+            self.absent = False  # a driver loaded since the failed try: the GPUs are here now
             log.info("NVML initialised: driver %s, %d GPU(s)", self.driver_version, count)
 
     def read_each_gpu(self, parts: Callable[[int], Sequence[GpuPart]], lanes: LanePool,

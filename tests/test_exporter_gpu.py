@@ -169,11 +169,13 @@ def test_no_nvml_is_success_0_and_init_is_retried_cheaply() -> None:
     r = registry_for(nvml, clock=clock)
     for _ in range(3):
         assert success(r) == 0
+    assert r.get_sample_value("trainwatch_gpu_nvml_absent") == 1
     assert nvml.calls["nvmlInit"] == 1  # not once per scrape
     nvml.library_present = True  # the driver is loaded later
     clock.now += 61
     assert success(r) == 1
     assert r.get_sample_value("trainwatch_gpu_utilization_ratio", gpu(0)) == 0.5
+    assert r.get_sample_value("trainwatch_gpu_nvml_absent") == 0  # the node has NVML now
     assert nvml.calls["nvmlInit"] == 2
 
 

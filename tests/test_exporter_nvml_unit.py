@@ -82,6 +82,7 @@ def test_a_failed_init_is_logged_once_and_retried_only_after_the_interval(
     assert nvml.calls["nvmlInit"] == 2
     clock.now = 1120.0
     assert session.available()
+    assert session.absent is False  # loaded since: no longer a node without NVML
     assert session.driver_version == DRIVER_VERSION
     assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
         (logging.INFO, f"NVML initialised: driver {DRIVER_VERSION}, 2 GPU(s)")]
