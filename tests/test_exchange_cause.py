@@ -66,6 +66,24 @@ def test_a_link_near_its_speed_is_the_network_with_only_its_own_remedy() -> None
     assert decide([], None, 0.1, [on_it], at(0.3, 0.6), "general").cause == NETWORK
 
 
+def test_the_busiest_link_is_the_one_nearest_its_speed_not_the_one_moving_most_bytes() -> None:
+    """A 100 GbE link moving 2 GB/s (16%) beside a 1 GbE one at 96% of its speed: the slow link
+    is full; the fast one at 3 GB/s (24%) beside the 1 GbE at 40% is the busier of the two."""
+    fast = 12.5e9  # 100 GbE, bytes/s
+    slow_link = 0.125e9  # 1 GbE
+    found = decide([], None, 0.1, [NicUse("node-a", "ib0", "transmit", 2e9, fast),
+                                   NicUse("node-b", "eth1", "receive", 0.12e9, slow_link)],
+                   at(0.3, 0.6), "general")
+    assert found.cause == NETWORK
+    assert found.evidence.startswith("node node-b eth1 receives 120.0 MB/s, 96% of its 125 MB/s")
+    found = decide([], None, 0.1, [NicUse("node-a", "ib0", "transmit", 3e9, fast),
+                                   NicUse("node-b", "eth1", "receive", 0.05e9, slow_link)],
+                   at(0.3, 0.6), "general")
+    assert found.cause == EXCHANGE
+    assert "busiest link: node node-b eth1 receives 50.0 MB/s, 40% of its" in found.evidence
+    assert "ib0" not in found.evidence
+
+
 def test_neither_a_straggler_nor_a_full_link_is_the_exchange_with_the_link_figures() -> None:
     found = decide([], None, 0.1, [IDLE_LINK], at(0.3, 0.6), "general")
     assert (found.cause, found.remedy) == (EXCHANGE, "general")

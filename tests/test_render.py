@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from trainwatch.diagnose import render
 from trainwatch.diagnose.figures import AlertState, Gpu, RankReport
@@ -291,6 +295,23 @@ def test_the_trials_table_lines_up_every_column_under_its_header() -> None:
         "running  -          -        no baseline  -       -         -      -")]
     forged = render.trials_text([row(trial="x\ny")]).splitlines()
     assert len(forged) == 2 and "x\\ny" in forged[1]
+
+
+@pytest.fixture
+def local_zone_behind_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local time zone 7 h behind UTC (a POSIX TZ rule: no zone database
+    needed), restored after the test."""
+    monkeypatch.setenv("TZ", "XYZ+07:00")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_the_trials_start_is_utc_whatever_the_local_zone(local_zone_behind_utc: None) -> None:
+    assert time.localtime(0)[2:4] == (31, 17)  # the machine's zone really is another one
+    cells = render.trials_text([row(started=1_700_000_000.0)]).splitlines()[1]
+    assert "2023-11-14 22:13" in cells and "2023-11-14 15:13" not in cells
 
 
 def test_trials_json_carries_every_field_and_notes_only_when_given() -> None:

@@ -260,6 +260,20 @@ def test_an_ended_run_still_scraped_is_read_over_its_life_not_from_the_rates(
         assert (row.steps, row.steps_per_second, row.gpu_busy) == (1275, 1.5, 0.3)
 
 
+@pytest.mark.parametrize(("node_cpu", "cause"), [(0.96, "busy_cpu"), (0.35, "underused_gpu")])
+def test_a_running_rows_cause_weighs_its_nodes_cpu_as_diagnose_does(
+        monkeypatch: pytest.MonkeyPatch, node_cpu: float, cause: str) -> None:
+    """A running rank (from the recorded rates) that waits on no loader, its GPU 45% busy: on
+    a node past TrainwatchCPUSaturated's 0.9 its cause is the node's CPUs, else the GPU."""
+    given_runs(monkeypatch, [R0])
+    rows = table()
+    rows[(None, SHARES)] = [(lab("t", "0", phase="train_batch"), 0.97),
+                            (lab("t", "0", phase="dataloader_next"), 0.03)]
+    rows[(None, CPU)] = [(lab("t", "1"), 0.99), (lab("t", "0"), node_cpu)]
+    [row] = trials.list_trials(FakeAPI(rows), DEPLOYMENT, "e", now=NOW)  # type: ignore[arg-type]
+    assert (row.state, row.gpu_busy, row.cause) == (RUNNING, 0.45, cause)
+
+
 def test_a_push_stamped_ahead_of_now_has_a_negative_age(monkeypatch: pytest.MonkeyPatch) -> None:
     """The Pushgateway's clock 3 s ahead of the CLI's: the age says so, not a remainder."""
     given_runs(monkeypatch, [run("t", "0", "n1", 9000.0, 9990.0, 9500.0, NOW + 3.0,
