@@ -5,6 +5,7 @@ over the fake NVML."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pynvml
@@ -98,6 +99,26 @@ def test_the_gpu_collector_gets_its_pcie_and_peak_settings() -> None:
     peaks = {s.labels["dtype"]: s.value for family in registry.collect()
              for s in family.samples if s.name == "trainwatch_gpu_peak_flops"}
     assert peaks["bf16"] == 1.25e15
+
+
+def _owner_of_4242(procfs: Path) -> dict[str, str]:
+    only = {"collector.gpu": False, "collector.gpu_process": True}
+    registry = build_registry(merge(file={}, flags={**only, "path.procfs": str(procfs)}),
+                              FakeNvml.with_gpus(1))  # GPU 0 runs pid 4242
+    [info] = _names(registry)["trainwatch_gpu_process_info"]
+    assert info["pid"] == "4242"
+    return {key: info[key] for key in ("pod_uid", "container_id", "slurm_job_id")}
+
+
+def test_the_gpu_process_collector_reads_owners_under_its_procfs(tmp_path: Path) -> None:
+    for root, job in (("one", "81234"), ("two", "90517")):
+        (tmp_path / root / "4242").mkdir(parents=True)
+        (tmp_path / root / "4242" / "cgroup").write_text(
+            f"0::/system.slice/slurmstepd.scope/job_{job}/step_0\n")
+    assert _owner_of_4242(tmp_path / "one") == {
+        "pod_uid": "", "container_id": "", "slurm_job_id": "81234"}
+    assert _owner_of_4242(tmp_path / "two")["slurm_job_id"] == "90517"
+    assert _owner_of_4242(tmp_path / "none")["slurm_job_id"] == ""  # no such procfs: nobody
 
 
 def _disks(flags: dict[str, Any]) -> set[str]:
