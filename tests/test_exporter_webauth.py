@@ -204,6 +204,23 @@ def test_the_cache_keeps_the_most_recently_used_pairs_up_to_its_size(hashes: Has
     assert auth.check(header("u0", "p0")) and hashes.rounds == [10]
 
 
+def test_a_verified_pair_never_opens_a_pair_with_the_same_bytes_split_elsewhere(
+        hashes: Hashes) -> None:
+    # "a" + "bc" and "ab" + "c" are the same bytes joined: the cache must tell them apart.
+    auth = BasicAuth({"a": hash_password("bc", iterations=10),
+                      "ab": hash_password("xyz", iterations=30)})
+    assert auth.verify(header("a", "bc"), "c") is Verdict.OK
+    hashes.rounds.clear()
+    assert auth.verify(header("ab", "c"), "c") is Verdict.DENIED
+    assert hashes.rounds == [30]  # checked against its own hash, not let in from the cache
+    assert auth.verify(header("ab", "xyz"), "c") is Verdict.OK
+    hashes.rounds.clear()
+    assert auth.verify(header("a", "bxyz"), "c") is Verdict.DENIED  # and the other way round
+    assert hashes.rounds == [10, 20]
+    hashes.rounds.clear()
+    assert auth.verify(header("a", "bc"), "c") is Verdict.OK and hashes.rounds == []
+
+
 def test_a_renewed_config_keeps_the_verified_passwords_of_unchanged_users_only(
         hashes: Hashes, clock: Clock) -> None:
     def pbkdf2(password: str, salt: str) -> str:
