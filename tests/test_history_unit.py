@@ -339,6 +339,26 @@ def test_the_alerts_of_an_ended_run_are_those_that_fired_in_its_life() -> None:
     assert sorted(a.name for a in no_node) == ["TrainwatchDataloaderBound", "TrainwatchGPUHot"]
 
 
+def test_one_alert_that_fired_for_each_of_two_gpus_is_listed_once_per_gpu() -> None:
+    """The same alert name about two GPUs of the run are two alerts, as a live rank lists
+    them; the same alert read twice (one series per query that matched it) is one."""
+    ended = run(first=1000.0, last=1960.0, started=1000.0, pushed=1060.0)
+    window = ended.life_range
+
+    def hot(uuid: str) -> dict[str, str]:
+        return {"alertname": "TrainwatchGPUHot", "alertstate": "firing", "uuid": uuid}
+
+    table = {
+        (1960.0, f'max_over_time(ALERTS{{alertstate="firing", uuid="GPU-1"}}{window})'): [
+            (hot("GPU-1"), 1.0)],
+        (1960.0, f'max_over_time(ALERTS{{alertstate="firing", uuid="GPU-2"}}{window})'): [
+            (hot("GPU-2"), 1.0), (hot("GPU-2"), 1.0)],
+    }
+    got = history._fired_in_life(FakeAPI(table), ended, report(  # type: ignore[arg-type]
+        gpus=[Gpu("GPU-1", "i1:9100", "0"), Gpu("GPU-2", "i1:9100", "1")]))
+    assert [(a.name, a.state) for a in got] == [("TrainwatchGPUHot", FIRED)] * 2
+
+
 def test_an_ended_run_s_report_carries_its_life_s_alerts() -> None:
     ended = run(first=1000.0, last=1960.0, started=1000.0, pushed=1060.0)
     table = life_api().table | {
