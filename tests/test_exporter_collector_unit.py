@@ -135,15 +135,16 @@ C = (("collector", "a"),)
 B = (("collector", "b"),)
 
 
+class Slow:
+    def collect(self) -> Iterator[Family]:
+        start = time.perf_counter()  # work for 50 ms, timed as a collector's
+        while time.perf_counter() - start < 0.05:
+            pass
+        yield _family(MEMORY_TOTAL, ((), 5.0))
+
+
 def test_a_scrape_reports_each_collector_its_families_success_duration_counts_and_version(
 ) -> None:
-    class Slow:
-        def collect(self) -> Iterator[Family]:
-            start = time.perf_counter()  # work for 50 ms, timed as a collector's
-            while time.perf_counter() - start < 0.05:
-                pass
-            yield _family(MEMORY_TOTAL, ((), 5.0))
-
     scrape = ScrapeCollector({"a": _Script(None), "b": Slow()}, version="1.2.3")
     families = list(scrape.collect())
     assert [f.spec.name for f in families] == [
@@ -156,6 +157,12 @@ def test_a_scrape_reports_each_collector_its_families_success_duration_counts_an
     assert got[(SUPPRESSED, C)] == 0 and got[(SUPPRESSED, B)] == 0
     assert got[("trainwatch_exporter_build_info", (("version", "1.2.3"),))] == 1.0
     assert 0.05 <= got[(DURATION, B)] < 0.9  # its own time, in seconds
+    assert 0 <= got[(DURATION, C)] < 0.05
+
+
+def test_a_collector_after_a_slow_one_reports_its_own_time_not_the_scrape_so_far() -> None:
+    got = _scrape(ScrapeCollector({"b": Slow(), "a": _Script(None)}, version="v"))
+    assert 0.05 <= got[(DURATION, B)] < 0.9
     assert 0 <= got[(DURATION, C)] < 0.05
 
 
