@@ -11,10 +11,12 @@ from typing import Any
 import pynvml
 import pytest
 
-from benchmarks.fake_nvml import FakeNvml, fake_uuid
+from benchmarks.fake_nvml import BUSY_GPM, FakeNvml, fake_uuid
 from exporter import __version__
 from exporter.collectors import COLLECTORS, Sources, build_registry
 from exporter.config import merge
+from exporter.gpm import PERCENT
+from exporter.metrics import GPU_SM_ACTIVE
 
 
 def _names(registry: Any) -> dict[str, list[dict[str, str]]]:
@@ -99,6 +101,15 @@ def test_the_gpu_collector_gets_its_pcie_and_peak_settings() -> None:
     peaks = {s.labels["dtype"]: s.value for family in registry.collect()
              for s in family.samples if s.name == "trainwatch_gpu_peak_flops"}
     assert peaks["bf16"] == 1.25e15
+
+
+def test_the_gpu_collector_primes_gpm_so_the_first_scrape_has_activity() -> None:
+    nvml = FakeNvml.with_gpus(2)
+    nvml.gpus[1].gpm = None  # a board without GPM (an A100): nothing to prime, nothing shown
+    registry = build_registry(merge(file={}, flags={}), nvml)
+    first = {s.labels["uuid"]: s.value for family in registry.collect()
+             for s in family.samples if s.name == GPU_SM_ACTIVE.name}
+    assert first == {fake_uuid(0): BUSY_GPM[pynvml.NVML_GPM_METRIC_SM_UTIL] / PERCENT}
 
 
 def _owner_of_4242(procfs: Path) -> dict[str, str]:
