@@ -214,6 +214,18 @@ def test_each_ranks_figures_are_read_from_its_own_series_and_no_other() -> None:
     assert facts.over == WINDOW_RANK
 
 
+def test_a_gpu_series_without_a_uuid_names_no_gpu_and_breaks_nothing() -> None:
+    """A server answering GPU series without their uuid label (a broken relabelling, a hostile
+    server): no GPU of the rank, where a KeyError was a traceback past the CLI's one line."""
+    rows = two_ranks()
+    rows[GPU_INFO] = [(lab("0"), 1.0), *rows[GPU_INFO]]
+    rows[GPU_UTIL] = [(lab("0", gpu="7", instance="n1:9400"), 0.99), *rows[GPU_UTIL]]
+    got = by_rank(gather_figures(FakeAPI(rows), DEPLOYMENT, "e", "t"))  # type: ignore[arg-type]
+    assert [(g.uuid, g.utilization) for g in got["t/0"][0].gpus] == [
+        ("GPU-a", 0.61), ("GPU-b", 0.71), ("GPU-c", 0.05)]
+    assert [g.uuid for g in got["t/1"][0].gpus] == ["GPU-d"]
+
+
 def test_a_rank_trial_or_only_filter_picks_those_ranks_alone() -> None:
     api = FakeAPI(two_ranks())
     got = gather_figures(api, DEPLOYMENT, "e", "t", "1")  # type: ignore[arg-type]

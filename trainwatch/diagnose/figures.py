@@ -332,9 +332,13 @@ def _pushgateway(api: PrometheusAPI) -> str:
 
 def _gpus(info: list[tuple[Labels, float]],
           by_attr: dict[str, list[tuple[Labels, float]]]) -> list[Gpu]:
-    gpus = {labels["uuid"]: Gpu(labels["uuid"], None, None) for labels, _ in info}
+    """The rank's GPUs by uuid; a series without one (a server's broken answer) names none."""
+    gpus = {labels["uuid"]: Gpu(labels["uuid"], None, None) for labels, _ in info
+            if "uuid" in labels}
     for attr, rows in by_attr.items():
         for labels, value in rows:
+            if "uuid" not in labels:
+                continue
             gpu = gpus.setdefault(labels["uuid"], Gpu(labels["uuid"], None, None))
             gpu.instance, gpu.gpu = labels.get("instance"), labels.get("gpu")
             setattr(gpu, attr, value)
