@@ -165,3 +165,19 @@ def test_a_break_ends_the_step_at_the_profilers_boundary_only_while_armed(armed:
     assert sum(step.counts) == 2  # the first step and the one the break closed
     assert boundary.ended == (2 if armed else 0)
 
+
+def test_a_profilers_time_at_the_step_boundary_is_in_no_step_and_no_fetch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An armed boundary's work (a capture's start, its steps, its write) lies between two
+    steps: the next step and its fetch start once it is done, not when the last step ended."""
+    boundary = CountingBoundary(armed=True)
+    # Clock reads: the first request (0), the first batch (0.125), the first step's end (2),
+    # the boundary done (10: 8 s of profiler work), the second batch (10.5), the second
+    # step's end (11), the boundary done again (12).
+    fetch, step, progress = run([[1, 2, 3], [4]], [0.0, 0.125, 2.0, 10.0, 10.5, 11.0, 12.0],
+                                monkeypatch, boundary=boundary)
+    assert boundary.ended == 2
+    assert (fetch.counts, fetch.sum) == ([1, 1, 0], 0.625)  # 0.125 and 0.5, not 0.125 and 8
+    assert (step.counts, step.sum) == ([0, 1, 1], 3.0)  # 2 and 1, not 2 and 8.5
+    assert progress.samples == 4
+
