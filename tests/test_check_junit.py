@@ -165,6 +165,9 @@ def test_check_reads_the_trials_run_against_the_baseline_asked(
     ("abc/t", "abc/t", "--baseline abc/t is the trial checked"),  # sorts before "auto"
     ("abc/t", "abc", "experiment/trial"),
     ("exp/night-9", "exp", "experiment/trial"),
+    # a rank in the baseline was dropped unsaid: the trial checked against itself passed
+    ("exp/night-9", "exp/night-9/0", "--baseline 'exp/night-9/0': check takes experiment/trial"),
+    ("exp/night-9", "exp/base-2/3", "--baseline 'exp/base-2/3': check takes experiment/trial"),
     ("exp/night-9", AUTO, "slow")])
 def test_bad_input_is_refused_before_anything_is_read(
         monkeypatch: pytest.MonkeyPatch, reference: str, baseline: str, said: str) -> None:

@@ -55,7 +55,9 @@ def check(api: PrometheusAPI, deployment: Deployment, reference: str, baseline: 
     if rank is not None:
         raise ValueError(f"{reference!r}: check takes experiment/trial (its lowest rank is read)")
     if baseline != AUTO:
-        parse_reference(baseline)
+        if parse_reference(baseline)[2] is not None:  # never dropped unsaid: E/T/0 is E/T
+            raise ValueError(f"--baseline {baseline!r}: check takes experiment/trial (its "
+                             "lowest rank is read)")
         if baseline == reference:
             raise ValueError(f"--baseline {baseline} is the trial checked")
     baselines = Baselines(api, deployment, since=since)
