@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from benchmarks.http_load import BlackHole
 from benchmarks.stack import wait_until
-from tests.trial_support import StatusServer, run_script
+from tests.trial_support import StatusServer, closed_port_url, run_script
 from trial_instrumentation import names
 from trial_instrumentation import pusher as pusher_module
 from trial_instrumentation.collector import TrialState
@@ -198,6 +198,25 @@ def test_the_final_pushs_backoff_doubles_and_stops_after_the_last_retry(
     # last (literal: how often a push is tried is the behaviour, not the module's constant).
     assert slept == [pytest.approx(first), pytest.approx(first * 2)]
     assert len(put_times(gateway)) == puts_then[0] + 2  # after its first attempt
+
+
+def test_a_gateway_that_is_down_is_retried_like_one_that_answers_5xx(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A refused connection (no PushError: no status at all) is an outage, worth retrying;
+    only a 4xx answer is not (test_a_rejected_push_is_not_retried)."""
+    slept: list[float] = []
+    monkeypatch.setattr(pusher_module, "_sleep", lambda seconds: slept.append(seconds) or False)
+    url = closed_port_url()
+    pusher, state = make(url, interval=3600)
+    with caplog.at_level(logging.WARNING, logger="trial_instrumentation"):
+        pusher.start()
+        wait_until(lambda: state.push_failures >= 1, timeout=5, what="the first push")
+        assert pusher.stop(timeout=10) is True
+    # The final push: three attempts, a wait before each retry (literal, as above).
+    assert slept == [pytest.approx(1.0), pytest.approx(2.0)]
+    assert state.push_failures >= 1 + 3  # the first push's attempt(s), the final push's three
+    summary = next(r.getMessage() for r in caplog.records if f"no push to {url}" in r.getMessage())
+    assert "last error: ConnectionRefusedError" in summary and "PushError" not in summary
 
 
 def test_a_run_without_one_successful_push_says_so_at_exit(
