@@ -146,6 +146,12 @@ def test_each_table_column_shows_its_own_querys_value_under_one_header(name: str
                       if t["id"] == "organize")["options"]["excludeByName"]
         assert {"Time", "__name__", "job"} <= set(hidden), panel["title"]
         assert not set(headers) & set(hidden), panel["title"]
+        # each query's value is shown under its header or hidden, never both (a column with
+        # its header and override and no cells) and never neither (a bare "Value #F" of 1s)
+        renamed = next(t for t in panel["transformations"]
+                       if t["id"] == "organize")["options"]["renameByName"]
+        values = ["Value"] if len(refs) == 1 else [f"Value #{r}" for r in refs]
+        assert [v for v in values if (v in renamed) == (v in hidden)] == [], panel["title"]
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DASHBOARDS.glob("*.json")))
