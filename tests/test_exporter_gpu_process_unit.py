@@ -4,6 +4,7 @@ collector asks NVML for."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -137,6 +138,18 @@ def test_the_collector_asks_for_the_last_five_seconds_and_keeps_the_listed_owner
     info = families["trainwatch_gpu_process_info"]
     assert sorted((s.labels["uuid"], s.labels["pid"]) for s in info.samples) == [
         (fake_uuid(0), "7"), (fake_uuid(1), "8"), (fake_uuid(1), "9")]
+
+
+def test_by_default_the_window_is_on_the_wall_clock_nvml_stamps_its_samples_with() -> None:
+    now_us = int(time.time() * 1e6)  # NVML's timeStamp: microseconds since the epoch
+    lookback_us = int(gpu_process.UTILIZATION_LOOKBACK_SECONDS * 1e6)
+    nvml, _ = board(process_util=((31, 47, now_us - lookback_us // 5),  # inside the window
+                                  (53, 89, now_us - 3 * lookback_us)))  # long before it
+    collector = GpuProcessCollector(NvmlSession(nvml, retry_seconds=60),
+                                    owners=Owners())  # type: ignore[arg-type]
+    busy = {s.labels["pid"]: s.value for f in collector.collect()
+            if f.name == m.GPU_PROCESS_UTILIZATION.name for s in f.samples}
+    assert busy == {"31": 0.47}
 
 
 def test_the_collector_makes_its_own_owner_cache(tmp_path: Any) -> None:
