@@ -215,6 +215,11 @@ NOT_OURS = [
     'ALERTS{alertname="TrainwatchHostMemoryLow", alertstate="firing", instance="n2:10910"}',
     ('ALERTS{alertname="TrainwatchHostMemoryLow", alertstate="pending", instance="n1:10910", '
     'severity="warning"}'),
+    # pending alerts of the trial itself and of its GPU: not firing yet, not shown
+    ('ALERTS{alertname="TrainwatchHostToDeviceBound", alertstate="pending", experiment="e", '
+    'trial="t", rank="0", severity="warning"}'),
+    ('ALERTS{alertname="TrainwatchGPUMemoryNearlyFull", alertstate="pending", '
+    'instance="n1:10910", gpu="0", uuid="GPU-a"}'),
 ]
 JOIN_SERIES = [
     ('trainwatch_trial_gpu_info{job="trainwatch_trial", experiment="e", trial="t", rank="0", '
