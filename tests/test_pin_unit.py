@@ -11,6 +11,7 @@ from typing import Any
 import prometheus_client
 import pytest
 
+from trainwatch.contract.figures import BASELINE_PIN
 from trainwatch.diagnose import baseline, pin, rulesource
 from trainwatch.diagnose.figures import UnknownTrial
 from trainwatch.lookup import NoPrometheus
@@ -148,6 +149,12 @@ def test_set_pins_the_trials_run_and_says_so(cli: SimpleNamespace,
     [(what, kw)] = cli.gw.calls
     assert (what, kw["gateway"], kw["grouping_key"], kw["timeout"]) == (
         "push", "http://pg-default:9091", {"experiment": "e"}, 4.0)
+    # the trial label is the trial alone (its experiment is the grouping key), so the pin
+    # reads back as e/t, never e/e/t
+    pushed = [(s.labels, s.value) for family in kw["registry"].collect() for s in family.samples]
+    assert pushed == [({"trial": "t"}, 1.0)]
+    assert pin.all_pinned(Canned({BASELINE_PIN: [({"experiment": "e", **labels}, value)  # type: ignore[arg-type]
+                                                 for labels, value in pushed]})) == {"e": "e/t"}
     assert capsys.readouterr().out == ("pinned e/t as the baseline of e (Prometheus holds it "
                                        "from its next scrape of the Pushgateway)\n")
 
