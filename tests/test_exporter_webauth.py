@@ -348,6 +348,16 @@ def test_a_budget_refills_for_the_whole_time_since_the_clients_last_attempt(cloc
     assert auth.verify(header("u", "x"), "c") is Verdict.DENIED
 
 
+def test_attempts_told_busy_do_not_refill_the_budget_faster(clock: Clock) -> None:
+    auth = BasicAuth({"u": hash_password("p", iterations=10)}, burst=1, per_second=1.0)
+    wrong = header("u", "x")
+    assert auth.verify(wrong, "c") is Verdict.DENIED  # t=100 s: the one run spent
+    got = []
+    for clock.now in (100.25, 100.5, 100.75, 101.0, 101.0):  # polling while it refills
+        got.append(auth.verify(wrong, "c"))
+    assert got == [Verdict.BUSY] * 3 + [Verdict.DENIED, Verdict.BUSY]  # one run a second
+
+
 def test_the_options_are_named_so_a_number_cannot_land_in_the_wrong_one() -> None:
     # burst, per_second, concurrent_hashes and cached are all numbers: by name only.
     users = {"u": hash_password("p", iterations=10)}
