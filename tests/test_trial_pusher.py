@@ -22,7 +22,7 @@ from benchmarks.stack import wait_until
 from tests.trial_support import StatusServer, closed_port_url, run_script
 from trial_instrumentation import names
 from trial_instrumentation import pusher as pusher_module
-from trial_instrumentation.collector import TrialState
+from trial_instrumentation.collector import TrialCollector, TrialState
 from trial_instrumentation.config import resolve
 from trial_instrumentation.pusher import MAX_FIRST_BACKOFF_SECONDS, RETRIES, Pusher
 
@@ -73,6 +73,25 @@ def test_pushes_at_once_then_every_interval_and_never_deletes_the_group(
     gaps = [b - a for a, b in itertools.pairwise(times[:-1])]  # not the final push's gap
     assert min(gaps) >= 0.04, gaps  # the interval between pushes, not a busy loop
     assert state.push_failures == 0
+
+
+def test_every_push_carries_the_push_interval_that_gc_keeps_the_group_for(
+        server: StatusServer) -> None:
+    """trainwatch gc keeps a group for two of its trial's push intervals: the pusher publishes
+    its own (a Trial's collector alone does not know it; pulled, the gauge is absent)."""
+    config = dataclasses.replace(resolve(pushgateway=server.url, experiment="e", trial="t",
+                                         env={}), push_interval=1234.5)
+    state = TrialState(config.buckets, {})
+    registry = CollectorRegistry()
+    registry.register(TrialCollector(state))
+    before = registry.get_sample_value(names.PUSH_INTERVAL)
+    pusher = Pusher(config, registry, state)
+    pusher.start()
+    assert pusher.stop(timeout=5) is True
+    assert before is None
+    bodies = [b.decode() for b, r in zip(server.bodies, server.requests) if r == "PUT"]
+    assert len(bodies) == 2  # the first push and the final one
+    assert all(f"\n{names.PUSH_INTERVAL} 1234.5\n" in body for body in bodies), bodies
 
 
 def test_the_first_push_does_not_wait_for_an_interval(server: StatusServer) -> None:
