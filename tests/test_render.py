@@ -297,6 +297,15 @@ def test_the_trials_table_lines_up_every_column_under_its_header() -> None:
     assert len(forged) == 2 and "x\\ny" in forged[1]
 
 
+def test_an_ended_or_stale_rows_last_push_is_said_as_a_running_ones() -> None:
+    rows = [row(live=False, state="ended clean", push_age_seconds=9000.0),
+            row(live=False, state="stale", push_age_seconds=301.0),
+            row(push_age_seconds=4.0)]
+    cells = [line.split("  ") for line in render.trials_text(rows).splitlines()[1:]]
+    said = [[c.strip() for c in line if c.strip().endswith(" ago")] for line in cells]
+    assert said == [["2.5 hours ago"], ["5 minutes ago"], ["4 seconds ago"]]
+
+
 @pytest.fixture
 def local_zone_behind_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The process's local time zone 7 h behind UTC (a POSIX TZ rule: no zone database
