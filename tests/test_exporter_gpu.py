@@ -5,6 +5,7 @@ and memory v2; tests/test_exporter_gpm.py has the fake-NVML GPM tests)."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
@@ -152,6 +153,26 @@ def test_clock_reasons_fall_back_to_the_old_throttle_name() -> None:
     assert r.get_sample_value("trainwatch_gpu_clock_event_active",
                               {**gpu(0), "reason": "sw_power_cap"}) == 1
     assert nvml.calls["nvmlDeviceGetCurrentClocksThrottleReasons"] == 1
+
+
+def test_both_pcie_directions_of_every_gpu_are_sampled_at_once() -> None:
+    # No GPM: NVML samples each direction for 20 ms, so the four samples must overlap.
+    nvml = FakeNvml([FakeGpu(index=i, pcie_kbps=(300 + i, 700 + i)) for i in range(2)])
+    together = threading.Barrier(4, timeout=5)  # each sample waits until all four have begun
+    real = nvml.nvmlDeviceGetPcieThroughput
+
+    def sampled(handle: Any, counter: int) -> int:
+        together.wait()
+        return real(handle, counter)
+
+    nvml.nvmlDeviceGetPcieThroughput = sampled  # type: ignore[method-assign]
+    r = registry_for(nvml)
+    got = {(s.name, s.labels.get("gpu")): s.value for family in r.collect()
+           for s in family.samples if "pcie" in s.name}
+    assert got == {("trainwatch_gpu_pcie_transmit_bytes_per_second", "0"): 300 * 1024,
+                   ("trainwatch_gpu_pcie_receive_bytes_per_second", "0"): 700 * 1024,
+                   ("trainwatch_gpu_pcie_transmit_bytes_per_second", "1"): 301 * 1024,
+                   ("trainwatch_gpu_pcie_receive_bytes_per_second", "1"): 701 * 1024}
 
 
 def test_pcie_throughput_can_be_switched_off() -> None:
