@@ -172,6 +172,16 @@ def test_other_yaml_errors_are_yamls_own() -> None:
     assert parse_yaml("") is None
 
 
+@pytest.mark.parametrize("tagged", ["!!python/object/apply:builtins.str [':10911']",
+                                    "!!python/name:builtins.len", "!!python/tuple [1, 2]"])
+def test_python_tags_are_never_constructed_standard_tags_are(tagged: str) -> None:
+    with pytest.raises(yaml.constructor.ConstructorError) as caught:
+        parse_yaml(f"web:\n  listen_address: {tagged}\n")
+    assert "python/" in str(caught.value)
+    assert parse_yaml("web:\n  listen_address: !!str 10911\n") == {
+        "web": {"listen_address": "10911"}}
+
+
 def test_where_without_a_mark_is_empty() -> None:
     assert configfile._where(None) == ""
     mark = type("Mark", (), {"line": 0, "column": 9})()
