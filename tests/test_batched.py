@@ -211,6 +211,26 @@ def test_each_rank_gets_its_own_series_at_its_own_instant(
                      for key, instant in asked]
 
 
+def test_two_runs_of_one_rank_read_at_one_instant_each_get_its_series(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One item for the instant; its rank's series go to every run of that rank asked there
+    (the earlier as well as the later), and no other rank's."""
+    zero, one = ("e", "t", "0"), ("e", "t", "1")
+    answer = [({"experiment": "e", "trial": "t", "rank": "1"}, 7.0),
+              ({"experiment": "e", "trial": "t", "rank": "0"}, 3.0)]
+    items: list[list[batched.Item]] = []
+
+    def read(api: object, asked: list[batched.Item], kind: str) -> list[batched.Vector]:
+        items.append(asked)
+        return [answer for _ in asked]
+
+    monkeypatch.setattr(batched, "read", read)
+    found = batched.by_rank(None, [(zero, 20.0), (one, 20.0), (zero, 20.0)],  # type: ignore[arg-type]
+                            lambda matched: matched)
+    assert [len(asked) for asked in items] == [1]
+    assert found == [[answer[1]], [answer[0]], [answer[1]]]
+
+
 def test_by_rank_against_prometheus_is_each_ranks_own_query(api: PrometheusAPI) -> None:
     ranks = [(("", "", "0"), float(BASE + 600)), (("", "", "1"), float(BASE + 600)),
              (("", "", "1"), float(BASE + 1000)), (("", "", "0"), None)]
