@@ -167,6 +167,23 @@ def test_a_get_gets_the_handlers_status_body_and_headers_and_the_servers_own() -
     assert request.client == "127.0.0.7"
 
 
+def test_an_ipv6_client_is_known_by_its_64_not_its_address() -> None:
+    handler = Recorder()
+    try:
+        server = HTTPServer(("::1", 0), socket.AF_INET6, handler, None, None)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    with running(server=server), \
+            socket.create_connection(("::1", server.server_address[1]), timeout=3) as sock:
+        sock.sendall(get("/who", Connection="close"))
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 202 ")
+    [request] = handler.requests
+    assert request.client == "::/64"  # not ::1: one host commonly holds its whole /64
+
+
 def test_head_gets_the_length_of_the_body_but_not_the_body() -> None:
     handler = Recorder(status=200)
     with running(handler) as server:
