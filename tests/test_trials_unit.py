@@ -274,6 +274,21 @@ def test_a_running_rows_cause_weighs_its_nodes_cpu_as_diagnose_does(
     assert (row.state, row.gpu_busy, row.cause) == (RUNNING, 0.45, cause)
 
 
+@pytest.mark.parametrize(("mfu", "cause"), [(0.12, "low_mfu"), (0.31, "gpu_bound")])
+def test_a_running_rows_cause_weighs_its_mfu_as_diagnose_does(
+        monkeypatch: pytest.MonkeyPatch, mfu: float, cause: str) -> None:
+    """A running rank whose GPU is 95% busy: under TrainwatchGPUUnderutilized's mfu_low its
+    cause is the low MFU, at or over it GPU-bound."""
+    given_runs(monkeypatch, [R0])
+    rows = table()
+    rows[(None, SHARES)] = [(lab("t", "0", phase="train_batch"), 0.97),
+                            (lab("t", "0", phase="dataloader_next"), 0.03)]
+    rows[(None, GPU)] = [(lab("t", "0"), 0.95), (lab("t", "1"), 0.1)]
+    rows[(None, MFU)] = [(lab("t", "1"), 0.01), (lab("t", "0"), mfu)]
+    [row] = trials.list_trials(FakeAPI(rows), DEPLOYMENT, "e", now=NOW)  # type: ignore[arg-type]
+    assert (row.state, row.gpu_busy, row.mfu, row.cause) == (RUNNING, 0.95, mfu, cause)
+
+
 def test_a_push_stamped_ahead_of_now_has_a_negative_age(monkeypatch: pytest.MonkeyPatch) -> None:
     """The Pushgateway's clock 3 s ahead of the CLI's: the age says so, not a remainder."""
     given_runs(monkeypatch, [run("t", "0", "n1", 9000.0, 9990.0, 9500.0, NOW + 3.0,
