@@ -289,6 +289,25 @@ def test_a_running_rows_cause_weighs_its_mfu_as_diagnose_does(
     assert (row.state, row.gpu_busy, row.mfu, row.cause) == (RUNNING, 0.95, mfu, cause)
 
 
+@pytest.mark.parametrize(("gpu", "mfu", "cause"), [(0.3, 0.31, "underused_gpu"),
+                                                   (0.95, 0.12, "low_mfu"),
+                                                   (0.95, 0.31, "gpu_bound")])
+def test_an_ended_rows_cause_weighs_its_lifes_gpu_busy_and_mfu_as_diagnose_does(
+        monkeypatch: pytest.MonkeyPatch, gpu: float, mfu: float, cause: str) -> None:
+    """e/u/0 ended long ago, waiting on no loader on an idle node: its cause is its life's GPU
+    busy against TrainwatchGPUUnderutilized's threshold, then its MFU against mfu_low."""
+    given_runs(monkeypatch, [R2])
+    rows = table()
+    r2 = life("u", "0", "[1005s] offset 5s", "[705s] offset 5s")
+    rows[(6000.0, r2["phase_sums"])] = [(lab("u", "0", phase="train_batch"), 97.0),
+                                        (lab("u", "0", phase="dataloader_next"), 3.0)]
+    rows[(6000.0, r2["node_cpu"])] = [(lab("u", "0"), 0.4)]
+    rows[(6000.0, r2["gpu"])] = [(lab("u", "0"), gpu)]
+    rows[(6000.0, r2["mfu"])] = [(lab("u", "0"), mfu)]
+    [row] = trials.list_trials(FakeAPI(rows), DEPLOYMENT, "e", now=NOW)  # type: ignore[arg-type]
+    assert (row.live, row.gpu_busy, row.mfu, row.cause) == (False, gpu, mfu, cause)
+
+
 def test_a_push_stamped_ahead_of_now_has_a_negative_age(monkeypatch: pytest.MonkeyPatch) -> None:
     """The Pushgateway's clock 3 s ahead of the CLI's: the age says so, not a remainder."""
     given_runs(monkeypatch, [run("t", "0", "n1", 9000.0, 9990.0, 9500.0, NOW + 3.0,
