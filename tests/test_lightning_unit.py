@@ -710,6 +710,23 @@ def test_the_trainers_ranks_and_precision_are_the_trials(
     assert isinstance(trainer.profiler, PassThroughProfiler)
 
 
+def test_on_a_second_node_the_rank_is_the_global_one_and_the_local_rank_the_nodes(
+        clock: Clock, made: Made, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two nodes of one GPU each: node 1's process is rank 1 of 2 and local rank 0. A trial
+    keyed by its local rank would push under rank 0, node 0's key, and replace its group."""
+    monkeypatch.setenv("NODE_RANK", "1")
+    callback = made.new("nodes")
+    trainer = pl.Trainer(accelerator="cpu", devices=1, num_nodes=2, strategy="ddp",
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)
+    callback.setup(trainer, None, TrainerFn.FITTING)
+    trial = callback.trial
+    assert trial is not None
+    assert (trial.config.rank, trial.config.world_size, trial.config.local_rank) == (1, 2, 0)
+    assert trial.config.grouping_key["rank"] == "1"
+    callback.teardown(trainer, None, TrainerFn.FITTING)
+
+
 def test_without_lightning_the_import_says_which_extra_to_install(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib
