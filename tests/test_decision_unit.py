@@ -61,6 +61,19 @@ def test_a_young_rank_is_judged_early_on_its_lifes_phases_without_its_mfu(over: 
     assert (r.verdict.kind, r.verdict.early, r.verdict.steps) == ("gpu_bound", True, 3)
 
 
+@pytest.mark.parametrize(("node_cpu", "kind"), [
+    (min(DEPLOYED.alerts[CPU_SATURATED].threshold + 0.04, 1.0), "busy_cpu"),
+    (DEPLOYED.alerts[CPU_SATURATED].threshold - 0.2, "gpu_bound")])
+def test_a_young_rank_on_a_saturated_node_is_judged_early_on_its_nodes_cpu(
+        node_cpu: float, kind: str) -> None:
+    """The early verdict weighs the node's CPU as the windowed one does: train-bound phases,
+    a busy GPU, and the node past TrainwatchCPUSaturated's threshold or under it."""
+    r = judged(report(phases=[("train_batch", 0.93)], node_cpu=node_cpu),
+               RankFacts({}, GPU, over=YOUNG_RANK, life_steps=4))
+    assert r.verdict is not None
+    assert (r.verdict.kind, r.verdict.early, r.verdict.steps) == (kind, True, 4)
+
+
 def test_a_loader_bound_rank_gets_its_loaders_cause() -> None:
     evidence = LoaderEvidence(workers=4, workers_cpu=3.7, main_cpu=0.4, node_cpu=0.2,
                               cpu_count=32, per_worker_cpu=0.93)

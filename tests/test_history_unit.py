@@ -618,3 +618,21 @@ def test_a_loader_bound_life_gets_its_loaders_cause_over_that_life(
     assert (v.life_kind, v.alert, v.measured, v.threshold) == (
         "dataloader", DATALOADER_BOUND, 0.62, 0.3)
     assert v.title.endswith("over its life, Data loader: 62.0% > threshold 30.0%")
+
+
+@pytest.mark.parametrize(("threads", "noted"), [(4.0, True), (1.0, False)])
+def test_a_train_bound_life_on_a_saturated_node_notes_its_compute_threads(
+        monkeypatch: pytest.MonkeyPatch, threads: float, noted: bool) -> None:
+    """The compute-threads note of an ended run, from its last push's thread count and its
+    life's loader figures (its node's 2 cores, its own 1.2 CPU), as a running rank's."""
+    evidence = loader_cause.LoaderEvidence(workers=0, main_cpu=1.2, cpu_count=2,
+                                           per_worker_cpu=1.2)
+    monkeypatch.setattr(loader_cause, "gather", lambda *args, **kw: {LONG.key: evidence})
+    table = life_table(0.95, 0.87, 0.35) | {
+        (2000.0, f"{names.COMPUTE_THREADS}{{{SEL}}}"): threads}
+    done = over_life(FakeAPI(table), RULED,  # type: ignore[arg-type]
+                     report(verdict=verdict(ENDED), phases=GPU_BOUND_LIFE), LONG, NOW)
+    assert done.verdict is not None and done.verdict.life_kind == "busy_cpu"
+    said = [n for n in done.verdict.notes if "compute threads on" in n]
+    assert [n.split(" compute threads on ")[0] for n in said] == (
+        [f"train_batch runs {threads:g}"] if noted else [])
