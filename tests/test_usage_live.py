@@ -18,7 +18,7 @@ from benchmarks.fake_nvml import BUSY_GPM, fake_uuid
 from benchmarks.fake_nvml_exporter import IDLE_PERCENT
 from benchmarks.stack import Prometheus
 from prometheus.rulegen.settings import load_settings
-from tests.live_stack import BUSY_GPU, IDLE_GPU, live_stack
+from tests.live_stack import BUSY_GPU, FAKE_GPUS, IDLE_GPU, live_stack
 from trainwatch import cli
 from trainwatch.cliutil import EXIT_OK
 from trainwatch.contract.records import RecordNames
@@ -43,6 +43,10 @@ def test_usage_by_namespace_on_a_live_stack(tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torch")
     with live_stack(tmp_path, rate_window=WINDOW, for_="3s") as live:
+        # The exporter's GPUs recorded busy before a trial holds one: Prometheus applies its
+        # targets a few seconds after it is ready, and a usage evaluation between the trials'
+        # first scrape and the exporter's would hold a GPU nothing reports, counted never busy.
+        live.prometheus.wait_for_series(f"count({RecordNames(WINDOW).gpu_busy}) == {FAKE_GPUS}", 30)
         common = ("--workers", "0", "--batch-size", "8", "--steps", "100000",
                   "--max-seconds", "150")
         for trial, gpu, namespace, extra in (("slow", IDLE_GPU, "team-a", ("--loader-delay",

@@ -18,7 +18,7 @@ from prometheus.rulegen.promql import live_trials
 from prometheus.rulegen.settings import Settings
 from trainwatch.contract.alerts import GPU_UNDERUTILIZED, TRIAL_STALE
 from trainwatch.contract.checks import EXCHANGE_CAUSES
-from trainwatch.contract.figures import HOST_INFO
+from trainwatch.contract.figures import HOST_INFO, gpu_busy
 from trainwatch.contract.promql import TRIAL_LABELS, by, number, on, select
 from trainwatch.contract.records import (
     IDLE_CAUSES,
@@ -44,9 +44,17 @@ def usage_group(s: Settings, n: RecordNames) -> dict[str, Any]:
     gpus = f"max {by(*TRIAL_LABELS, 'uuid')} ({select(names.GPU_INFO, s.selector('trial'))})"
     held = (f"{number(s.usage_seconds)} * count {by(*TRIAL_LABELS)} (\n  {gpus}\n"
             f"  and {on(*TRIAL_LABELS)}\n  {live}\n)")
-    # Each GPU once per rank (its busy record may carry two sources while GPM comes and goes).
+    # The same GPUs as held, each busy as the one GPU-busy rule read it on average over the
+    # interval (once per GPU: its record may carry two sources while GPM comes and goes), else
+    # as the rule reads it now. Not the per-trial busy record, nor the per-GPU one alone: other
+    # groups write them, so a usage evaluation right after a trial's first push, or Prometheus's
+    # first, would find the GPUs held and none busy. Nor one instant's reading: a failed
+    # exporter scrape would leave that whole interval idle.
+    now = "\n".join(f"      {line}" for line in gpu_busy(s.selector("exporter")).splitlines())
     busy = (f"{number(s.usage_seconds)} * sum {by(*TRIAL_LABELS)} (\n"
-            f"  max {by(*TRIAL_LABELS, 'uuid')} ({n.trial_gpu_busy})\n"
+            f"  {gpus}\n  * {on('uuid')} group_left () (\n"
+            f"    max {by('uuid')} (avg_over_time({n.gpu_busy}[{s.usage_interval}]))\n"
+            f"    or\n    max {by('uuid')} (\n{now}\n    )\n  )\n"
             f"  and {on(*TRIAL_LABELS)}\n  {live}\n)")
     return {"name": "trainwatch.usage.rules", "interval": s.usage_interval,
             "rules": [{"record": n.gpu_seconds_held, "expr": held},
