@@ -143,6 +143,18 @@ def test_each_torchrun_rank_reports_its_own_gpu(monkeypatch: pytest.MonkeyPatch)
         assert gpu_info(trial) == [other]
 
 
+def test_on_a_second_node_the_guess_is_the_local_rank_not_the_global_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 3 of 4, two per node: local rank 1 on its node of two GPUs. Its guess, before
+    training allocates, is cuda:1; the global rank names no device here (the current device,
+    cuda:0, would be another rank's)."""
+    other = "GPU-00000000-0000-0000-0000-00000000000a"
+    FakeCuda(props={0: Props(uuid=other), 1: Props(uuid=CUuuid(UUID_BYTES))}).install(monkeypatch)
+    with ti.Trial(experiment="e", trial="t", pull_port=0, rank=3, world_size=4,
+                  local_rank=1) as trial:
+        assert gpu_info(trial) == [NVML_UUID]
+
+
 def gpu_info(trial: ti.Trial) -> list[str]:
     return [s.labels["uuid"] for m in trial.registry.collect() for s in m.samples
             if s.name == names.GPU_INFO]
