@@ -81,6 +81,22 @@ def test_build_renews_the_previous_users_keeping_unchanged_passwords_verified() 
     assert fresh.auth is not None and fresh.auth.verify(login("alice", "a1")) is Verdict.OK
 
 
+def test_a_reload_renews_the_users_it_serves_keeping_budgets_and_verified_passwords() -> None:
+    settings = Settings(web_basic_auth_users={"alice": ALICE, "bob": BOB})
+    live = LiveWebConfig(settings, Reread(settings))
+    auth = live.current().auth
+    assert auth is not None
+    assert auth.verify(login("alice", "a1"), "flood") is Verdict.OK
+    tries = [auth.verify(login("bob", "guess"), "flood") for _ in range(20)]
+    assert tries[-1] is Verdict.BUSY and Verdict.DENIED in tries  # the flood's budget is spent
+    assert live.reload()
+    renewed = live.current().auth
+    assert renewed is not None and renewed is not auth
+    assert renewed.verify(login("bob", "guess"), "flood") is Verdict.BUSY  # not a fresh budget
+    assert renewed.verify(login("alice", "a1"), "flood") is Verdict.OK  # remembered: no hash
+    assert renewed.verify(login("bob", "guess"), "other") is Verdict.DENIED
+
+
 def test_build_names_a_bad_certificate() -> None:
     with pytest.raises(ConfigError, match="web.tls_cert_file: /nope.crt"):
         build(Settings(web_tls_cert_file="/nope.crt", web_tls_key_file=KEY))
