@@ -27,6 +27,7 @@ from trial_instrumentation import names
 EXPERIMENT = "usage-live"
 WINDOW = "10s"
 IDLE = RecordNames(WINDOW).gpu_seconds_idle
+SHARE = RecordNames(WINDOW).phase_share
 INTERVAL = load_settings().with_overrides(rate_window=WINDOW).usage_seconds  # 10 s
 
 
@@ -37,6 +38,13 @@ def _idle_samples(prom: Prometheus) -> dict[float, dict[str, float]]:
         for t, v in r["values"]:
             found.setdefault(float(t), {})[r["metric"]["cause"]] = float(v)
     return found
+
+
+def _share_at(prom: Prometheus, t: float) -> float:
+    """The slow trial's recorded dataloader_next share as Prometheus read it at ``t``."""
+    [r] = prom.api("query", query=f'{SHARE}{{trial="slow",phase="{names.DATALOADER_NEXT}"}}',
+                   time=str(t))["result"]
+    return float(r["value"][1])
 
 
 def test_usage_by_namespace_on_a_live_stack(tmp_path: Path,
@@ -73,6 +81,9 @@ def test_usage_by_namespace_on_a_live_stack(tmp_path: Path,
         [(_, share)] = [(r["metric"], float(r["value"][1])) for r in prom.query(
             f'sum({names.PHASE_SECONDS}_sum{{trial="slow",phase="{names.DATALOADER_NEXT}"}})'
             f' / sum({names.STEP_SECONDS}_sum{{trial="slow"}})')]
+        # The slow trial's recorded loader share where each usage evaluation split its idle
+        # GPU-seconds (the latest at or before it: the usage group may run first at an instant).
+        recorded = {t: _share_at(prom, t) for t, c in samples.items() if "data" in c}
         for name, proc in live.trials.items():
             assert proc.poll() is None, live.trial_log(name)
     found = json.loads(out)
@@ -92,7 +103,11 @@ def test_usage_by_namespace_on_a_live_stack(tmp_path: Path,
     shared = sum(sum(c.values()) for c in samples.values() if "data" in c)
     assert shared >= 0.9 * INTERVAL
     assert all(set(c) == {"other"} for c in samples.values() if "data" not in c), samples
-    assert a["wasted_by_cause"]["data"] == pytest.approx(shared * share, rel=0.05)
+    # Each interval's data GPU-seconds are its idle ones times the loader share recorded then
+    # (within a second's drift of it), and those shares are what its timings say over its life.
+    assert a["wasted_by_cause"]["data"] == pytest.approx(
+        sum(sum(samples[t].values()) * recorded[t] for t in recorded), rel=0.03), (samples, recorded)
+    assert all(v == pytest.approx(share, abs=0.25) for v in recorded.values()), (recorded, share)
     assert b["wasted_by_cause"]["data"] < 0.2 * b["wasted_gpu_seconds"]
     for g in (a, b, found["total"]):  # held = busy + wasted, the causes adding up to wasted
         assert g["held_gpu_seconds"] == pytest.approx(
