@@ -165,7 +165,7 @@ def test_both_pcie_directions_of_every_gpu_are_sampled_at_once() -> None:
         together.wait()
         return real(handle, counter)
 
-    nvml.nvmlDeviceGetPcieThroughput = sampled  # type: ignore[method-assign]
+    nvml.nvmlDeviceGetPcieThroughput = sampled  # type: ignore[method-assign,assignment]
     r = registry_for(nvml)
     got = {(s.name, s.labels.get("gpu")): s.value for family in r.collect()
            for s in family.samples if "pcie" in s.name}

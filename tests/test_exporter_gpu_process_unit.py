@@ -15,6 +15,8 @@ from benchmarks.fake_nvml import FakeGpu, FakeNvml, fake_uuid
 from exporter import gpu_process
 from exporter import metrics as m
 from exporter.cgroup import NOBODY, Attribution
+from exporter.collector import ScrapeCollector
+from exporter.deadline import MIN_READ_SECONDS, scrape_deadline
 from exporter.gpu_process import GpuProcessCollector, read_processes
 from exporter.nvml import GpuIdentity, NvmlSession
 
@@ -150,6 +152,29 @@ def test_by_default_the_window_is_on_the_wall_clock_nvml_stamps_its_samples_with
     busy = {s.labels["pid"]: s.value for f in collector.collect()
             if f.name == m.GPU_PROCESS_UTILIZATION.name for s in f.samples}
     assert busy == {"31": 0.47}
+
+
+def test_a_hung_gpu_is_a_timeout_of_the_collector_and_the_other_gpus_are_served() -> None:
+    nvml = FakeNvml.with_gpus(2)  # GPU i runs pid 4242 + i
+    nvml.gpus[0].delays["nvmlDeviceGetComputeRunningProcesses"] = 60.0  # a hung driver
+    session = NvmlSession(nvml, retry_seconds=60)
+    session.require()
+    owners: Any = Owners()
+    scrape = ScrapeCollector({"gpu_process": GpuProcessCollector(session, owners=owners)},
+                             version="v")
+    # A scrape timeout below the floor: the reads get MIN_READ_SECONDS, of which all but the
+    # last 0.2 s have passed.
+    started = time.monotonic() - MIN_READ_SECONDS + 0.2
+    try:
+        with scrape_deadline("0.001", clock=lambda: started):
+            got = {(s.name, s.labels.get("gpu", ""), s.labels.get("collector", "")): s.value
+                   for family in scrape.collect() for s in family.samples}
+    finally:
+        nvml.release.set()
+    assert got[(m.SCRAPE_SUCCESS.name, "", "gpu_process")] == 0
+    assert got[(m.SCRAPE_TIMEOUTS.name, "", "gpu_process")] == 1
+    assert got[(m.GPU_PROCESS_MEMORY.name, "1", "")] == 2 * 2**30
+    assert (m.GPU_PROCESS_MEMORY.name, "0", "") not in got
 
 
 def test_the_collector_makes_its_own_owner_cache(tmp_path: Any) -> None:
