@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from benchmarks.fake_nvml import POWER_FIELDS, FakeGpu, FakeNvml, fake_uuid
 from exporter.collector import Collector, ScrapeCollector
+from exporter.deadline import MIN_READ_SECONDS, scrape_deadline
 from exporter.gpu import CLOCK_EVENT_REASONS, GpuCollector
 from exporter.gpu_process import GpuProcessCollector
 from exporter.nvml import NvmlSession
@@ -173,6 +174,28 @@ def test_both_pcie_directions_of_every_gpu_are_sampled_at_once() -> None:
                    ("trainwatch_gpu_pcie_receive_bytes_per_second", "0"): 700 * 1024,
                    ("trainwatch_gpu_pcie_transmit_bytes_per_second", "1"): 301 * 1024,
                    ("trainwatch_gpu_pcie_receive_bytes_per_second", "1"): 701 * 1024}
+
+
+def test_a_hung_gpu_is_a_timeout_and_the_other_gpu_is_served() -> None:
+    nvml = FakeNvml.with_gpus(2)
+    nvml.gpus[0].delays["nvmlDeviceGetUtilizationRates"] = 60.0  # a hung driver
+    session = NvmlSession(nvml, retry_seconds=60)
+    session.require()
+    scrape = ScrapeCollector({"gpu": GpuCollector(session, pcie_throughput=False)}, version="v")
+    # A scrape timeout below the floor: the reads get MIN_READ_SECONDS, of which all but the
+    # last 0.2 s have passed.
+    started = time.monotonic() - MIN_READ_SECONDS + 0.2
+    try:
+        with scrape_deadline("0.001", clock=lambda: started):
+            got = {(s.name, s.labels.get("gpu", "")): s.value
+                   for family in scrape.collect() for s in family.samples}
+    finally:
+        nvml.release.set()
+    assert got[("trainwatch_scrape_collector_success", "")] == 0
+    assert got[("trainwatch_scrape_collector_timeouts_total", "")] == 1
+    assert got[("trainwatch_gpu_utilization_ratio", "1")] == 0.51
+    assert ("trainwatch_gpu_utilization_ratio", "0") not in got
+    assert ("trainwatch_gpu_info", "0") not in got
 
 
 def test_pcie_throughput_can_be_switched_off() -> None:
