@@ -16,6 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from benchmarks.http_load import BlackHole
 from benchmarks.stack import wait_until
@@ -224,7 +226,12 @@ def test_a_gateway_that_is_down_is_retried_like_one_that_answers_5xx(
     """A refused connection (no PushError: no status at all) is an outage, worth retrying;
     only a 4xx answer is not (test_a_rejected_push_is_not_retried)."""
     slept: list[float] = []
-    monkeypatch.setattr(pusher_module, "_sleep", lambda seconds: slept.append(seconds) or False)
+
+    def fake_sleep(seconds: float) -> bool:
+        slept.append(seconds)
+        return False
+
+    monkeypatch.setattr(pusher_module, "_sleep", fake_sleep)
     url = closed_port_url()
     pusher, state = make(url, interval=3600)
     with caplog.at_level(logging.WARNING, logger="trial_instrumentation"):
@@ -236,6 +243,40 @@ def test_a_gateway_that_is_down_is_retried_like_one_that_answers_5xx(
     assert state.push_failures >= 1 + 3  # the first push's attempt(s), the final push's three
     summary = next(r.getMessage() for r in caplog.records if f"no push to {url}" in r.getMessage())
     assert "last error: ConnectionRefusedError" in summary and "PushError" not in summary
+
+
+class FailsOnce(Collector):
+    """A collector of the user's (``trial.registry`` pushes whatever is registered there) whose
+    first collection raises something no socket would: not an OSError."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def collect(self) -> Iterator[Metric]:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("the user's collector broke once")
+        return iter(())
+
+
+def test_any_exception_in_a_push_is_a_failed_push_and_the_pusher_goes_on(
+        server: StatusServer, caplog: pytest.LogCaptureFixture) -> None:
+    config = dataclasses.replace(resolve(pushgateway=server.url, experiment="e", trial="t",
+                                         env={}), push_interval=3600)
+    registry = CollectorRegistry()
+    Gauge("answer", "a metric to push", registry=registry).set(42)
+    flaky = FailsOnce()
+    registry.register(flaky)
+    state = TrialState(config.buckets, {})
+    pusher = Pusher(config, registry, state)
+    with caplog.at_level(logging.WARNING, logger="trial_instrumentation"):
+        pusher.start()
+        wait_until(lambda: flaky.calls >= 1, timeout=5, what="the first collection")
+        assert pusher.stop(timeout=5) is True
+    assert state.push_failures == 1  # counted, as any failed push
+    assert f"push to {server.url} failed: RuntimeError: the user's collector broke" in caplog.text
+    puts = [b for b, r in zip(server.bodies, server.requests) if r == "PUT"]
+    assert puts and all(b"answer 42.0" in body for body in puts)  # the final push, at least
 
 
 def test_a_run_without_one_successful_push_says_so_at_exit(
