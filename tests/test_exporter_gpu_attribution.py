@@ -54,6 +54,9 @@ CASES = {
     "a static pod's config hash": (
         (f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{'a1' * 16}.slice/"
         f"cri-containerd-{CID}.scope\n"), Attribution(pod_uid="a1" * 16, container_id=CID)),
+    "a static pod's config hash, cgroupfs driver (a QoS part between)": (
+        f"12:memory:/kubepods/besteffort/pod{'b2' * 16}/{CID}\n",
+        Attribution(pod_uid="b2" * 16, container_id=CID)),
     "Slurm, cgroup v1": (
         ("12:memory:/slurm/uid_1000/job_81234/step_0/task_1\n"
         "5:devices:/slurm/uid_1000/job_81234/step_0\n"
