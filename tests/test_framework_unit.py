@@ -173,6 +173,25 @@ def test_a_loader_that_fails_is_logged_and_training_goes_on(
     assert "measuring the loader's limit failed" in caplog.records[0].getMessage()
 
 
+def test_a_loader_that_raises_mid_measurement_is_logged_and_training_goes_on(
+        trial: Trial, caplog: pytest.LogCaptureFixture) -> None:
+    """A dataset that raises while the limit is measured (a missing item's KeyError, a worker's
+    RuntimeError: anything, not only the ValueError of a loader with no batch)."""
+    def dataset() -> Iterator[int]:
+        yield from range(3)
+        raise KeyError("item 3")
+
+    class Loader:
+        def __iter__(self) -> Iterator[int]:
+            return dataset()
+
+    with caplog.at_level(logging.ERROR, logger=LOGGER):
+        assert measure_loader_limit(trial, 60.0, 4, Loader()) is None
+    assert names.LOADER_LIMIT not in trial._state.limits
+    assert [r.getMessage() for r in caplog.records] == [
+        "trainwatch: measuring the loader's limit failed; training goes on without it"]
+
+
 def test_start_measuring_publishes_both_limits_and_hands_them_over(
         trial: Trial, caplog: pytest.LogCaptureFixture) -> None:
     clock = StepClock(trial, 8)

@@ -43,6 +43,10 @@ class Devices:
         return found
 
 
+class NVMLError(Exception):
+    """pynvml's errors derive from Exception alone: no RuntimeError, no OSError."""
+
+
 @pytest.fixture
 def with_torch(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
@@ -115,7 +119,7 @@ def test_a_failing_detection_is_logged_and_notes_nothing(
 def test_each_device_is_looked_up_once_and_unknown_ones_are_left_out(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     devices = use(monkeypatch, Devices(((3, 1), True), ((0, 2), True),
-                                       uuids={0: None, 1: "GPU-b", 2: RuntimeError("nvml"),
+                                       uuids={0: None, 1: "GPU-b", 2: NVMLError("nvml"),
                                               3: "GPU-a"}))
     gpus = TrainingGpus(local_rank=None)
     gpus.note()

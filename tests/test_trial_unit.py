@@ -28,6 +28,10 @@ from trial_instrumentation.trial import MAX_LOGGED_BAD_NAMES, Trial
 LOGGER = "trial_instrumentation.trial"
 
 
+class Surprise(Exception):
+    """An exception no narrower ``except`` clause would name: whatever fails, training goes on."""
+
+
 @pytest.fixture(autouse=True)
 def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in (names.ENV_PUSHGATEWAY, names.ENV_PULL_PORT, "RANK", "WORLD_SIZE",
@@ -258,7 +262,7 @@ def test_before_close_hooks_run_first_in_order_a_failing_one_logged(
 
     def broken() -> None:
         seen.append("broken")
-        raise RuntimeError("hook")
+        raise Surprise("hook")
 
     trial.before_close(lambda: seen.append(f"first {trial._state.exit_reason}"))
     trial.before_close(broken)
@@ -551,6 +555,28 @@ def test_a_profile_request_is_handed_to_the_profiler_with_its_steps() -> None:
         trial.close()
 
 
+def test_a_real_count_that_raises_anything_is_one_warning_and_the_flops_stay_unknown(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The real count on a batch the model cannot take: a Hugging Face-style dict given to a
+    plain module raises TypeError (no RuntimeError, no ValueError), and the run goes on."""
+    torch = pytest.importorskip("torch")
+    trial = _pull("flops-typeerror")
+    try:
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
+            assert trial.measure_flops_per_sample(
+                torch.nn.Linear(4, 2), {"input_ids": torch.ones(3, 4)}, "bf16") is None
+        messages = [r.getMessage() for r in caplog.records]
+        assert len(messages) == 1 and messages[0].startswith(
+            "trainwatch: counting the model's FLOPs failed (TypeError: "), messages
+        assert _value(trial, names.MODEL_FLOPS, precision="bf16") is None
+        counted = trial.measure_flops_per_sample(torch.nn.Linear(4, 2), (torch.ones(3, 4), None),
+                                                 "bf16")  # a batch it takes: counted after all
+        assert counted is not None and counted > 0
+        assert _value(trial, names.MODEL_FLOPS, precision="bf16") == counted
+    finally:
+        trial.close()
+
+
 def test_torchs_threads_are_noted_at_start_when_torch_is_imported(
         gateway: tuple[str, Script], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(get_num_threads=lambda: 6))
@@ -566,6 +592,14 @@ def test_torchs_threads_are_noted_at_start_when_torch_is_imported(
         monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(get_num_threads=half_imported))
         trial.start()
         assert _value(trial, names.COMPUTE_THREADS) is None
+
+        def broken() -> int:
+            raise Surprise("get_num_threads")
+
+        for torch_now, threads in ((lambda: 6, 6.0), (broken, None)):
+            monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(get_num_threads=torch_now))
+            trial.start()
+            assert _value(trial, names.COMPUTE_THREADS) == threads
     finally:
         trial.close()
     monkeypatch.delitem(sys.modules, "torch")
