@@ -68,6 +68,19 @@ def test_a_loaders_samples_are_counted_as_told(clock: Clock) -> None:
                                samples=lambda batch: 3 * len(batch)) == 15.0
 
 
+def test_an_iterator_used_up_before_the_time_is_refused_saying_so(clock: Clock) -> None:
+    """A generator runs out once: "yielded no batch" would be wrong after it yielded three."""
+    batches = iter(Loader(clock, [5, 2, 3], tick=0.25))
+    with pytest.raises(ValueError) as refused:
+        limits.loader_limit(batches, seconds=2.0)
+    assert str(refused.value) == (
+        "the loader ran out after 3 batches in 0.5s of the 2s asked and yielded none when "
+        "iterated again: pass a loader that can be iterated again (a DataLoader, a list), not "
+        "an iterator, or fewer seconds")
+    clock.now = 0.0
+    assert limits.loader_limit(iter(Loader(clock, [5, 2, 3], tick=0.25)), seconds=0.5) == 10.0
+
+
 def test_an_empty_loader_and_no_time_are_refused() -> None:
     with pytest.raises(ValueError, match="the loader yielded no batch"):
         limits.loader_limit([], seconds=0.5)

@@ -50,11 +50,12 @@ def loader_limit(loader: Iterable[T], seconds: float = 10.0, samples: Samples = 
     size or a function of the batch (default: inferred, as in ``Trial.loader``).
     """
     _check(seconds)
-    count, total, start = _counter(samples), 0, None
+    count, total, start, now, batches = _counter(samples), 0, None, 0.0, 0
     while True:
         fetched = False
         for batch in loader:
             fetched = True
+            batches += 1
             now = perf_counter()
             if start is None:  # the first batch: the clock starts once it is here
                 start = now
@@ -63,7 +64,13 @@ def loader_limit(loader: Iterable[T], seconds: float = 10.0, samples: Samples = 
             if now - start >= seconds:
                 return total / (now - start)
         if not fetched:
-            raise ValueError("the loader yielded no batch: nothing to measure")
+            if start is None:
+                raise ValueError("the loader yielded no batch: nothing to measure")
+            # An iterator (a generator), used up: it cannot be iterated again.
+            raise ValueError(f"the loader ran out after {batches} batches in {now - start:g}s "
+                             f"of the {seconds:g}s asked and yielded none when iterated again: "
+                             "pass a loader that can be iterated again (a DataLoader, a list), "
+                             "not an iterator, or fewer seconds")
 
 
 def step_limit(step: Callable[[T], Any], batch: T, seconds: float = 10.0,
