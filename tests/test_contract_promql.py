@@ -20,6 +20,8 @@ from trainwatch.contract.promql import (
     number,
     on,
     rank_key,
+    rank_order,
+    rank_sort_key,
     select,
 )
 from trainwatch.contract.promql import by as by_
@@ -101,3 +103,23 @@ def test_a_gpus_identity_is_its_scrape_target_and_the_labels_every_gpu_metric_ca
     assert len(specs) > 20 and GPU_LABELS[0] == "instance"  # the target label Prometheus adds
     assert GPU_LABELS[1:] == tuple(label for label in specs[0].labels if label in common)
     assert set(GPU_LABELS[1:]) == common
+
+
+def test_ranks_go_by_number_and_a_rank_that_is_no_number_after_every_number() -> None:
+    ranks = ["x", "10", "1073741825", "2", "007", "0", "²", "99999999999999999999", "a", "٣"]
+    assert sorted(ranks, key=rank_order) == [
+        "0", "2", "007", "10", "1073741825", "99999999999999999999", "a", "x", "²", "٣"]
+    assert rank_order("x") > rank_order("9" * 5000)  # no int() of 5,000 digits either
+    assert rank_order("8") < rank_order("10") < rank_order("a") < rank_order("b")
+    assert rank_order("7") == rank_order("07")
+
+
+def test_a_listing_orders_by_experiment_then_trial_then_rank_by_number() -> None:
+    labels = [{"experiment": "e", "trial": "t", "rank": "10"},
+              {"experiment": "e", "trial": "t", "rank": "2"},
+              {"experiment": "e", "trial": "s", "rank": "11"},
+              {"experiment": "d", "trial": "z", "rank": "3"},
+              {"experiment": "e", "trial": "t"}]  # no rank label: "" sorts as no number
+    assert [(x["experiment"], x["trial"], x.get("rank")) for x in
+            sorted(labels, key=rank_sort_key)] == [
+        ("d", "z", "3"), ("e", "s", "11"), ("e", "t", "2"), ("e", "t", "10"), ("e", "t", None)]

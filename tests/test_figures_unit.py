@@ -470,6 +470,17 @@ def test_an_unknown_trial_or_rank_lists_the_experiments_trials_and_their_ranks()
     assert str(raised.value).startswith("no trial e/t rank 7 in Prometheus; trials of ")
 
 
+def test_an_unknown_trials_message_and_the_scraped_ranks_go_by_number() -> None:
+    ranks = [(lab(rank, world_size="12"), 1.0) for rank in ("10", "2", "11")]
+    api = FakeAPI({INFO_E: [*ranks, (lab("1", trial="s"), 1.0)]})
+    with pytest.raises(UnknownTrial) as raised:
+        gather_figures(api, DEPLOYMENT, "e", "v")  # type: ignore[arg-type]
+    assert str(raised.value) == ("no trial e/v in Prometheus; trials of experiment e: "
+                                 "s (rank 1), t (rank 2, 10, 11)")
+    assert [(x["trial"], x["rank"]) for x in figures.scraped_trials(api, "e")] == [  # type: ignore[arg-type]
+        ("s", "1"), ("t", "2"), ("t", "10"), ("t", "11")]
+
+
 def test_an_unknown_experiment_lists_the_experiments_or_says_there_are_none() -> None:
     rows = {"trainwatch_trial_info": [(lab("0", trial="x") | {"experiment": "b"}, 1.0),
                                       (lab("0") | {"experiment": "a"}, 1.0),

@@ -165,6 +165,19 @@ def test_running_ranks_are_read_now_and_ended_ones_at_their_last_sample(
     assert by_instant[None]["window"] == "5m"
 
 
+def test_a_trials_reports_come_in_rank_order_by_number_not_as_text(
+        known: list[Run], reports: list[dict[str, Any]]) -> None:
+    known += [run("t", rank, current=True) for rank in ("10", "2", "1")] + [run("s", "11")]
+    found = history.gather_runs(FakeAPI(), DEPLOYMENT, "e", now=NOW)  # type: ignore[arg-type]
+    assert [(r.trial, r.rank) for r in found] == [("s", "11"), ("t", "1"), ("t", "2"), ("t", "10")]
+
+
+def test_an_unknown_trials_message_lists_each_trials_ranks_by_number(known: list[Run]) -> None:
+    known += [run("lr", "10"), run("lr", "2"), run("lr", "1")]
+    assert history.unknown_message(None, 90.0, "e", "qqqq", None, NOW).endswith(  # type: ignore[arg-type]
+        "trials of experiment e: lr (rank 1, 2, 10)")
+
+
 def test_at_an_instant_each_rank_is_read_there_or_where_it_ended(
         known: list[Run], reports: list[dict[str, Any]]) -> None:
     early, late = run("t", "0", last=3000.0), run("t", "1", first=2000.0, last=9000.0,

@@ -20,7 +20,6 @@ from trainwatch.diagnose.runs import (
     Run,
     latest_per_rank,
     life_range,
-    rank_order,
 )
 from trial_instrumentation import names
 
@@ -97,15 +96,6 @@ def test_a_side_without_a_finished_step_cannot_be_compared() -> None:
 def test_a_trial_reference_is_experiment_slash_trial(bad: str) -> None:
     with pytest.raises(ValueError, match="is not a trial reference"):
         compare.parse_reference(bad)
-
-
-def test_ranks_go_by_number_and_a_rank_that_is_no_number_after_every_number() -> None:
-    ranks = ["x", "10", "1073741825", "2", "007", "0", "²", "99999999999999999999", "a", "٣"]
-    assert sorted(ranks, key=rank_order) == [
-        "0", "2", "007", "10", "1073741825", "99999999999999999999", "a", "x", "²", "٣"]
-    assert rank_order("x") > rank_order("9" * 5000)  # no int() of 5,000 digits either
-    assert rank_order("8") < rank_order("10") < rank_order("a") < rank_order("b")
-    assert rank_order("7") == rank_order("07")
 
 
 def test_a_runs_identity_is_its_key_process_and_start_not_what_it_said_since() -> None:

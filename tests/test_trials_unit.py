@@ -419,3 +419,11 @@ def test_an_ended_runs_steps_are_read_as_a_count_and_its_other_figures_as_number
     broken = table() | {(6000.0, r2["steps"]): [(lab("u", "0"), -3.0)]}  # no count of steps
     with pytest.raises(PrometheusError, match=r"'-3.0' where a count .* is due"):
         trials.list_trials(Checked(broken), DEPLOYMENT, "e", now=NOW)  # type: ignore[arg-type]
+
+
+def test_a_trials_ranks_are_listed_by_number_not_as_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    ranks = [run("u", rank, "n3", 5000.0, 6000.0, 4990.0, 5995.0, exit_reason="finished")
+             for rank in ("10", "2", "11")]
+    given_runs(monkeypatch, [*ranks, R2])
+    found = trials.list_trials(FakeAPI(table()), DEPLOYMENT, "e", now=NOW)  # type: ignore[arg-type]
+    assert [(r.trial, r.rank) for r in found] == [("u", "0"), ("u", "2"), ("u", "10"), ("u", "11")]

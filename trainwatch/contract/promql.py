@@ -22,6 +22,25 @@ RankKey = tuple[str, str, str]
 def rank_key(labels: Mapping[str, str]) -> RankKey:
     return labels.get("experiment", ""), labels.get("trial", ""), labels.get("rank", "")
 
+
+def rank_order(rank: str) -> tuple[bool, int, str]:
+    """Ranks by number (``"2"`` before ``"10"``, however many digits), a rank that is not one
+    (a label a run could set: ``"x"``, ``"²"``) after them all, by its text.
+
+    >>> sorted(["x", "10", "007", "2", "99999999999"], key=rank_order)
+    ['2', '007', '10', '99999999999', 'x']
+    """
+    if not (rank.isascii() and rank.isdigit()):  # int() takes "²" for no number, "٣" for 3
+        return True, 0, rank
+    digits = rank.lstrip("0")  # compared as text: no int() of a label 5,000 digits long
+    return False, len(digits), digits
+
+
+def rank_sort_key(labels: Mapping[str, str]) -> tuple[str, str, tuple[bool, int, str]]:
+    """A trial rank's labels in the order every listing uses: experiment, trial, then rank by
+    number (rank_order)."""
+    return labels.get("experiment", ""), labels.get("trial", ""), rank_order(labels.get("rank", ""))
+
 # A GPU's identity on the exporter side (instance comes from the scrape target).
 GPU_LABELS = ("instance", "gpu", "uuid")
 

@@ -22,7 +22,7 @@ from typing import Any
 from trainwatch.cliutil import signed
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.figures import GPU_INFO
-from trainwatch.contract.promql import BY_TRIAL, by, select
+from trainwatch.contract.promql import BY_TRIAL, by, rank_order, select
 from trainwatch.diagnose import batched, compare
 from trainwatch.diagnose import pin as pins
 from trainwatch.diagnose.baseline_stats import LAST_RUNS, NO_BASELINE, Judgement, judge
@@ -149,7 +149,7 @@ class Baselines:
         if not runs:
             raise UnknownTrial(unknown_message(self.api, self.since, experiment, trial, None,
                                                self.now))
-        lowest = min(runs, key=lambda r: compare.rank_order(r.rank)).rank
+        lowest = min(runs, key=lambda r: rank_order(r.rank)).rank
         return max((r for r in runs if r.rank == lowest), key=lambda r: r.first)
 
     def side(self, run: Run) -> compare.Side:
@@ -288,7 +288,7 @@ def for_reports(baselines: Baselines, runs: list[Run]) -> dict[RankKey, Baseline
     lowest: dict[tuple[str, str], Run] = {}
     for run in runs:
         seen = lowest.get((run.experiment, run.trial))
-        if seen is None or compare.rank_order(run.rank) < compare.rank_order(seen.rank):
+        if seen is None or rank_order(run.rank) < rank_order(seen.rank):
             lowest[(run.experiment, run.trial)] = run
     return {run.key: baselines.of(run) for run in lowest.values()}
 

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 
 from trainwatch.cliutil import ago, ms, printable, signed
 from trainwatch.contract.alerts import TRIAL_STALE
-from trainwatch.contract.promql import select
+from trainwatch.contract.promql import rank_order, select
 from trainwatch.contract.records import BUSY_SOURCES
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.figures import UnknownTrial
 from trainwatch.diagnose.history import unknown_message
-from trainwatch.diagnose.runs import Run, find_runs, latest_per_rank, rank_order, retention
+from trainwatch.diagnose.runs import Run, find_runs, latest_per_rank, retention
 from trainwatch.promapi import COUNT, PrometheusAPI
 from trial_instrumentation import names
 

@@ -15,7 +15,7 @@ from typing import Any
 from trainwatch.contract import remedies
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.figures import HOST_INFO
-from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS, rank_key
+from trainwatch.contract.promql import BY_TRIAL, TRIAL_LABELS, rank_key, rank_order, rank_sort_key
 from trainwatch.contract.promql import select as selector
 from trainwatch.contract.records import QUANTILES
 from trainwatch.diagnose import loader_cause, rulesource, traces
@@ -138,7 +138,7 @@ def scraped_trials(api: PrometheusAPI, experiment: str | None = None) -> list[La
     """trainwatch_trial_info of every trial rank Prometheus scrapes now, running or ended (of
     ``experiment`` if given): not only the live ones (rulegen's live_trials())."""
     rows = api.query(selector(names.TRIAL_INFO, experiment=experiment))
-    return sorted((labels for labels, _ in rows), key=rank_key)
+    return sorted((labels for labels, _ in rows), key=rank_sort_key)
 
 
 def gather_figures(api: PrometheusAPI, deployment: Deployment, experiment: str,
@@ -393,7 +393,8 @@ def _unknown_message(api: PrometheusAPI, infos: list[Labels], experiment: str,
         ranks: dict[str, list[str]] = defaultdict(list)
         for i in infos:
             ranks[i.get("trial", "")].append(i.get("rank", ""))
-        known = [f"{t} (rank {', '.join(sorted(r))})" for t, r in sorted(ranks.items())]
+        known = [f"{t} (rank {', '.join(sorted(r, key=rank_order))})"
+                 for t, r in sorted(ranks.items())]
         return (f"no trial {wanted} in Prometheus; trials of experiment {experiment}: "
                 + ", ".join(known))
     experiments = sorted({labels.get("experiment", "") for labels in scraped_trials(api)})

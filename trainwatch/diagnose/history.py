@@ -18,7 +18,7 @@ from collections import defaultdict
 
 from trainwatch.cliutil import ago
 from trainwatch.contract.figures import HOST_INFO
-from trainwatch.contract.promql import select
+from trainwatch.contract.promql import rank_order, select
 from trainwatch.diagnose import loader_cause
 from trainwatch.diagnose.decision import gather, threads_noted
 from trainwatch.diagnose.deployed import Deployment
@@ -35,7 +35,6 @@ from trainwatch.diagnose.runs import (
     Run,
     find_runs,
     latest_per_rank,
-    rank_order,
     retention,
 )
 from trainwatch.diagnose.verdict import OFF_THE_AIR, Measurements, decide, profile_line
@@ -85,7 +84,7 @@ def gather_runs(api: PrometheusAPI, deployment: Deployment, experiment: str,
             reports.append(_over_life(pinned, deployment, report, run, now)
                            if _ended(report) else
                            dataclasses.replace(report, run=run))
-    return sorted(reports, key=lambda r: (r.experiment, r.trial, r.rank))
+    return sorted(reports, key=lambda r: (r.experiment, r.trial, rank_order(r.rank)))
 
 
 def _ended(report: RankReport) -> bool:
@@ -232,7 +231,8 @@ def unknown_message(api: PrometheusAPI, since: float, experiment: str, trial: st
                 f"{', '.join(have)} (e.g. --rank {have[0]})")
     close = difflib.get_close_matches(trial, sorted(ranks), n=1, cutoff=0.5)
     hint = f" (did you mean {experiment}/{close[0]}?)" if close else ""
-    listed = ", ".join(f"{t} (rank {', '.join(sorted(rs))})" for t, rs in sorted(ranks.items()))
+    listed = ", ".join(f"{t} (rank {', '.join(sorted(rs, key=rank_order))})"
+                       for t, rs in sorted(ranks.items()))
     return f"no trial {wanted} {where}{hint}; trials of experiment {experiment}: {listed}"
 
 

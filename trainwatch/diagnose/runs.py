@@ -44,19 +44,6 @@ RESOLUTION_POINTS = 2000
 DEFAULT_RETENTION = 15 * 86400.0
 
 
-def rank_order(rank: str) -> tuple[bool, int, str]:
-    """Ranks by number (``"2"`` before ``"10"``, however many digits), a rank that is not one
-    (a label a run could set: ``"x"``, ``"²"``) after them all, by its text.
-
-    >>> sorted(["x", "10", "007", "2", "99999999999"], key=rank_order)
-    ['2', '007', '10', '99999999999', 'x']
-    """
-    if not (rank.isascii() and rank.isdigit()):  # int() takes "²" for no number, "٣" for 3
-        return True, 0, rank
-    digits = rank.lstrip("0")  # compared as text: no int() of a label 5,000 digits long
-    return False, len(digits), digits
-
-
 @dataclass(frozen=True)
 class Run:
     """One trial process under one grouping key, as Prometheus saw it."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from trainwatch.contract.alerts import TRIAL_STALE
 from trainwatch.contract.figures import HOST_INFO
-from trainwatch.contract.promql import BY_TRIAL
+from trainwatch.contract.promql import BY_TRIAL, rank_order
 from trainwatch.diagnose import batched, loader_cause
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.figures import (
@@ -84,7 +84,7 @@ def list_trials(api: PrometheusAPI, deployment: Deployment, experiment: str | No
         row.started, row.ended = run.start, None if row.live else run.end
         row.push_age_seconds = now - run.end
         rows.append(row)
-    return sorted(rows, key=lambda r: (not r.live, r.experiment, r.trial, r.rank,
+    return sorted(rows, key=lambda r: (not r.live, r.experiment, r.trial, rank_order(r.rank),
                                        r.started or 0))
 
 
