@@ -6,9 +6,10 @@ one line and exit 2.
     trainwatch compare E/T[/R] E/T[/R] [--since 7d]
     trainwatch check E/T [--baseline auto|E/T] [--max-slowdown 5%] [--format text|json|junit]
 
-Exit codes of diagnose: 0 no bottleneck (GPU-bound, or no GPU metrics to judge), 1 a bottleneck
-found or the trial stopped or ended, 2 usage or configuration error (unknown trial, Prometheus
-unreachable, rules not loaded, no timings yet). With several ranks the worst code wins.
+Exit codes of diagnose: 0 no bottleneck (GPU-bound, or no GPU metrics to judge; a run that ended
+clean or terminated is judged on its life's profile), 1 a bottleneck found, or the trial failed
+or stopped pushing, 2 usage or configuration error (unknown trial, Prometheus unreachable, rules
+not loaded, no timings yet). With several ranks the worst code wins.
 Exit codes of check: trainwatch/diagnose/check.py.
 """
 
