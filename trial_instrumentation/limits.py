@@ -50,7 +50,8 @@ def loader_limit(loader: Iterable[T], seconds: float = 10.0, samples: Samples = 
     size or a function of the batch (default: inferred, as in ``Trial.loader``).
     """
     _check(seconds)
-    count, total, start, now, batches = _counter(samples), 0, None, 0.0, 0
+    count, total, start, batches = _counter(samples), 0, None, 0
+    now: float  # set with the first batch, before anything reads it
     while True:
         fetched = False
         for batch in loader:
