@@ -174,7 +174,10 @@ def two_trial_stack(workdir: Path) -> Iterator[LiveStack]:
         outlive = ("--steps", "2000", "--max-seconds", "3600")
         live.start_trial(experiment, "slow", *common, "--loader-delay", "0.05", *outlive,
                          env={"TRAINWATCH_GPU_UUIDS": fake_uuid(IDLE_GPU)})
-        live.start_trial(experiment, "healthy", *common, *outlive,
+        # The healthy one's step burns 2 ms of CPU (a model's forward and backward): its loader's
+        # share near 0.05, not the 0.14 of a bare 1 ms step, which read 0.33 under load, past
+        # TrainwatchDataloaderBound's 0.3.
+        live.start_trial(experiment, "healthy", *common, "--step-cpu", "0.002", *outlive,
                          env={"TRAINWATCH_GPU_UUIDS": fake_uuid(BUSY_GPU)})
         prom = live.prometheus
         # The slow trial's alert has fired, and the healthy trial has a window of shares.
