@@ -155,6 +155,10 @@ SLOW_LOADER_SHARE_FLOOR = 0.5
 # rate() extrapolates them to the window's edges (a CI run read 20.2 for a trial that sleeps 50 ms
 # a step). Bounds on a rate allow this much over; steps vs samples (8 a step here) stays clear.
 RATE_OVERSHOOT = 1.25
+# A healthy trial's step burns 2 ms of CPU (a model's forward and backward on CPU): its loader's
+# share (batch 8, no workers) reads near 0.03, not the 0.14 of a bare 1 ms step, which read 0.33
+# under load, past TrainwatchDataloaderBound's 0.3 that a healthy twin must stay clear of.
+HEALTHY_STEP = ("--step-cpu", "0.002")
 
 
 @contextmanager
@@ -174,10 +178,7 @@ def two_trial_stack(workdir: Path) -> Iterator[LiveStack]:
         outlive = ("--steps", "2000", "--max-seconds", "3600")
         live.start_trial(experiment, "slow", *common, "--loader-delay", "0.05", *outlive,
                          env={"TRAINWATCH_GPU_UUIDS": fake_uuid(IDLE_GPU)})
-        # The healthy one's step burns 2 ms of CPU (a model's forward and backward): its loader's
-        # share near 0.05, not the 0.14 of a bare 1 ms step, which read 0.33 under load, past
-        # TrainwatchDataloaderBound's 0.3.
-        live.start_trial(experiment, "healthy", *common, "--step-cpu", "0.002", *outlive,
+        live.start_trial(experiment, "healthy", *common, *HEALTHY_STEP, *outlive,
                          env={"TRAINWATCH_GPU_UUIDS": fake_uuid(BUSY_GPU)})
         prom = live.prometheus
         # The slow trial's alert has fired, and the healthy trial has a window of shares.

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from benchmarks.stack import REPO, require_binary, start_alertmanager, wait_until
-from tests.live_stack import live_stack
+from tests.live_stack import HEALTHY_STEP, live_stack
 from trainwatch.alertmanager import render_config
 from trainwatch.contract import remedies
 from trainwatch.contract.records import RecordNames
@@ -38,7 +38,7 @@ COMMON = ("--workers", "0", "--batch-size", "8")
 # to fire (~10 s after its first push) and short enough to end on its own, cleanly.
 SLOW = ("--loader-delay", "0.05", "--steps", "400")
 # healthy: epoch after epoch over a small data set until the stack stops it.
-HEALTHY = ("--steps", "2000", "--max-seconds", "1800")
+HEALTHY = (*HEALTHY_STEP, "--steps", "2000", "--max-seconds", "1800")
 
 
 @dataclass
