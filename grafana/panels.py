@@ -69,8 +69,10 @@ def thresholds(base: str, *steps: tuple[float, str]) -> db.ThresholdsConfig:
 
 def timeseries(title: str, unit: str, queries: Sequence[Query], *, description: str,
                stacked: bool = False, max_value: float | None = None,
-               threshold: tuple[float, str] | None = None) -> Panel:
-    """A time series; ``threshold`` (value, colour) is drawn as a line and shaded above."""
+               threshold: tuple[float, str] | None = None, bad_below: bool = False) -> Panel:
+    """A time series; ``threshold`` (value, colour) is drawn as a line, the side past it shaded
+    in that colour and the other green: above it, or below it with ``bad_below`` (a figure
+    whose alert fires under its threshold)."""
     panel = (tsb.Panel().title(title).description(description).unit(unit).datasource(DATASOURCE)
              .min(0).fill_opacity(10 if not stacked else 60).show_points(cm.VisibilityMode.NEVER)
              .legend(cb.VizLegendOptions().display_mode(cm.LegendDisplayMode.TABLE)
@@ -81,7 +83,9 @@ def timeseries(title: str, unit: str, queries: Sequence[Query], *, description: 
     if max_value is not None:
         panel.max(max_value)
     if threshold is not None:
-        panel.thresholds(thresholds("green", threshold)).thresholds_style(
+        value, colour = threshold
+        steps = thresholds(colour, (value, "green")) if bad_below else thresholds("green", threshold)
+        panel.thresholds(steps).thresholds_style(
             cb.GraphThresholdsStyleConfig().mode(cm.GraphThresholdsStyleMode.LINE_AND_AREA))
     _targets(panel, queries)
     return panel

@@ -67,4 +67,5 @@ def scaling_panel(q: Promql, *trial_matchers: str) -> Panel:
     ], description=f"Samples/s over (ranks × the single-rank step limit the trial measured, "
                    f"Trial.measure_step_limit), over {s.rate_window}; {SCALING_INEFFICIENT} fires "
                    f"below {number(threshold)} for multi-rank trials. It reads low while a "
-                   "trial is younger than the window.", threshold=(threshold, "red"))
+                   "trial is younger than the window.", threshold=(threshold, "red"),
+                      bad_below=True)

@@ -17,6 +17,14 @@ import yaml
 from benchmarks.stack import REPO, promtool
 from grafana import fleet, generate, trial_profile
 from grafana.generate import DEFAULT_THRESHOLDS, load_settings
+from trainwatch.contract.alerts import (
+    DATALOADER_BOUND,
+    GPU_UNDERUTILIZED,
+    HOST_TO_DEVICE_BOUND,
+    RANK_STRAGGLER,
+    SCALING_INEFFICIENT,
+    TRIAL_STALE,
+)
 
 DASHBOARDS = REPO / "grafana" / "dashboards"
 EXPECTED_UIDS = {"node-gpu.json": "trainwatch-node-gpu",
@@ -158,7 +166,7 @@ def test_dataloader_threshold_is_read_from_thresholds_yaml(tmp_path: Path) -> No
         edited.write_text(yaml.safe_dump(doc))
         board = json.loads(generate.render(load_settings(edited))["trial-profile.json"])
         by_title = {p["title"]: p for p in panels(board)}
-        loader = by_title[trial_profile.share_title("Data loader share", "5m")]
+        loader = by_title[trial_profile.share_title("Data loader share", _WINDOW)]
         steps = loader["fieldConfig"]["defaults"]["thresholds"]["steps"]
         assert [s["value"] for s in steps] == [None, value]
         assert f"> {value:g}" in by_title["Bottleneck"]["targets"][0]["expr"]
@@ -404,3 +412,64 @@ def test_each_loader_cause_panel_draws_the_threshold_of_its_own_figure(tmp_path:
         steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
         drawn[cause] = [s["value"] for s in steps][1:]
     assert drawn == {"disk_busy": [0.71], "network_busy": [0.37]}
+
+
+def _colour_at(steps: list[dict[str, Any]], value: float) -> str:
+    """The colour Grafana gives ``value`` under absolute threshold ``steps``: the last step at
+    or under it (the first, valued null, is the base)."""
+    return [s["color"] for s in steps if s["value"] is None or s["value"] <= value][-1]
+
+
+_WINDOW = load_settings().rate_window
+# Each threshold a dashboard draws or colours a column by, with edited thresholds.yaml values
+# that differ from one another: (dashboard, panel title, column header or None) -> (the alert
+# or loader cause it is, the side of it that is bad).
+_DRAWN = {
+    ("trial-profile.json", trial_profile.share_title("Data loader share", _WINDOW), None):
+        (DATALOADER_BOUND, "above"),
+    ("trial-profile.json", trial_profile.share_title("Host↔device copy share", _WINDOW), None):
+        (HOST_TO_DEVICE_BOUND, "above"),
+    ("trial-profile.json", "Slowest rank over median", None): (RANK_STRAGGLER, "above"),
+    ("trial-profile.json", "Slowest rank", "× median"): (RANK_STRAGGLER, "above"),
+    ("trial-profile.json", "Disk busy (the trial's nodes)", None): ("disk_busy", "above"),
+    ("trial-profile.json", "NIC receive / link speed (the trial's nodes)", None):
+        ("network_busy", "above"),
+    ("fleet.json", "Scaling efficiency", None): (SCALING_INEFFICIENT, "below"),
+    ("fleet.json", fleet.TRIALS_TABLE, f"Data loader share ({_WINDOW})"): (DATALOADER_BOUND, "above"),
+    ("fleet.json", fleet.TRIALS_TABLE, "GPU busy"): (GPU_UNDERUTILIZED, "below"),
+    ("fleet.json", fleet.TRIALS_TABLE, "Last push"): (TRIAL_STALE, "above"),
+}
+_EDITED = {DATALOADER_BOUND: 0.33, HOST_TO_DEVICE_BOUND: 0.17, RANK_STRAGGLER: 1.37,
+           SCALING_INEFFICIENT: 0.61, GPU_UNDERUTILIZED: 0.43, TRIAL_STALE: 271,
+           "disk_busy": 0.71, "network_busy": 0.37}
+
+
+def test_each_threshold_drawn_is_its_own_alerts_and_colours_its_bad_side_red(
+        tmp_path: Path) -> None:
+    doc = yaml.safe_load(DEFAULT_THRESHOLDS.read_text())
+    for name, value in _EDITED.items():
+        if name in doc["alerts"]:
+            doc["alerts"][name]["threshold"] = value
+        else:
+            doc["alerts"][DATALOADER_BOUND]["causes"][name] = value
+    edited = tmp_path / "thresholds.yaml"
+    edited.write_text(yaml.safe_dump(doc))
+    boards = {name: json.loads(text)
+              for name, text in generate.render(load_settings(edited)).items()}
+    drawn = {}
+    for name, board in boards.items():
+        for p in panels(board):
+            steps = p.get("fieldConfig", {}).get("defaults", {}).get("thresholds", {}).get("steps")
+            if steps and len(steps) > 1:
+                drawn[(name, p["title"], None)] = steps
+            for override in p.get("fieldConfig", {}).get("overrides", []):
+                for prop in override["properties"]:
+                    if prop["id"] == "thresholds":
+                        drawn[(name, p["title"], override["matcher"]["options"])] = \
+                            prop["value"]["steps"]
+    assert sorted(drawn, key=str) == sorted(_DRAWN, key=str)
+    for where, (threshold, bad) in _DRAWN.items():
+        steps, value = drawn[where], _EDITED[threshold]
+        assert [s["value"] for s in steps[1:]] == [value], where
+        under, over = _colour_at(steps, value * 0.97), _colour_at(steps, value * 1.03)
+        assert (under, over) == (("red", "green") if bad == "below" else ("green", "red")), where

@@ -45,3 +45,19 @@ def test_a_state_timelines_mappings_are_keyword_only() -> None:
     with pytest.raises(TypeError):
         state_timeline("Up", "none", [Query("up")], "targets up",  # type: ignore[misc]
                        [Mapping(1, "up", "green")])
+
+
+@pytest.mark.parametrize("bad_below, under, over", [(False, "green", "red"),
+                                                     (True, "red", "green")])
+def test_a_threshold_line_shades_its_bad_side_in_its_colour(bad_below: bool, under: str,
+                                                            over: str) -> None:
+    panel = timeseries("Efficiency", "percentunit", [Query("up")], description="d",
+                       threshold=(0.63, "red"), bad_below=bad_below).build()
+    steps = panel.field_config.defaults.thresholds.steps
+    assert [(s.value, s.color) for s in steps] == [(None, under), (0.63, over)]
+    assert panel.field_config.defaults.custom.thresholds_style.mode.value == "line+area"
+
+
+def test_without_a_threshold_nothing_is_drawn() -> None:
+    panel = timeseries("Up", "none", [Query("up")], description="d", bad_below=True).build()
+    assert panel.field_config.defaults.thresholds is None
