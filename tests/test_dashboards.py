@@ -473,3 +473,42 @@ def test_each_threshold_drawn_is_its_own_alerts_and_colours_its_bad_side_red(
         assert [s["value"] for s in steps[1:]] == [value], where
         under, over = _colour_at(steps, value * 0.97), _colour_at(steps, value * 1.03)
         assert (under, over) == (("red", "green") if bad == "below" else ("green", "red")), where
+
+
+def test_gpu_hours_panels_turn_usage_records_into_hours_and_gpus(tmp_path: Path) -> None:
+    """Three GPUs held for 40 usage intervals, two of them busy, one idle waiting for data, a
+    quarter GPU busy with a low MFU: the panels read 2 GPU-hours held (40 min x 3), 4/3
+    busy, 2/3 wasted, 1/2 with a low MFU; and 3 GPUs held, 2 busy at any minute."""
+    from grafana import gpu_hours
+    from trainwatch.contract.records import RecordNames
+
+    settings = load_settings()
+    n, interval = RecordNames(settings.rate_window), settings.usage_seconds
+    labels = 'experiment="e", trial="t", nodename="n1"'
+    gpus = {n.gpu_seconds_held: 3, n.gpu_seconds_busy: 2, n.gpu_seconds_low_mfu: 0.75}
+    series = [{"series": f"{n.rolled(record)}{{{labels}}}", "values": f"_ {count * interval}x39"}
+              for record, count in gpus.items()]
+    series.append({"series": f'{n.rolled(n.gpu_seconds_idle)}{{{labels}, cause="data"}}',
+                   "values": f"_ {interval}x39"})
+    board = committed()["gpu-hours.json"]
+    by_title = {p["title"]: p for p in panels(board)}
+
+    def expr(title: str, ref_id: str) -> str:
+        [target] = [t for t in by_title[title]["targets"] if t["refId"] == ref_id]
+        return (target["expr"].replace(f"${trial_profile.EXPERIMENT}", ".*")
+                .replace(gpu_hours.RANGE, "[1h]"))
+
+    minutes = 40 * interval / 3600
+    checks = [(expr("GPU-hours", ref), "50m", value * minutes) for ref, value in
+              (("A", 3), ("B", 2), ("C", 1), ("D", 0.75))]
+    checks += [(expr("GPUs held and busy", ref), "20m", value)
+               for ref, value in (("A", 3), ("B", 2))]
+    case = {"rule_files": [], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series,
+        "promql_expr_test": [{"expr": e, "eval_time": at, "exp_samples": [{"labels": "{}",
+                                                                             "value": v}]}
+                             for e, at, v in checks],
+    }]}
+    path = tmp_path / "gpu_hours_test.yml"
+    path.write_text(yaml.safe_dump(case, sort_keys=False))
+    promtool("test", "rules", path)
