@@ -18,7 +18,9 @@ from exporter.collector import Collector, ScrapeCollector
 from exporter.deadline import MIN_READ_SECONDS, scrape_deadline
 from exporter.gpu import CLOCK_EVENT_REASONS, GpuCollector
 from exporter.gpu_process import GpuProcessCollector
+from exporter.metrics import GPU_PEAK_FLOPS
 from exporter.nvml import NvmlSession
+from exporter.peak_flops import PEAK_FLOPS
 
 
 class FakeClock:
@@ -420,3 +422,23 @@ def test_the_first_samples_are_taken_on_the_scrapes_own_nvml_lane(
     finally:
         go.set()
     assert str(err.value) == "gpu-nvml: no answer by the scrape's deadline"
+
+
+def test_every_gpu_serves_its_own_products_peaks_under_its_own_labels() -> None:
+    # Two boards of one product and one of another: each GPU's peak series carry its own gpu
+    # and uuid and its own product's figures, scrape after scrape (bug bash: peaks cached by
+    # product served the first H100's labels for the second, and none under gpu="2").
+    products = ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3")
+    r = registry_for(FakeNvml([FakeGpu(index=i, name=name) for i, name in enumerate(products)]),
+                     pcie=False)
+    for _ in range(2):
+        found: dict[tuple[str, str], dict[str, float]] = {}
+        for family in r.collect():
+            for s in family.samples:
+                if s.name == GPU_PEAK_FLOPS.name:
+                    by_dtype = found.setdefault((s.labels["gpu"], s.labels["uuid"]), {})
+                    assert s.labels["dtype"] not in by_dtype  # one series per GPU and dtype
+                    by_dtype[s.labels["dtype"]] = s.value
+        assert found == {(str(i), fake_uuid(i)): PEAK_FLOPS[name]
+                         for i, name in enumerate(products)}
+        assert PEAK_FLOPS[products[0]] != PEAK_FLOPS[products[1]]
