@@ -397,6 +397,20 @@ def test_json_holds_the_seconds_and_the_causes_words_and_verdicts() -> None:
     assert out["uninstrumented_by_owner"][2]["pod_uid"] == "p1"
 
 
+def test_json_groups_each_uninstrumented_owner_under_the_by_asked() -> None:
+    outside = Outside((Uninstrumented(Owner("p7", "", "n4"), 37.0, 3.0),
+                       Uninstrumented(Owner("", "93", "n6"), 21.0, 5.0)), 11.0)
+
+    def grouped(by_: str) -> list[object]:
+        said = json.loads(as_json(by_, DAY, [], outside))["outside_trials"]
+        return [o["group"] for o in said["uninstrumented_by_owner"]]
+
+    assert grouped("node") == ["n4", "n6"]  # its node, never its job's id
+    assert grouped("job") == [None, "93"]  # a pod names no Slurm job
+    for by_ in ("experiment", "namespace", "user"):
+        assert grouped(by_) == [None, None]
+
+
 @pytest.mark.parametrize("form", ["json", "csv", "table"])
 def test_each_format_asked_on_the_command_line_is_the_one_printed(
         form: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
