@@ -350,12 +350,13 @@ def test_disk_busy_time_is_psutils_busy_time_in_seconds_else_diskstats_field_10(
         reads.append(1)
         return diskstats_io_seconds(diskstats)
 
-    samples = disk_samples({"vda": disk_io(1), "nvme0n1": with_busy, "sdb": disk_io(2)},
-                           io_seconds=io_seconds)
+    samples = disk_samples({"vda": disk_io(1), "nvme0n1": with_busy, "sdb": disk_io(2),
+                            "sdc": disk_io(3)}, io_seconds=io_seconds)
     busy = {labels[0]: value for spec, labels, value in samples
             if spec.name == "trainwatch_disk_io_time_seconds_total"}
-    # psutil's busy_time (ms) wins; the fallback is read once; a device it lacks is left out.
-    assert busy == {"nvme0n1": 1.5, "vda": 4.321}
+    # psutil's busy_time (ms) wins; the fallback is read once, each device its own line (two
+    # of them here: one device's field 10 for every disk passed); a device it lacks is left out.
+    assert busy == {"nvme0n1": 1.5, "vda": 4.321, "sdc": 0.375}
     assert reads == [1]
 
 
