@@ -196,6 +196,18 @@ def test_byte_rates_are_drawn_in_the_unit_of_the_largest_value(
                                                 [(1.0, largest / 4 / size)]]
 
 
+def test_byte_rates_take_the_unit_of_the_largest_value_of_any_series_not_the_first() -> None:
+    small, large = 3.7 * 2.0**20, 5.3 * 2.0**30  # MiB/s first by name, GiB/s after it
+    api = FakeAPI({"a": [({"d": "x"}, [(1.0, small), (2.0, small / 3)]),
+                         ({"d": "y"}, [(1.0, large / 7), (2.0, large)])]})
+    panel = fetch(api, PanelSpec("k", "T", "rate ({unit})", (Line("a", "{d}"),),  # type: ignore[arg-type]
+                                 byte_rate=True), WINDOW, {})
+    assert panel.ylabel == "rate (GiB/s)" and "MiB" not in panel.ylabel
+    assert [s.name for s in panel.series] == ["x", "y"]
+    assert panel.series[1].points == [(1.0, large / 7 / 2.0**30), (2.0, large / 2.0**30)]
+    assert panel.series[0].points == [(1.0, small / 2.0**30), (2.0, small / 3 / 2.0**30)]
+
+
 def test_byte_rates_without_a_series_are_in_bytes() -> None:
     panel = fetch(FakeAPI({}), PanelSpec("k", "T", "r ({unit})", (Line("a", "l"),),  # type: ignore[arg-type]
                                          byte_rate=True), WINDOW, {})
