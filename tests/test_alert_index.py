@@ -23,7 +23,8 @@ def scan(alerts: list[dict[str, Any]], key: tuple[str, str, str], uuids: set[str
         labels = alert["labels"]
         if ((labels.get("experiment"), labels.get("trial"), labels.get("rank")) == key
                 or labels.get("uuid") in uuids
-                or (instance and labels.get("instance") == instance and "trial" not in labels)):
+                or (instance and labels.get("instance") == instance and "trial" not in labels
+                    and "uuid" not in labels)):
             mine.append((labels["alertname"], alert["state"]))
     return sorted(mine, key=lambda a: (a[1] != "firing", a[0]))
 
@@ -40,6 +41,7 @@ def test_a_rank_gets_its_own_its_gpus_and_its_nodes_alerts_once_and_no_others() 
         alert("Loader", "firing", experiment="e", trial="u", rank="0"),  # another trial
         alert("Hot", "firing", uuid="GPU-b", instance="n1:10910"),
         alert("Hot", "firing", uuid="GPU-c", instance="n2:10910"),  # another node's GPU
+        alert("Ecc", "firing", uuid="GPU-d", instance="n1:10910"),  # another trial's GPU here
         alert("CPU", "firing", instance="n1:10910"),  # the node's own
         alert("Loader", "firing", experiment="x", trial="y", rank="0", instance="n1:10910"),
     ]

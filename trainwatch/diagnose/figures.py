@@ -360,7 +360,10 @@ class AlertIndex:
             self.by_rank[rank_key(labels)].append(i)
             if (uuid := labels.get("uuid")) is not None:
                 self.by_uuid[uuid].append(i)
-            if (instance := labels.get("instance")) and "trial" not in labels:
+            # A node's own alert: not a trial's on it, nor a GPU's (found by its uuid when it
+            # is one of the rank's; another trial's GPU on a shared node is not the rank's).
+            if ((instance := labels.get("instance")) and "trial" not in labels
+                    and "uuid" not in labels):
                 self.by_instance[instance].append(i)
 
     def about(self, key: tuple[str, str, str], uuids: set[str],
