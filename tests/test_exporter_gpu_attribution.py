@@ -40,6 +40,9 @@ CASES = {
     "containerd, systemd driver, cgroup v1 (guaranteed QoS)": (
         (f"9:pids:/kubepods.slice/kubepods-pod{UID_}.slice/cri-containerd-{CID}.scope\n"
         f"4:memory:/kubepods.slice/kubepods-pod{UID_}.slice/cri-containerd-{CID}.scope\n"), POD),
+    "cgroup v1, a hierarchy that stops at the pod's cgroup before one that names both": (
+        (f"11:hugetlb:/kubepods/burstable/pod{UID}\n"
+         f"4:memory:/kubepods/burstable/pod{UID}/{CID}\n"), POD),
     "CRI-O, systemd driver, cgroup v2": (
         (f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/"
         f"crio-{CID}.scope\n"), POD),
