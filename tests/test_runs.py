@@ -112,7 +112,10 @@ def test_a_runs_identity_is_its_key_process_and_start_not_what_it_said_since() -
     (10.0, 1.0, "[10s] offset 1s"), (10.0, 0.6, "[10s] offset 1s"), (10.0, 0.4, "[10s]"),
     (10.0, 0.0, "[10s]"), (10.0, -3.0, "[10s]"),  # never an offset into the future
     (0.0, 5.0, "[1s] offset 5s"), (-2.0, 5.0, "[1s] offset 5s"), (59.5, 3.0, "[60s] offset 3s"),
-    (120.0, 37.0, "[120s] offset 37s")])
+    (120.0, 37.0, "[120s] offset 37s"),
+    # never shorter than the life: a range cut to its nearest second (60) missed its first
+    # 0.4 s, where the run's first sample lies
+    (60.4, 3.0, "[61s] offset 3s"), (60.0, 3.0, "[60s] offset 3s")])
 def test_a_life_range_is_at_least_a_second_and_offset_by_whole_seconds_past_it(
         seconds: float, after: float, text: str) -> None:
     assert life_range(seconds, after) == text
