@@ -506,6 +506,8 @@ def loader_gathered(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(("ended", "window"), [
     (LONG, "1880s"),  # its first scrape to its last sample (2000 - 120.4 s), whole seconds
     (run(first=1999.6, last=2000.0, started=1999.6), "1s"),
+    # 879.4 s: the next whole second, never the nearest (879 s left its first 0.4 s out)
+    (run(first=1120.6, last=2000.0, started=1120.6), "880s"),
     (run(first=2000.0, last=2000.0), "1s")])  # one sample: a window of at least a second
 def test_the_loaders_figures_cover_every_sample_of_the_run(
         ended: Run, window: str, loader_gathered: list[dict[str, Any]]) -> None:
