@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.http_load import BlackHole
 from tests.loopback import Script, scripted_server
 from trial_instrumentation import names
 from trial_instrumentation.profile_trace import ProfileSummary
@@ -685,3 +686,25 @@ def test_a_profile_request_hears_of_the_steps_of_the_loader_and_the_recorder(
         assert ended == ["step"]
     finally:
         trial.close()
+
+
+def test_the_final_push_is_bounded_by_the_exit_timeout_not_the_read_timeout(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # A gateway that accepts and never answers: the push in flight waits out its read timeout
+    # (4 s here), but closing the trial waits exit_timeout (0.3 s) for it, and says so.
+    hole = BlackHole()
+    trial = Trial(experiment="e", trial="t", pushgateway=hole.url, rank=0, world_size=1,
+                  connect_timeout=1, read_timeout=4, exit_timeout=0.3)
+    try:
+        trial.start()
+        _wait_for(lambda: hole.accepted)  # the first push is in flight
+        closing = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="trial_instrumentation.pusher"):
+            trial.close()
+        took = time.monotonic() - closing
+    finally:
+        hole.close()
+    assert took < 2.0, took  # the read timeout (4 s) would be twice that
+    gave_up = [r.getMessage() for r in caplog.records if "did not finish" in r.getMessage()]
+    assert len(gave_up) == 1 and "within 0.3s" in gave_up[0], gave_up
+    assert "within 4.0s" not in gave_up[0]
