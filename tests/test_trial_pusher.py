@@ -154,6 +154,25 @@ def test_exit_is_bounded_when_the_gateway_never_answers(caplog: pytest.LogCaptur
     assert "(0 failed; last error: none finished in time)" in summary, summary
 
 
+def test_a_push_waits_its_read_timeout_for_an_answer_not_its_connect_timeout() -> None:
+    # Loopback connects at once; the answer never comes. The push fails after the read
+    # timeout (0.25 s), not the connect timeout (4 s), which bounds the connection alone.
+    hole = BlackHole()
+    config = resolve(pushgateway=hole.url, experiment="e", trial="t", push_interval=3600,
+                     connect_timeout=4, read_timeout=0.25, env={})
+    state = TrialState(config.buckets, {})
+    pusher = Pusher(config, CollectorRegistry(), state)
+    start = time.monotonic()
+    pusher.start()
+    try:
+        wait_until(lambda: state.push_failures >= 1, timeout=3, what="the first push's failure")
+        took = time.monotonic() - start
+    finally:
+        pusher.stop(timeout=0.1)
+        hole.close()
+    assert config.read_timeout <= took < 2.0, took
+
+
 def test_a_hung_gateway_never_keeps_the_training_process_from_exiting() -> None:
     # The pusher's thread must not hold the interpreter open: after a bounded stop() gave up
     # on a gateway that never answers, the process still ends at once.
