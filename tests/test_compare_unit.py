@@ -122,8 +122,12 @@ def test_a_running_side_is_stale_past_the_deployed_threshold() -> None:
     assert compare.run_side(api, DEPLOYMENT, old, "r", NOW).state == STALE  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("age", "window"), [(0.4, "[1s]"), (1.6, "[2s]"), (2.5, "[2s]")])
-def test_a_young_running_sides_window_is_at_least_a_second(age: float, window: str) -> None:
+# Whole seconds rounded up, as an ended run's life_range: 60.4 s reads [61s], never [60s], which
+# would miss its first samples.
+@pytest.mark.parametrize(("age", "window"), [(0.4, "[1s]"), (1.6, "[2s]"), (2.5, "[3s]"),
+                                             (60.4, "[61s]"), (60.0, "[60s]")])
+def test_a_running_sides_window_is_at_least_a_second_and_covers_its_life(age: float,
+                                                                         window: str) -> None:
     api = FakeAPI(figures(None, window))
     side = compare.run_side(api, DEPLOYMENT, run(current=True, started=NOW - age), "r", NOW)  # type: ignore[arg-type]
     assert side.gpu_busy == 0.625

@@ -24,7 +24,7 @@ from trainwatch.contract.records import BUSY_SOURCES
 from trainwatch.diagnose.deployed import Deployment
 from trainwatch.diagnose.figures import UnknownTrial
 from trainwatch.diagnose.history import unknown_message
-from trainwatch.diagnose.runs import Run, find_runs, latest_per_rank, retention
+from trainwatch.diagnose.runs import Run, find_runs, latest_per_rank, life_range, retention
 from trainwatch.promapi import COUNT, PrometheusAPI
 from trial_instrumentation import names
 
@@ -148,7 +148,7 @@ def run_side(api: PrometheusAPI, deployment: Deployment, run: Run, label: str,
     # Running: over its life so far, up to now. Ended: over its life, start to final push,
     # read at its last sample (Run.life_range), not the minutes its group stayed after it.
     running = run.current and run.exit_reason is None
-    window = f"[{max(1, round(min(life, now - run.start)))}s]" if running else run.life_range
+    window = life_range(life, 0.0) if running else run.life_range  # whole seconds, rounded up
     at = pinned if running else api.pinned(run.last)
     # "GPU busy" as the one recording rule defines it, with the source it came from.
     busy = f"avg_over_time({select(deployment.names.trial_gpu_busy, **sel)}{window})"
