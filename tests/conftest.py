@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,20 @@ from tests.live_stack import LiveStack, two_trial_stack
 # SIGTERM tears the fixtures down, so a killed run stops the stacks it started (the hook,
 # imported here, is this conftest's).
 from tests.sigterm_teardown import pytest_configure  # noqa: F401
+
+
+@pytest.fixture
+def local_zone(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """Sets the process's local time zone for the test to a POSIX TZ rule (no zone database
+    needed: "XYZ-05:30" is 5 h 30 east of UTC, "XYZ+07:00" 7 h west, "UTC"); the zone the process
+    had is back after it."""
+    def set_zone(rule: str) -> None:
+        monkeypatch.setenv("TZ", rule)
+        time.tzset()
+
+    yield set_zone
+    monkeypatch.undo()
+    time.tzset()
 
 
 @pytest.fixture

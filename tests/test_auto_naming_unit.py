@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -21,12 +21,8 @@ NS, POD = names.ENV_K8S_NAMESPACE, names.ENV_K8S_POD
 
 
 @pytest.fixture
-def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+def utc(local_zone: Callable[[str], None]) -> None:
+    local_zone("UTC")
 
 
 @pytest.mark.parametrize(("argv", "script"), [

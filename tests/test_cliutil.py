@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -84,19 +84,9 @@ def test_parse_time_from_1970_to_2100_a_zoneless_time_in_utc() -> None:
             parse_time(bad)
 
 
-@pytest.fixture
-def local_zone_ahead_of_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The process's local time zone 5 h 30 ahead of UTC (a POSIX TZ rule: no zone database
-    needed), restored after the test."""
-    monkeypatch.setenv("TZ", "XYZ-05:30")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
-def test_a_zoneless_time_is_utc_where_the_local_zone_is_not(local_zone_ahead_of_utc: None
-                                                             ) -> None:
+def test_a_zoneless_time_is_utc_where_the_local_zone_is_not(
+        local_zone: Callable[[str], None]) -> None:
+    local_zone("XYZ-05:30")  # 5 h 30 ahead of UTC
     assert time.localtime(0)[3:5] == (5, 30)  # the machine's zone really is another one
     assert parse_time("2023-11-14T22:13:20") == 1700000000
     assert parse_time("2023-11-15T03:43:20+05:30") == 1700000000  # a zone given is kept

@@ -6,10 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
-
-import pytest
 
 from trainwatch.diagnose import render
 from trainwatch.diagnose.figures import AlertState, Gpu, RankReport
@@ -306,18 +304,9 @@ def test_an_ended_or_stale_rows_last_push_is_said_as_a_running_ones() -> None:
     assert said == [["2.5 hours ago"], ["5 minutes ago"], ["4 seconds ago"]]
 
 
-@pytest.fixture
-def local_zone_behind_utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The process's local time zone 7 h behind UTC (a POSIX TZ rule: no zone database
-    needed), restored after the test."""
-    monkeypatch.setenv("TZ", "XYZ+07:00")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
-def test_the_trials_start_is_utc_whatever_the_local_zone(local_zone_behind_utc: None) -> None:
+def test_the_trials_start_is_utc_whatever_the_local_zone(
+        local_zone: Callable[[str], None]) -> None:
+    local_zone("XYZ+07:00")  # 7 h behind UTC
     assert time.localtime(0)[2:4] == (31, 17)  # the machine's zone really is another one
     cells = render.trials_text([row(started=1_700_000_000.0)]).splitlines()[1]
     assert "2023-11-14 22:13" in cells and "2023-11-14 15:13" not in cells

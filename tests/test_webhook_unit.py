@@ -69,18 +69,11 @@ def test_stamp_is_rfc3339_utc_to_the_second() -> None:
     assert abs(now - time.time()) < 5
 
 
-def test_stamp_is_utc_whatever_the_local_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A POSIX zone 5 h 30 min east of UTC (no tz database needed): a local-time stamp would
-    # read 1970-01-01T05:30:00Z.
-    monkeypatch.setenv("TZ", "XYZ-5:30")
-    time.tzset()
-    try:
-        assert time.localtime(0).tm_hour == 5  # the zone took
-        assert stamp(0) == "1970-01-01T00:00:00Z"
-        assert stamp(1_700_000_123.987) == "2023-11-14T22:15:23Z"
-    finally:
-        monkeypatch.undo()
-        time.tzset()
+def test_stamp_is_utc_whatever_the_local_time_zone(local_zone: Callable[[str], None]) -> None:
+    local_zone("XYZ-5:30")  # 5 h 30 east of UTC: a local-time stamp would read 05:30:00Z
+    assert time.localtime(0).tm_hour == 5  # the zone took
+    assert stamp(0) == "1970-01-01T00:00:00Z"
+    assert stamp(1_700_000_123.987) == "2023-11-14T22:15:23Z"
 
 
 def test_record_appends_one_stamped_json_line_each_and_recorded_reads_them_back_in_order(
