@@ -250,6 +250,20 @@ def test_stop_terminates_a_leaders_group_and_returns_what_it_signalled(
     assert is_ours(other, str(tmp_path / "other"))  # never another stack's
 
 
+def test_stop_returns_once_the_leaders_group_is_gone_not_its_leader_alone(
+        tmp_path: Path, started: list[subprocess.Popen[bytes]]) -> None:
+    # The leader exits at once on SIGTERM; its child (in its group) takes 0.4 s to, as a
+    # server that closes its listeners before it exits: stop waits for both.
+    leader = launch(started, tmp_path,
+                    "(trap 'sleep 0.4; exit 0' TERM; while :; do sleep 0.05; done) & wait")
+    until(lambda: len(list(marked(str(tmp_path)))) >= 2)
+    child = next(r for r in marked(str(tmp_path)) if r.pid != leader.pid)
+    assert not procs.group_exited(leader.pid)
+    assert stop([leader], str(tmp_path), grace=5.0) == [leader]
+    assert start_time(child.pid) != child.start_time  # gone, not dying
+    assert procs.group_exited(leader.pid)
+
+
 def test_stop_signals_a_process_that_leads_no_group_alone(
         tmp_path: Path, started: list[subprocess.Popen[bytes]]) -> None:
     leader = launch(started, tmp_path, "sleep 60 & wait; sleep 60")

@@ -127,16 +127,21 @@ def stop(records: Sequence[ProcRecord], stack: str, grace: float = 10.0) -> list
     is never hit; it returns once each has `exited` (its ports free to bind again) or the waits
     run out. Returns the records that were signalled."""
     live = [r for r in records if is_ours(r, stack)]
+    groups = [r.pid for r in live if _leads_group(r.pid)]
     for record in live:
         _signal(record, signal.SIGTERM)
+
+    def done() -> bool:  # the group's other processes too: one may hold what the leader had
+        return all(map(exited, live)) and all(map(group_exited, groups))
+
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and not all(map(exited, live)):
+    while time.monotonic() < deadline and not done():
         time.sleep(0.05)  # polling exit: these are not our children, so there is no wait()
     for record in live:
         if is_ours(record, stack):
             _signal(record, signal.SIGKILL)
     deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline and not all(map(exited, live)):
+    while time.monotonic() < deadline and not done():
         time.sleep(0.05)
     return live
 
@@ -155,10 +160,33 @@ def exited(record: ProcRecord) -> bool:
         return True
 
 
+def group_exited(pgid: int) -> bool:
+    """No process of the group ``pgid`` is left but zombies (its leader's children outlive it
+    for a moment after a signal to the whole group)."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        state, _, group = stat[stat.rindex(")") + 2:].split()[:3]
+        if int(group) == pgid and state not in ("Z", "X"):
+            return False
+    return True
+
+
+def _leads_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
+
+
 def _signal(record: ProcRecord, sig: signal.Signals) -> None:
     try:
         # A session leader we started leads its own group: the group takes its children too.
-        if os.getpgid(record.pid) == record.pid:
+        if _leads_group(record.pid):
             os.killpg(record.pid, sig)
         else:
             os.kill(record.pid, sig)
