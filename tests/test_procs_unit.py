@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -262,6 +263,39 @@ def test_stop_returns_once_the_leaders_group_is_gone_not_its_leader_alone(
     assert stop([leader], str(tmp_path), grace=5.0) == [leader]
     assert start_time(child.pid) != child.start_time  # gone, not dying
     assert procs.group_exited(leader.pid)
+
+
+def test_a_group_is_gone_only_when_no_live_member_is_left_whatever_vanishes_mid_scan(
+        tmp_path: Path, started: list[subprocess.Popen[bytes]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    leader = launch(started, tmp_path, "sleep 60 & wait")
+    until(lambda: len(list(marked(str(tmp_path)))) == 2)
+    child = next(r for r in marked(str(tmp_path)) if r.pid != leader.pid)
+    assert not procs.group_exited(leader.pid) and procs.group_exited(child.pid)  # no group
+    # Every process listed before the child gone by the time its stat is read: the child
+    # still holds the group.
+    real = procs._stat_fields
+    monkeypatch.setattr(procs, "_stat_fields",
+                        lambda pid: None if pid < child.pid else real(pid))
+    assert not procs.group_exited(leader.pid)
+
+
+def test_stop_waits_for_its_group_not_for_the_rest_of_its_session(
+        tmp_path: Path, started: list[subprocess.Popen[bytes]]) -> None:
+    # The leader's child moves to a group of its own (same session, same parent): stop neither
+    # signals it nor waits for it.
+    leader = launch(started, tmp_path, f"{sys.executable} -c 'import os, time; "
+                    f"os.setpgid(0, 0); time.sleep(4)' & wait")
+    until(lambda: any(r.argv[:1] == (sys.executable,) and os.getpgid(r.pid) == r.pid
+                      for r in marked(str(tmp_path)) if r.pid != leader.pid))
+    child = next(r for r in marked(str(tmp_path)) if r.pid != leader.pid)
+    try:
+        begun = time.monotonic()
+        assert stop([leader], str(tmp_path), grace=3.0) == [leader]
+        assert time.monotonic() - begun < 2.0
+        assert start_time(child.pid) == child.start_time  # not signalled
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
 
 
 def test_stop_signals_a_process_that_leads_no_group_alone(

@@ -55,14 +55,20 @@ class ProcRecord:
         return record
 
 
-def start_time(pid: int) -> int | None:
-    """The process's start time, or None when it is gone or a zombie (nothing left to stop)."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (the state first), or None when
+    the process is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = stat[stat.rindex(")") + 2:].split()  # the command name may hold spaces and ')'
-    if fields[0] in ("Z", "X"):
+    return stat[stat.rindex(")") + 2:].split()  # the command name may hold spaces and ')'
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time, or None when it is gone or a zombie (nothing left to stop)."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in ("Z", "X"):
         return None
     return int(fields[19])
 
@@ -163,15 +169,11 @@ def exited(record: ProcRecord) -> bool:
 def group_exited(pgid: int) -> bool:
     """No process of the group ``pgid`` is left but zombies (its leader's children outlive it
     for a moment after a signal to the whole group)."""
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+    for pid in sorted(int(name) for name in os.listdir("/proc") if name.isdigit()):
+        fields = _stat_fields(pid)
+        if fields is None:  # gone since the listing
             continue
-        try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-        except OSError:
-            continue
-        state, _, group = stat[stat.rindex(")") + 2:].split()[:3]
-        if int(group) == pgid and state not in ("Z", "X"):
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             return False
     return True
 
@@ -180,7 +182,7 @@ def _leads_group(pid: int) -> bool:
     try:
         return os.getpgid(pid) == pid
     except ProcessLookupError:
-        return False
+        return False  # gone: it leads nothing
 
 
 def _signal(record: ProcRecord, sig: signal.Signals) -> None:
