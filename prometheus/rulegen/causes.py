@@ -27,6 +27,7 @@ from trainwatch.contract.causes import (
     Predicate,
     disjoint,
 )
+from trainwatch.contract.figures import indent
 from trainwatch.contract.promql import TRIAL_LABELS, by, number, on, select
 from trainwatch.contract.records import RecordNames
 from trial_instrumentation import names
@@ -42,12 +43,8 @@ def over_window(s: Settings, rate: str) -> str:
 
 
 def _labelled(expr: str, cause: str, labels: tuple[str, ...]) -> str:
-    return (f'count {by(*labels, "cause")} (label_replace(\n{_indent(expr)},\n'
+    return (f'count {by(*labels, "cause")} (label_replace(\n{indent(expr)},\n'
             f'  "cause", "{cause}", "", ""))')
-
-
-def _indent(text: str) -> str:
-    return "\n".join(f"  {line}" for line in text.splitlines())
 
 
 def _on_node(s: Settings, per_instance: str, ranks: str) -> str:
@@ -110,7 +107,7 @@ def render(decision: Decision, figures: Mapping[str, str], thresholds: Mapping[s
 
     found = []
     for i, cause in enumerate(decision.causes):
-        earlier = "".join(f"\nunless {on_key} (\n{_indent(holds(rest(c, cause)))}\n)"
+        earlier = "".join(f"\nunless {on_key} (\n{indent(holds(rest(c, cause)))}\n)"
                           for c in decision.causes[:i] if not disjoint(c, cause))
         found.append(_labelled(f"{holds(cause.when)}{earlier}", cause.name, labels))
     return "\nor\n".join(found)
@@ -170,7 +167,7 @@ def exchange_cause(s: Settings, n: RecordNames) -> str:
     slow = (f"{under}\nand {on_trial}\ncount {by(*per_trial)} "
             f"({select(names.TRIAL_INFO, trial)}) > 1")
     labelled = render(table.EXCHANGE, read, _thresholds(s, table.EXCHANGE), per_trial, under)
-    return f"(\n{_indent(labelled)}\n)\nand {on_trial}\n{slow}"
+    return f"(\n{indent(labelled)}\n)\nand {on_trial}\n{slow}"
 
 
 def _thresholds(s: Settings, decision: Decision) -> dict[str, float]:

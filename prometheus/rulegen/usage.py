@@ -18,7 +18,7 @@ from prometheus.rulegen.promql import live_trials
 from prometheus.rulegen.settings import Settings
 from trainwatch.contract.alerts import GPU_UNDERUTILIZED, TRIAL_STALE
 from trainwatch.contract.checks import EXCHANGE_CAUSES
-from trainwatch.contract.figures import HOST_INFO, gpu_busy
+from trainwatch.contract.figures import HOST_INFO, gpu_busy, indent
 from trainwatch.contract.promql import TRIAL_LABELS, by, number, on, select
 from trainwatch.contract.records import (
     IDLE_CAUSES,
@@ -50,7 +50,7 @@ def usage_group(s: Settings, n: RecordNames) -> dict[str, Any]:
     # groups write them, so a usage evaluation right after a trial's first push, or Prometheus's
     # first, would find the GPUs held and none busy. Nor one instant's reading: a failed
     # exporter scrape would leave that whole interval idle.
-    now = "\n".join(f"      {line}" for line in gpu_busy(s.selector("exporter")).splitlines())
+    now = indent(gpu_busy(s.selector("exporter")), 3)
     busy = (f"{number(s.usage_seconds)} * sum {by(*TRIAL_LABELS)} (\n"
             f"  {gpus}\n  * {on('uuid')} group_left () (\n"
             f"    max {by('uuid')} (avg_over_time({n.gpu_busy}[{s.usage_interval}]))\n"

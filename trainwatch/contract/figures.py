@@ -42,7 +42,7 @@ def run_age(trial: str, seconds: float) -> str:
                f"(timestamp({select(f'{names.STEPS}_total', trial)}))")
     started = (f"max {by(*TRIAL_LABELS)} ({select(names.START_TIME, trial)})\n"
                f"  > time() - {number(seconds)}")
-    return f"clamp_min(\n  (\n{indent(indent(read_at))}\n  )\n  - ({started}),\n  1\n)"
+    return f"clamp_min(\n  (\n{indent(read_at, 2)}\n  )\n  - ({started}),\n  1\n)"
 
 
 def inline_age(trial: str, seconds: float) -> str:
@@ -254,5 +254,6 @@ def baseline(figure: str, ends: str, lookback: str, label: str, lowest: bool = F
             f"count {per} (\n{indent(last)}\n) >= {BASELINE_MIN_RUNS}")
 
 
-def indent(text: str) -> str:
-    return "\n".join(f"  {line}" for line in text.splitlines())
+def indent(text: str, depth: int = 1) -> str:
+    """Each line of ``text`` indented ``depth`` steps of two spaces, as the rule files nest."""
+    return "\n".join(f"{'  ' * depth}{line}" for line in text.splitlines())
