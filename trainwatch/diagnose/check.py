@@ -47,17 +47,21 @@ class Checked:
         return EXIT_FOUND if self.failed else EXIT_OK
 
 
+def _trial_only(reference: str, said: str) -> tuple[str, str]:
+    """Experiment and trial of ``reference``; ValueError, saying ``said``, where it names a rank."""
+    experiment, trial, rank = parse_reference(reference)
+    if rank is not None:
+        raise ValueError(f"{said}: check takes experiment/trial (its lowest rank is read)")
+    return experiment, trial
+
+
 def check(api: PrometheusAPI, deployment: Deployment, reference: str, baseline: str,
           max_slowdown: str, since: float | None = None) -> Checked:
     """ValueError (bad input) or UnknownTrial before anything is judged."""
     bound = parse_slowdown(max_slowdown)
-    experiment, trial, rank = parse_reference(reference)
-    if rank is not None:
-        raise ValueError(f"{reference!r}: check takes experiment/trial (its lowest rank is read)")
+    experiment, trial = _trial_only(reference, repr(reference))
     if baseline != AUTO:
-        if parse_reference(baseline)[2] is not None:  # never dropped unsaid: E/T/0 is E/T
-            raise ValueError(f"--baseline {baseline!r}: check takes experiment/trial (its "
-                             "lowest rank is read)")
+        _trial_only(baseline, f"--baseline {baseline!r}")  # never dropped unsaid: E/T/0 is E/T
         if baseline == reference:
             raise ValueError(f"--baseline {baseline} is the trial checked")
     baselines = Baselines(api, deployment, since=since)
